@@ -1,0 +1,3 @@
+export async function runExplain(configPath: string, bodyPath: string): Promise<void> {
+  throw new Error(`explain not wired yet (${configPath}, ${bodyPath})`);
+}

@@ -1,0 +1,22 @@
+import { Command, CommanderError } from 'commander';
+import { isKinferenceError } from '../core/errors.js';
+import { registerExplain } from './commands/explain.js';
+
+const program = new Command('kinference')
+  .description('KV-cache-aware load balancing for vLLM behind Kong')
+  .version(process.env.npm_package_version ?? '0.1.0')
+  .showHelpAfterError()
+  .exitOverride();
+
+registerExplain(program);
+
+try {
+  await program.parseAsync(process.argv);
+} catch (e) {
+  if (e instanceof CommanderError) process.exit(e.exitCode);
+  if (isKinferenceError(e)) {
+    console.error(`kinference: ${e.message}`);
+    process.exit(2);
+  }
+  throw e;
+}

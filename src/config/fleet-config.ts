@@ -1,0 +1,133 @@
+import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { Type, type Static } from '@sinclair/typebox';
+import { parse as parseYaml } from 'yaml';
+import { KinferenceError } from '../core/errors.js';
+import { PluginConfigSchema } from './plugin-config.js';
+import { validateConfig } from './validate.js';
+import { CollectorSectionSchema } from './collector-section.js';
+import { EmulatorSectionSchema } from './emulator-section.js';
+
+/**
+ * The one YAML file that describes a fleet for the collector, `explain`, the emulator and the demo
+ * (DESIGN.md "Contracts"). Paths in `hf:` specs are resolved against the file's directory.
+ */
+
+export const ModelSchema = Type.Object({
+  tokenizer: PluginConfigSchema.properties.tokenizer,
+  chat_template: PluginConfigSchema.properties.chat_template,
+  block_size: PluginConfigSchema.properties.block_size,
+  max_prompt_tokens: PluginConfigSchema.properties.max_prompt_tokens,
+  lora_adapters: Type.Optional(
+    Type.Array(Type.String({ minLength: 1 }), { description: 'LoRA adapter names served under this base model.' }),
+  ),
+});
+
+export const PodSchema = Type.Object({
+  id: Type.String({ minLength: 1, pattern: '^[A-Za-z0-9_.:-]+$' }),
+  model: Type.String({ minLength: 1 }),
+  address: Type.String({ pattern: '^[^:\\s]+:[0-9]{1,5}$', description: 'host:port the gateway sends requests to' }),
+  kv_events: Type.Optional(Type.String({ pattern: '^(tcp|ipc|inproc)://' })),
+  kv_events_replay: Type.Optional(Type.String({ pattern: '^(tcp|ipc|inproc)://' })),
+  kv_events_topic: Type.Optional(Type.String()),
+  metrics: Type.Optional(Type.String({ pattern: '^https?://' })),
+  data_parallel_size: Type.Optional(Type.Integer({ minimum: 1, maximum: 256, default: 1 })),
+});
+
+export const KubernetesSchema = Type.Object({
+  namespace: Type.String({ minLength: 1 }),
+  service: Type.String({ minLength: 1 }),
+  model: Type.String({ minLength: 1 }),
+  http_port: Type.Integer({ default: 8000, minimum: 1, maximum: 65535 }),
+  kv_events_port: Type.Integer({ default: 5557, minimum: 1, maximum: 65535 }),
+  kv_events_replay_port: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535 })),
+  kv_events_topic: Type.Optional(Type.String()),
+  metrics_path: Type.String({ default: '/metrics' }),
+});
+
+/** Router options for `explain` and the demo: the plugin's own fields, same names and defaults. */
+export const RouterSectionSchema = Type.Pick(PluginConfigSchema, [
+  'redis_timeout_ms',
+  'index',
+  'fallback',
+  'stale_after_ms',
+  'reservation_ttl_ms',
+  'shed_ttft_slo_ms',
+  'max_body_bytes',
+  'otlp_endpoint',
+  'service_name',
+]);
+
+export const FleetConfigSchema = Type.Object({
+  redis_url: PluginConfigSchema.properties.redis_url,
+  redis_key_prefix: PluginConfigSchema.properties.redis_key_prefix,
+  models: Type.Record(Type.String({ minLength: 1 }), ModelSchema),
+  pods: Type.Optional(Type.Array(PodSchema)),
+  kubernetes: Type.Optional(KubernetesSchema),
+  router: Type.Optional(RouterSectionSchema),
+  collector: Type.Optional(CollectorSectionSchema),
+  emulator: Type.Optional(EmulatorSectionSchema),
+});
+
+export type FleetConfig = Static<typeof FleetConfigSchema>;
+export type ModelConfig = Static<typeof ModelSchema>;
+export type PodConfig = Static<typeof PodSchema>;
+export type RouterSection = Static<typeof RouterSectionSchema>;
+
+function resolveSpec(spec: string, baseDir: string): string {
+  return spec.startsWith('hf:') ? `hf:${resolve(baseDir, spec.slice(3))}` : spec;
+}
+
+/** Cross-field checks TypeBox cannot express; messages name the file and the field. */
+function checkFleet(cfg: FleetConfig, source: string): void {
+  const problems: string[] = [];
+  if (Object.keys(cfg.models).length === 0) problems.push('  models: at least one model is required');
+  if (!cfg.pods && !cfg.kubernetes) problems.push('  pods: a pod list or a `kubernetes:` section is required');
+  if (cfg.pods && cfg.kubernetes) problems.push('  pods: give either `pods:` or `kubernetes:`, not both');
+  const ids = new Set<string>();
+  const addresses = new Set<string>();
+  (cfg.pods ?? []).forEach((p, i) => {
+    if (!(p.model in cfg.models)) problems.push(`  pods.${i}.model: "${p.model}" is not listed under models`);
+    if (ids.has(p.id)) problems.push(`  pods.${i}.id: duplicate pod id "${p.id}"`);
+    if (addresses.has(p.address)) problems.push(`  pods.${i}.address: duplicate address "${p.address}"`);
+    ids.add(p.id);
+    addresses.add(p.address);
+  });
+  if (cfg.kubernetes && !(cfg.kubernetes.model in cfg.models))
+    problems.push(`  kubernetes.model: "${cfg.kubernetes.model}" is not listed under models`);
+  if (problems.length > 0)
+    throw new KinferenceError('KINF_ERR_CONFIG', `${source}: invalid configuration\n${problems.join('\n')}`);
+}
+
+export function parseFleetConfig(raw: unknown, source: string, baseDir: string): FleetConfig {
+  const cfg = validateConfig(FleetConfigSchema, raw, source);
+  checkFleet(cfg, source);
+  for (const m of Object.values(cfg.models)) {
+    m.tokenizer = resolveSpec(m.tokenizer, baseDir);
+    m.chat_template = resolveSpec(m.chat_template, baseDir);
+  }
+  return cfg;
+}
+
+export function loadFleetConfig(path: string): FleetConfig {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new KinferenceError('KINF_ERR_CONFIG_FILE', `${path}: cannot read: ${(e as Error).message}`, { cause: e });
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(text);
+  } catch (e) {
+    throw new KinferenceError('KINF_ERR_CONFIG_FILE', `${path}: not valid YAML: ${(e as Error).message}`, { cause: e });
+  }
+  return parseFleetConfig(raw, path, dirname(resolve(path)));
+}
+
+/** The model a request names: a base model, or the base model of a LoRA adapter. */
+export function resolveModel(cfg: FleetConfig, name: string): { model: string; lora: string | null } | null {
+  if (name in cfg.models) return { model: name, lora: null };
+  for (const [model, m] of Object.entries(cfg.models)) if (m.lora_adapters?.includes(name)) return { model, lora: name };
+  return null;
+}

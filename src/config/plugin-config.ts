@@ -1,0 +1,132 @@
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+
+/**
+ * The plugin configuration: the ONE source for the TypeScript type, schemas/plugin-config.schema.json and
+ * the Kong schema (to-kong-schema.ts). Every field carries a description of 10–500 characters (Kong's rule),
+ * and a default unless it is optional. `x-kong` holds Kong-only attributes.
+ */
+
+const TOKENIZER_PATTERN = '^(tiktoken:[a-z0-9_]+|hf:.+)$';
+const TEMPLATE_PATTERN = '^(chatml|harmony|llama3|none|hf:.+)$';
+
+export const PluginConfigSchema = Type.Object(
+  {
+    redis_url: Type.String({
+      default: 'redis://127.0.0.1:6379/0',
+      pattern: '^rediss?://',
+      description:
+        'Redis holding the KV-location index, as redis://[user:password@]host:port/db, or rediss:// for TLS.',
+      'x-kong': { referenceable: true, encrypted: true },
+    }),
+    redis_timeout_ms: Type.Integer({
+      default: 25,
+      minimum: 1,
+      maximum: 10000,
+      description:
+        'Budget for the one index lookup per request, in milliseconds; past it the request is routed on load alone.',
+    }),
+    redis_key_prefix: Type.String({
+      default: 'kinf',
+      pattern: '^[A-Za-z0-9_.:-]{1,64}$',
+      description: 'Prefix of every Redis key of the index; the collector must use the same prefix.',
+    }),
+    index: Type.Union([Type.Literal('redis'), Type.Literal('memory')], {
+      default: 'redis',
+      description:
+        'Where the KV-location index lives: redis (shared with the collector) or memory (tests and single-node demos only).',
+    }),
+    model_pods: Type.Optional(
+      Type.Record(Type.String(), Type.Array(Type.String({ pattern: '^[^:\\s]+:[0-9]{1,5}$' })), {
+        description:
+          'Static fallback pod list per model (model name to host:port list), used when the index has no pods for the model.',
+      }),
+    ),
+    tokenizer: Type.String({
+      default: 'tiktoken:o200k_base',
+      pattern: TOKENIZER_PATTERN,
+      description:
+        'Tokenizer matching the served model: tiktoken:<encoding> or hf:<path to tokenizer.json>. Must match vLLM or nothing is ever cached.',
+    }),
+    chat_template: Type.String({
+      default: 'chatml',
+      pattern: TEMPLATE_PATTERN,
+      description:
+        'Chat template matching the served model: chatml, harmony, llama3, none, or hf:<path to tokenizer_config.json>.',
+    }),
+    block_size: Type.Integer({
+      default: 16,
+      minimum: 1,
+      maximum: 4096,
+      description: 'Tokens per KV-cache block, as vLLM is configured (--block-size, 16 by default).',
+    }),
+    max_prompt_tokens: Type.Integer({
+      default: 131072,
+      minimum: 16,
+      maximum: 4194304,
+      description:
+        'Cap on tokenization work per request; longer prompts are routed on their first max_prompt_tokens tokens.',
+    }),
+    max_body_bytes: Type.Integer({
+      default: 8388608,
+      minimum: 1024,
+      maximum: 268435456,
+      description:
+        'Bodies larger than this are not read by the plugin (the RPC cost grows with size); they are routed on load alone.',
+    }),
+    fallback: Type.Union([Type.Literal('least-loaded'), Type.Literal('kong-default')], {
+      default: 'least-loaded',
+      description:
+        'What happens when no prediction can be made: least-loaded picks the pod with the least work, kong-default leaves the service target.',
+    }),
+    stale_after_ms: Type.Integer({
+      default: 10000,
+      minimum: 100,
+      maximum: 3600000,
+      description:
+        'Pod index data older than this (no KV event and no scrape) is stale: its cached-prefix credit is discounted.',
+    }),
+    reservation_ttl_ms: Type.Integer({
+      default: 15000,
+      minimum: 0,
+      maximum: 600000,
+      description:
+        "How long the router counts its own recent assignments as queued work on a pod, until the pod's metrics show them.",
+    }),
+    shed_ttft_slo_ms: Type.Integer({
+      default: 0,
+      minimum: 0,
+      maximum: 3600000,
+      description:
+        'Opt-in load shedding: when every pod is predicted over this TTFT, answer 429 with Retry-After. 0 disables shedding.',
+    }),
+    expose_headers: Type.Boolean({
+      default: false,
+      description:
+        'Add x-kinference-* headers (chosen pod, predicted TTFT, cached tokens) to the upstream request, for debugging.',
+    }),
+    otlp_endpoint: Type.Optional(
+      Type.String({
+        pattern: '^https?://',
+        description:
+          'OTLP/HTTP traces endpoint, e.g. http://jaeger:4318/v1/traces. Unset disables tracing at no cost per request.',
+      }),
+    ),
+    service_name: Type.String({
+      default: 'kinference',
+      minLength: 1,
+      description: 'OpenTelemetry service.name of the spans the plugin exports.',
+    }),
+    trace_sample_ratio: Type.Number({
+      default: 1,
+      minimum: 0,
+      maximum: 1,
+      description:
+        'Fraction of requests without a sampled parent whose decision span is exported (parent-based sampling otherwise).',
+    }),
+  },
+  { additionalProperties: true, $id: 'https://kinference.dev/schemas/plugin-config.schema.json' },
+);
+
+export type PluginConfig = Static<typeof PluginConfigSchema>;
+
+export type FieldSchema = TSchema & { description?: string; default?: unknown };

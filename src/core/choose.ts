@@ -1,0 +1,35 @@
+import type { FallbackReason } from './fallback.js';
+import type { Prediction } from './predictor.js';
+
+export interface Decision {
+  /** Ranked best first. */
+  candidates: Prediction[];
+  chosen: Prediction | null;
+  /** Set when the choice was made without full information. */
+  fallbackReason: FallbackReason | null;
+}
+
+/** Total order: lowest predicted TTFT, then most cached tokens, then least work, then pod id. */
+export function comparePredictions(a: Prediction, b: Prediction): number {
+  const d = a.predictedTtftMs - b.predictedTtftMs;
+  if (Math.abs(d) > 1e-9) return d;
+  if (a.cachedTokens !== b.cachedTokens) return b.cachedTokens - a.cachedTokens;
+  const wa = a.running + a.waiting;
+  const wb = b.running + b.waiting;
+  if (wa !== wb) return wa - wb;
+  return a.podId < b.podId ? -1 : a.podId > b.podId ? 1 : 0;
+}
+
+/**
+ * Picks the pod with the lowest predicted TTFT among healthy pods. If none is healthy, ranks them all
+ * anyway (a metrics outage must not take the route down) and says so.
+ */
+export function choose(predictions: readonly Prediction[]): Decision {
+  if (predictions.length === 0) return { candidates: [], chosen: null, fallbackReason: 'no_pods_in_index' };
+  const ranked = [...predictions].sort(comparePredictions);
+  const healthy = ranked.filter((p) => p.healthy);
+  if (healthy.length === 0) return { candidates: ranked, chosen: ranked[0]!, fallbackReason: 'all_pods_unhealthy' };
+  const candidates = [...healthy, ...ranked.filter((p) => !p.healthy)];
+  const stale = healthy.every((p) => p.cacheCredit < 1);
+  return { candidates, chosen: healthy[0]!, fallbackReason: stale ? 'stale_index' : null };
+}

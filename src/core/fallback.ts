@@ -1,0 +1,22 @@
+/**
+ * Every degraded path ends in one of these reasons. It goes on the span and in `explain`, and the request
+ * is still served (fail open).
+ */
+export const FALLBACK_REASONS = [
+  'body_too_large',
+  'body_not_json',
+  'invalid_utf8',
+  'body_not_chat',
+  'multimodal_content',
+  'template_error',
+  'tokenizer_error',
+  'prompt_truncated',
+  'index_timeout',
+  'index_error',
+  'no_pods_in_index',
+  'all_pods_unhealthy',
+  'stale_index',
+  'internal_error',
+] as const;
+
+export type FallbackReason = (typeof FALLBACK_REASONS)[number];

@@ -1,0 +1,118 @@
+import type { Calibration, PodLookup, Reservation } from './types.js';
+
+/**
+ * The TTFT model (DESIGN.md "TTFT model"), per pod:
+ *   TTFT = queue + prefill(uncached, context) + load(cpu tier) + interference + overhead
+ *   prefill      = U·p + a·U·(C + P)/2          U uncached tokens, C cached, P prompt; a·Σcontext is attention
+ *   load         = L·l                          L tokens found only in the CPU tier
+ *   queue        = Q·p + W·overhead             Q queued prefill tokens (waiting work + our reservations)
+ *   interference = steps·d if decodes run       steps = ⌈(Q+U)/(B−R)⌉ engine steps shared with R decodes
+ * vLLM recomputes the last prompt token, so at most ⌊(P−1)/bs⌋·bs tokens can be cached.
+ */
+
+/** Conservative defaults (an L40S-class GPU, a ~30B model) until the collector calibrates a pod. */
+export const DEFAULT_CALIBRATION: Calibration = {
+  overheadMs: 25,
+  prefillMsPerToken: 0.33,
+  attentionMsPerToken2: 0.000006,
+  cpuLoadMsPerToken: 0.02,
+  decodeStepMs: 45,
+  maxBatchedTokens: 2048,
+};
+
+export interface PredictOptions {
+  promptTokens: number;
+  blockSize: number;
+  nowMs: number;
+  staleAfterMs: number;
+  /** Reservations on this pod still within their TTL. */
+  reservations: readonly Reservation[];
+  defaultCalibration?: Calibration;
+}
+
+export interface Prediction {
+  podId: string;
+  address: string;
+  healthy: boolean;
+  cachedTokens: number;
+  cpuTokens: number;
+  uncachedTokens: number;
+  queuedTokens: number;
+  running: number;
+  waiting: number;
+  queueMs: number;
+  prefillMs: number;
+  loadMs: number;
+  interferenceMs: number;
+  overheadMs: number;
+  predictedTtftMs: number;
+  /** Age of the pod's freshest index data (KV event or scrape), ms; null when never seen. */
+  indexAgeMs: number | null;
+  /** Fraction of cached credit kept (1 fresh, lower when stale or resyncing). */
+  cacheCredit: number;
+  reasons: string[];
+}
+
+/** Cached-credit factor: full while fresh, linear down to 0 at 3× the staleness bound; halved while resyncing. */
+export function cacheCreditFactor(indexAgeMs: number | null, staleAfterMs: number, resyncing: boolean): number {
+  let f = 1;
+  if (indexAgeMs === null) f = 0;
+  else if (indexAgeMs > staleAfterMs) f = Math.max(0, 1 - (indexAgeMs - staleAfterMs) / (2 * staleAfterMs));
+  return resyncing ? f * 0.5 : f;
+}
+
+export function predictTtft(pod: PodLookup, opts: PredictOptions): Prediction {
+  const s = pod.state;
+  const cal = s.calibration ?? opts.defaultCalibration ?? DEFAULT_CALIBRATION;
+  const P = Math.max(0, Math.floor(opts.promptTokens));
+  const bs = opts.blockSize;
+  const reasons: string[] = [];
+  const maxCached = P > 0 ? Math.floor((P - 1) / bs) * bs : 0;
+
+  const freshest = Math.max(s.lastEventAtMs, s.lastScrapeAtMs);
+  const indexAgeMs = freshest > 0 ? Math.max(0, opts.nowMs - freshest) : null;
+  const credit = cacheCreditFactor(indexAgeMs, opts.staleAfterMs, s.resyncing);
+  if (credit < 1) reasons.push(s.resyncing ? 'index resyncing: cached credit halved' : 'stale index: cached credit discounted');
+
+  const creditBlocks = (blocks: number): number => Math.floor((Math.min(blocks * bs, maxCached) * credit) / bs) * bs;
+  const gpu = creditBlocks(pod.prefixBlocks.GPU);
+  const gpuOrCpu = Math.max(gpu, creditBlocks(pod.prefixBlocks.CPU));
+  const cpuTokens = gpuOrCpu - gpu;
+  const cached = gpuOrCpu;
+  const U = P - cached;
+
+  let reservedTokens = 0;
+  for (const r of opts.reservations) if (r.atMs > s.lastScrapeAtMs) reservedTokens += r.uncachedTokens;
+  const queuedTokens = s.waiting * s.meanQueuedPrefillTokens + reservedTokens;
+  const waitingReqs = s.waiting + opts.reservations.filter((r) => r.atMs > s.lastScrapeAtMs).length;
+
+  const prefillMs = U * cal.prefillMsPerToken + (cal.attentionMsPerToken2 * U * (cached + P)) / 2;
+  const loadMs = cpuTokens * cal.cpuLoadMsPerToken;
+  const queueMs = queuedTokens * cal.prefillMsPerToken + waitingReqs * cal.overheadMs;
+  const budget = Math.max(1, cal.maxBatchedTokens - s.running);
+  const interferenceMs = s.running > 0 ? Math.ceil((queuedTokens + U) / budget) * cal.decodeStepMs : 0;
+  const predictedTtftMs = queueMs + prefillMs + loadMs + interferenceMs + cal.overheadMs;
+
+  if (!s.calibration) reasons.push('default calibration');
+  if (!s.healthy) reasons.push('unhealthy');
+  return {
+    podId: s.podId,
+    address: s.address,
+    healthy: s.healthy,
+    cachedTokens: gpu,
+    cpuTokens,
+    uncachedTokens: U,
+    queuedTokens,
+    running: s.running,
+    waiting: s.waiting,
+    queueMs,
+    prefillMs,
+    loadMs,
+    interferenceMs,
+    overheadMs: cal.overheadMs,
+    predictedTtftMs,
+    indexAgeMs,
+    cacheCredit: credit,
+    reasons,
+  };
+}

@@ -1,0 +1,127 @@
+import type { FallbackReason } from './fallback.js';
+
+/** A chat message after validation: content is text only (string or text parts joined by the template). */
+export interface ChatMessage {
+  role: 'system' | 'developer' | 'user' | 'assistant' | 'tool' | 'function';
+  /** String content, or the text of each text part (templates decide how parts join). */
+  content: string | { type: 'text'; text: string }[] | null;
+  name?: string;
+  tool_calls?: unknown[];
+  tool_call_id?: string;
+  reasoning_content?: string;
+}
+
+export interface ChatRequest {
+  /** The model name the client asked for (a base model or a LoRA adapter name). */
+  model: string;
+  messages: ChatMessage[];
+  tools?: unknown[];
+  cacheSalt?: string;
+  chatTemplateKwargs?: Record<string, unknown>;
+  addGenerationPrompt: boolean;
+  continueFinalMessage: boolean;
+  stream: boolean;
+}
+
+export type ParseResult =
+  | { ok: true; request: ChatRequest }
+  | { ok: false; reason: FallbackReason; detail: string; model?: string };
+
+const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool', 'function']);
+const MAX_MESSAGES = 100_000;
+
+function fail(reason: FallbackReason, detail: string, model?: string): ParseResult {
+  return model === undefined ? { ok: false, reason, detail } : { ok: false, reason, detail, model };
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** Decodes raw body bytes; invalid UTF-8 and non-JSON are reasons, never exceptions. */
+export function parseChatBody(body: Uint8Array | string, maxBodyBytes = Number.POSITIVE_INFINITY): ParseResult {
+  const size = typeof body === 'string' ? body.length : body.byteLength;
+  if (size > maxBodyBytes) return fail('body_too_large', `body is ${size} bytes, over max_body_bytes ${maxBodyBytes}`);
+  let text: string;
+  if (typeof body === 'string') text = body;
+  else {
+    try {
+      text = utf8.decode(body);
+    } catch {
+      return fail('invalid_utf8', 'body is not valid UTF-8');
+    }
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    return fail('body_not_json', `body is not JSON: ${(e as Error).message.slice(0, 200)}`);
+  }
+  return parseChatRequest(json);
+}
+
+/** Validates an OpenAI chat-completions body. Never throws. */
+export function parseChatRequest(json: unknown): ParseResult {
+  if (!isRecord(json)) return fail('body_not_chat', 'body is not a JSON object');
+  const model = json.model;
+  if (typeof model !== 'string' || model.length === 0) return fail('body_not_chat', '`model` must be a non-empty string');
+  const messages = json.messages;
+  if (!Array.isArray(messages)) return fail('body_not_chat', '`messages` must be an array', model);
+  if (messages.length === 0) return fail('body_not_chat', '`messages` is empty', model);
+  if (messages.length > MAX_MESSAGES) return fail('body_not_chat', `more than ${MAX_MESSAGES} messages`, model);
+  const out: ChatMessage[] = new Array(messages.length);
+  for (let i = 0; i < messages.length; i++) {
+    const m: unknown = messages[i];
+    if (!isRecord(m)) return fail('body_not_chat', `messages[${i}] is not an object`, model);
+    const role = m.role;
+    if (typeof role !== 'string' || !ROLES.has(role))
+      return fail('body_not_chat', `messages[${i}].role ${JSON.stringify(role)?.slice(0, 40)} is not a chat role`, model);
+    const content = m.content;
+    let parsed: ChatMessage['content'];
+    if (content === undefined || content === null) parsed = null;
+    else if (typeof content === 'string') parsed = content;
+    else if (Array.isArray(content)) {
+      const parts: { type: 'text'; text: string }[] = [];
+      for (let j = 0; j < content.length; j++) {
+        const p: unknown = content[j];
+        if (!isRecord(p) || typeof p.type !== 'string')
+          return fail('body_not_chat', `messages[${i}].content[${j}] has no type`, model);
+        if (p.type === 'text') {
+          if (typeof p.text !== 'string')
+            return fail('body_not_chat', `messages[${i}].content[${j}].text must be a string`, model);
+          parts.push({ type: 'text', text: p.text });
+        } else if (p.type === 'image_url' || p.type === 'input_audio' || p.type === 'video_url' || p.type === 'file')
+          // vLLM mixes multimodal hashes into block keys; we cannot predict them, so route on load.
+          return fail('multimodal_content', `messages[${i}].content[${j}] is ${p.type}`, model);
+        else return fail('body_not_chat', `messages[${i}].content[${j}].type ${p.type.slice(0, 40)} is unknown`, model);
+      }
+      parsed = parts;
+    } else return fail('body_not_chat', `messages[${i}].content must be a string, an array or null`, model);
+    const msg: ChatMessage = { role: role as ChatMessage['role'], content: parsed };
+    if (typeof m.name === 'string') msg.name = m.name;
+    if (Array.isArray(m.tool_calls)) msg.tool_calls = m.tool_calls;
+    if (typeof m.tool_call_id === 'string') msg.tool_call_id = m.tool_call_id;
+    if (typeof m.reasoning_content === 'string') msg.reasoning_content = m.reasoning_content;
+    out[i] = msg;
+  }
+  const req: ChatRequest = {
+    model,
+    messages: out,
+    addGenerationPrompt: json.add_generation_prompt !== false,
+    continueFinalMessage: json.continue_final_message === true,
+    stream: json.stream === true,
+  };
+  if (json.tools !== undefined && json.tools !== null) {
+    if (!Array.isArray(json.tools)) return fail('body_not_chat', '`tools` must be an array', model);
+    if (json.tools.length > 0) req.tools = json.tools;
+  }
+  if (json.cache_salt !== undefined && json.cache_salt !== null) {
+    if (typeof json.cache_salt !== 'string' || json.cache_salt.length === 0)
+      return fail('body_not_chat', '`cache_salt` must be a non-empty string', model);
+    req.cacheSalt = json.cache_salt;
+  }
+  if (isRecord(json.chat_template_kwargs)) req.chatTemplateKwargs = json.chat_template_kwargs;
+  return { ok: true, request: req };
+}

@@ -1,0 +1,57 @@
+import type { BlockKey, LookupResult, PodId, PodState, Tier } from '../core/types.js';
+
+/** One write applied to one pod, in order. */
+export type IndexOp =
+  | { op: 'store'; keys: BlockKey[]; tier: Tier }
+  | { op: 'remove'; keys: BlockKey[]; tier: Tier }
+  | { op: 'clear' };
+
+export interface PodRef {
+  model: string;
+  podId: PodId;
+}
+
+/**
+ * The KV-location index: which pod holds which block keys, in which tier, plus each pod's state.
+ *
+ * Contract (both implementations; spec/conformance/kv-index.ts checks it):
+ * - Blocks are reference-counted per (block, pod, tier): vLLM may store a hash twice and remove it once.
+ *   A remove of a block the pod does not hold is ignored.
+ * - `clear` drops every block of the pod in O(1) (a per-pod epoch), keeping its state.
+ * - `lookup(model, keys)` returns every pod registered for `model` (via upsertPodState) with, per tier, the
+ *   length of the prefix of `keys` found by the chain search below, and the pod's state. It is ONE round
+ *   trip on Redis. The search probes block n−1 for growing n (1, 2, 4, …) until a miss, then binary-searches
+ *   between the last hit and the first miss. It is exact when a pod's blocks are prefix-closed (vLLM evicts
+ *   tail blocks first, so they nearly always are); both implementations run the same search, so they agree
+ *   on every input.
+ * - prefixBlocks[tier] counts blocks held in that tier or a faster one (GPU ≤ CPU ≤ STORAGE).
+ * - Pods appear sorted by podId. Keys are never prompt text or token ids.
+ */
+export interface KvIndex {
+  apply(pod: PodRef, ops: readonly IndexOp[]): Promise<void>;
+  /** Merges the given fields into the pod's state, registering the pod for its model if new. */
+  upsertPodState(pod: PodRef, state: Partial<Omit<PodState, 'podId' | 'model'>>): Promise<void>;
+  /** Unregisters the pod and drops its blocks (a pod that left the fleet). */
+  removePod(pod: PodRef): Promise<void>;
+  lookup(model: string, keys: readonly BlockKey[]): Promise<LookupResult>;
+  /** Pods registered for a model, sorted by podId. */
+  listPods(model: string): Promise<PodState[]>;
+  close(): Promise<void>;
+}
+
+export function defaultPodState(pod: PodRef): PodState {
+  return {
+    podId: pod.podId,
+    model: pod.model,
+    address: '',
+    healthy: true,
+    running: 0,
+    waiting: 0,
+    kvUsage: 0,
+    meanQueuedPrefillTokens: 0,
+    calibration: null,
+    lastEventAtMs: 0,
+    lastScrapeAtMs: 0,
+    resyncing: false,
+  };
+}

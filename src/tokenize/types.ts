@@ -1,0 +1,37 @@
+import type { ChatRequest } from '../core/request.js';
+
+/** A tokenizer as vLLM applies it to a rendered chat prompt (add_special_tokens=false, specials parsed). */
+export interface Tokenizer {
+  /** e.g. "tiktoken:o200k_base" or "hf:/path/tokenizer.json". */
+  readonly spec: string;
+  /** Special/added tokens that are matched literally in prompt text, with their ids. */
+  readonly specialTokens: ReadonlyMap<string, number>;
+  /** Tokens of plain text containing no special token: the unit the segment cache stores. */
+  encodeOrdinary(text: string): number[];
+  /** Full prompt encoding without a cache (the reference the cache is tested against). */
+  encode(text: string): number[];
+  /** Ids → text, for verify-tokenizer and the emulator. */
+  decode(ids: readonly number[]): string;
+}
+
+export interface ChatTemplate {
+  /** e.g. "chatml" or "hf:/path/tokenizer_config.json". */
+  readonly spec: string;
+  /** Renders the prompt text exactly as vLLM's chat endpoint would before tokenizing it. */
+  render(request: ChatRequest): string;
+}
+
+export interface TokenizeResult {
+  tokens: number[];
+  /** True when the prompt was cut at maxTokens. */
+  truncated: boolean;
+  /** Characters served from the segment cache vs tokenized now (for the span and the bench). */
+  cachedChars: number;
+  tokenizedChars: number;
+}
+
+/** Prompt tokenizer with the segment cache in front of a Tokenizer. */
+export interface PromptTokenizer {
+  readonly tokenizer: Tokenizer;
+  tokenize(text: string, maxTokens: number): TokenizeResult;
+}

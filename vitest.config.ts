@@ -1,0 +1,13 @@
+import { defineConfig } from 'vitest/config';
+
+// Two cores: keep parallelism low so process-spawning tests don't starve each other.
+export default defineConfig({
+  test: {
+    include: ['spec/**/*.spec.ts'],
+    pool: 'forks',
+    maxWorkers: 2,
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    reporters: ['default'],
+  },
+});
