@@ -19,14 +19,19 @@ export const ModelSchema = Type.Object({
   block_size: PluginConfigSchema.properties.block_size,
   max_prompt_tokens: PluginConfigSchema.properties.max_prompt_tokens,
   lora_adapters: Type.Optional(
-    Type.Array(Type.String({ minLength: 1 }), { description: 'LoRA adapter names served under this base model.' }),
+    Type.Array(Type.String({ minLength: 1 }), {
+      description: 'LoRA adapter names served under this base model.',
+    }),
   ),
 });
 
 export const PodSchema = Type.Object({
   id: Type.String({ minLength: 1, pattern: '^[A-Za-z0-9_.:-]+$' }),
   model: Type.String({ minLength: 1 }),
-  address: Type.String({ pattern: '^[^:\\s]+:[0-9]{1,5}$', description: 'host:port the gateway sends requests to' }),
+  address: Type.String({
+    pattern: '^[^:\\s]+:[0-9]{1,5}$',
+    description: 'host:port the gateway sends requests to',
+  }),
   kv_events: Type.Optional(Type.String({ pattern: '^(tcp|ipc|inproc)://' })),
   kv_events_replay: Type.Optional(Type.String({ pattern: '^(tcp|ipc|inproc)://' })),
   kv_events_topic: Type.Optional(Type.String()),
@@ -82,7 +87,8 @@ function resolveSpec(spec: string, baseDir: string): string {
 function checkFleet(cfg: FleetConfig, source: string): void {
   const problems: string[] = [];
   if (Object.keys(cfg.models).length === 0) problems.push('  models: at least one model is required');
-  if (!cfg.pods && !cfg.kubernetes) problems.push('  pods: a pod list or a `kubernetes:` section is required');
+  if (!cfg.pods && !cfg.kubernetes)
+    problems.push('  pods: a pod list or a `kubernetes:` section is required');
   if (cfg.pods && cfg.kubernetes) problems.push('  pods: give either `pods:` or `kubernetes:`, not both');
   const ids = new Set<string>();
   const addresses = new Set<string>();
@@ -114,13 +120,17 @@ export function loadFleetConfig(path: string): FleetConfig {
   try {
     text = readFileSync(path, 'utf8');
   } catch (e) {
-    throw new KinferenceError('KINF_ERR_CONFIG_FILE', `${path}: cannot read: ${(e as Error).message}`, { cause: e });
+    throw new KinferenceError('KINF_ERR_CONFIG_FILE', `${path}: cannot read: ${(e as Error).message}`, {
+      cause: e,
+    });
   }
   let raw: unknown;
   try {
     raw = parseYaml(text);
   } catch (e) {
-    throw new KinferenceError('KINF_ERR_CONFIG_FILE', `${path}: not valid YAML: ${(e as Error).message}`, { cause: e });
+    throw new KinferenceError('KINF_ERR_CONFIG_FILE', `${path}: not valid YAML: ${(e as Error).message}`, {
+      cause: e,
+    });
   }
   return parseFleetConfig(raw, path, dirname(resolve(path)));
 }
@@ -128,6 +138,7 @@ export function loadFleetConfig(path: string): FleetConfig {
 /** The model a request names: a base model, or the base model of a LoRA adapter. */
 export function resolveModel(cfg: FleetConfig, name: string): { model: string; lora: string | null } | null {
   if (name in cfg.models) return { model: name, lora: null };
-  for (const [model, m] of Object.entries(cfg.models)) if (m.lora_adapters?.includes(name)) return { model, lora: name };
+  for (const [model, m] of Object.entries(cfg.models))
+    if (m.lora_adapters?.includes(name)) return { model, lora: name };
   return null;
 }

@@ -41,6 +41,12 @@ export const PluginConfigSchema = Type.Object(
           'Static fallback pod list per model (model name to host:port list), used when the index has no pods for the model.',
       }),
     ),
+    lora_adapters: Type.Optional(
+      Type.Record(Type.String(), Type.String(), {
+        description:
+          'LoRA adapters served by the pods, as adapter name to base model. A request naming an adapter is routed among the base model pods.',
+      }),
+    ),
     tokenizer: Type.String({
       default: 'tiktoken:o200k_base',
       pattern: TOKENIZER_PATTERN,

@@ -27,7 +27,14 @@ function fmix(h: number): number {
 }
 
 /** Hashes tokens[start, end) under the parent (hi, lo) and writes the result to out[0..1]. */
-function hashBlock(hi: number, lo: number, tokens: ArrayLike<number>, start: number, end: number, out: Uint32Array): void {
+function hashBlock(
+  hi: number,
+  lo: number,
+  tokens: ArrayLike<number>,
+  start: number,
+  end: number,
+  out: Uint32Array,
+): void {
   let h1 = lo ^ 0x9e3779b9;
   let h2 = hi ^ 0x7f4a7c15;
   for (let i = start; i < end; i++) {
@@ -121,7 +128,8 @@ export function blockKeys(
   parent: BlockKey,
   maxBlocks = Number.POSITIVE_INFINITY,
 ): BlockKey[] {
-  if (!Number.isInteger(blockSize) || blockSize <= 0) throw new RangeError(`block size must be a positive integer, got ${blockSize}`);
+  if (!Number.isInteger(blockSize) || blockSize <= 0)
+    throw new RangeError(`block size must be a positive integer, got ${blockSize}`);
   const n = Math.min(Math.floor(tokens.length / blockSize), maxBlocks);
   const keys: BlockKey[] = new Array(n);
   const out = new Uint32Array(2);

@@ -28,7 +28,8 @@ export function choose(predictions: readonly Prediction[]): Decision {
   if (predictions.length === 0) return { candidates: [], chosen: null, fallbackReason: 'no_pods_in_index' };
   const ranked = [...predictions].sort(comparePredictions);
   const healthy = ranked.filter((p) => p.healthy);
-  if (healthy.length === 0) return { candidates: ranked, chosen: ranked[0]!, fallbackReason: 'all_pods_unhealthy' };
+  if (healthy.length === 0)
+    return { candidates: ranked, chosen: ranked[0]!, fallbackReason: 'all_pods_unhealthy' };
   const candidates = [...healthy, ...ranked.filter((p) => !p.healthy)];
   const stale = healthy.every((p) => p.cacheCredit < 1);
   return { candidates, chosen: healthy[0]!, fallbackReason: stale ? 'stale_index' : null };

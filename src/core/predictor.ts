@@ -28,6 +28,8 @@ export interface PredictOptions {
   /** Reservations on this pod still within their TTL. */
   reservations: readonly Reservation[];
   defaultCalibration?: Calibration;
+  /** Online correction from observed TTFTs (actual / predicted, smoothed); 1 when none. */
+  ttftFactor?: number;
 }
 
 export interface Prediction {
@@ -45,6 +47,9 @@ export interface Prediction {
   loadMs: number;
   interferenceMs: number;
   overheadMs: number;
+  /** The model's TTFT before the online correction factor. */
+  modelTtftMs: number;
+  ttftFactor: number;
   predictedTtftMs: number;
   /** Age of the pod's freshest index data (KV event or scrape), ms; null when never seen. */
   indexAgeMs: number | null;
@@ -54,7 +59,11 @@ export interface Prediction {
 }
 
 /** Cached-credit factor: full while fresh, linear down to 0 at 3× the staleness bound; halved while resyncing. */
-export function cacheCreditFactor(indexAgeMs: number | null, staleAfterMs: number, resyncing: boolean): number {
+export function cacheCreditFactor(
+  indexAgeMs: number | null,
+  staleAfterMs: number,
+  resyncing: boolean,
+): number {
   let f = 1;
   if (indexAgeMs === null) f = 0;
   else if (indexAgeMs > staleAfterMs) f = Math.max(0, 1 - (indexAgeMs - staleAfterMs) / (2 * staleAfterMs));
@@ -72,9 +81,13 @@ export function predictTtft(pod: PodLookup, opts: PredictOptions): Prediction {
   const freshest = Math.max(s.lastEventAtMs, s.lastScrapeAtMs);
   const indexAgeMs = freshest > 0 ? Math.max(0, opts.nowMs - freshest) : null;
   const credit = cacheCreditFactor(indexAgeMs, opts.staleAfterMs, s.resyncing);
-  if (credit < 1) reasons.push(s.resyncing ? 'index resyncing: cached credit halved' : 'stale index: cached credit discounted');
+  if (credit < 1)
+    reasons.push(
+      s.resyncing ? 'index resyncing: cached credit halved' : 'stale index: cached credit discounted',
+    );
 
-  const creditBlocks = (blocks: number): number => Math.floor((Math.min(blocks * bs, maxCached) * credit) / bs) * bs;
+  const creditBlocks = (blocks: number): number =>
+    Math.floor((Math.min(blocks * bs, maxCached) * credit) / bs) * bs;
   const gpu = creditBlocks(pod.prefixBlocks.GPU);
   const gpuOrCpu = Math.max(gpu, creditBlocks(pod.prefixBlocks.CPU));
   const cpuTokens = gpuOrCpu - gpu;
@@ -91,7 +104,10 @@ export function predictTtft(pod: PodLookup, opts: PredictOptions): Prediction {
   const queueMs = queuedTokens * cal.prefillMsPerToken + waitingReqs * cal.overheadMs;
   const budget = Math.max(1, cal.maxBatchedTokens - s.running);
   const interferenceMs = s.running > 0 ? Math.ceil((queuedTokens + U) / budget) * cal.decodeStepMs : 0;
-  const predictedTtftMs = queueMs + prefillMs + loadMs + interferenceMs + cal.overheadMs;
+  const modelTtftMs = queueMs + prefillMs + loadMs + interferenceMs + cal.overheadMs;
+  const ttftFactor = opts.ttftFactor ?? 1;
+  const predictedTtftMs = modelTtftMs * ttftFactor;
+  if (ttftFactor !== 1) reasons.push(`observed latency correction ×${ttftFactor.toFixed(2)}`);
 
   if (!s.calibration) reasons.push('default calibration');
   if (!s.healthy) reasons.push('unhealthy');
@@ -110,6 +126,8 @@ export function predictTtft(pod: PodLookup, opts: PredictOptions): Prediction {
     loadMs,
     interferenceMs,
     overheadMs: cal.overheadMs,
+    modelTtftMs,
+    ttftFactor,
     predictedTtftMs,
     indexAgeMs,
     cacheCredit: credit,

@@ -24,8 +24,7 @@ export interface ChatRequest {
 }
 
 export type ParseResult =
-  | { ok: true; request: ChatRequest }
-  | { ok: false; reason: FallbackReason; detail: string; model?: string };
+  { ok: true; request: ChatRequest } | { ok: false; reason: FallbackReason; detail: string; model?: string };
 
 const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool', 'function']);
 const MAX_MESSAGES = 100_000;
@@ -41,9 +40,13 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** Decodes raw body bytes; invalid UTF-8 and non-JSON are reasons, never exceptions. */
-export function parseChatBody(body: Uint8Array | string, maxBodyBytes = Number.POSITIVE_INFINITY): ParseResult {
+export function parseChatBody(
+  body: Uint8Array | string,
+  maxBodyBytes = Number.POSITIVE_INFINITY,
+): ParseResult {
   const size = typeof body === 'string' ? body.length : body.byteLength;
-  if (size > maxBodyBytes) return fail('body_too_large', `body is ${size} bytes, over max_body_bytes ${maxBodyBytes}`);
+  if (size > maxBodyBytes)
+    return fail('body_too_large', `body is ${size} bytes, over max_body_bytes ${maxBodyBytes}`);
   let text: string;
   if (typeof body === 'string') text = body;
   else {
@@ -66,18 +69,24 @@ export function parseChatBody(body: Uint8Array | string, maxBodyBytes = Number.P
 export function parseChatRequest(json: unknown): ParseResult {
   if (!isRecord(json)) return fail('body_not_chat', 'body is not a JSON object');
   const model = json.model;
-  if (typeof model !== 'string' || model.length === 0) return fail('body_not_chat', '`model` must be a non-empty string');
+  if (typeof model !== 'string' || model.length === 0)
+    return fail('body_not_chat', '`model` must be a non-empty string');
   const messages = json.messages;
   if (!Array.isArray(messages)) return fail('body_not_chat', '`messages` must be an array', model);
   if (messages.length === 0) return fail('body_not_chat', '`messages` is empty', model);
-  if (messages.length > MAX_MESSAGES) return fail('body_not_chat', `more than ${MAX_MESSAGES} messages`, model);
+  if (messages.length > MAX_MESSAGES)
+    return fail('body_not_chat', `more than ${MAX_MESSAGES} messages`, model);
   const out: ChatMessage[] = new Array(messages.length);
   for (let i = 0; i < messages.length; i++) {
     const m: unknown = messages[i];
     if (!isRecord(m)) return fail('body_not_chat', `messages[${i}] is not an object`, model);
     const role = m.role;
     if (typeof role !== 'string' || !ROLES.has(role))
-      return fail('body_not_chat', `messages[${i}].role ${JSON.stringify(role)?.slice(0, 40)} is not a chat role`, model);
+      return fail(
+        'body_not_chat',
+        `messages[${i}].role ${JSON.stringify(role)?.slice(0, 40)} is not a chat role`,
+        model,
+      );
     const content = m.content;
     let parsed: ChatMessage['content'];
     if (content === undefined || content === null) parsed = null;
@@ -92,10 +101,20 @@ export function parseChatRequest(json: unknown): ParseResult {
           if (typeof p.text !== 'string')
             return fail('body_not_chat', `messages[${i}].content[${j}].text must be a string`, model);
           parts.push({ type: 'text', text: p.text });
-        } else if (p.type === 'image_url' || p.type === 'input_audio' || p.type === 'video_url' || p.type === 'file')
+        } else if (
+          p.type === 'image_url' ||
+          p.type === 'input_audio' ||
+          p.type === 'video_url' ||
+          p.type === 'file'
+        )
           // vLLM mixes multimodal hashes into block keys; we cannot predict them, so route on load.
           return fail('multimodal_content', `messages[${i}].content[${j}] is ${p.type}`, model);
-        else return fail('body_not_chat', `messages[${i}].content[${j}].type ${p.type.slice(0, 40)} is unknown`, model);
+        else
+          return fail(
+            'body_not_chat',
+            `messages[${i}].content[${j}].type ${p.type.slice(0, 40)} is unknown`,
+            model,
+          );
       }
       parsed = parts;
     } else return fail('body_not_chat', `messages[${i}].content must be a string, an array or null`, model);

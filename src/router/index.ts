@@ -1,0 +1,9 @@
+export {
+  createRouter,
+  type Router,
+  type RouteOutcome,
+  type RouteTarget,
+  type RouteTimings,
+  type RouterResources,
+} from './router.js';
+export { getRouter, closeAllRouters, routerCacheKey, defaultResources } from './resources.js';

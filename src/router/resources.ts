@@ -1,0 +1,65 @@
+import { createHash } from 'node:crypto';
+import { PluginConfigSchema, type PluginConfig } from '../config/plugin-config.js';
+import { createKvIndex } from '../index/index.js';
+import { createPromptTokenizer, loadChatTemplate, loadTokenizer } from '../tokenize/index.js';
+import type { ChatTemplate, PromptTokenizer } from '../tokenize/types.js';
+import { createRouter, type Router, type RouterResources } from './router.js';
+
+/** Segment cache size per tokenizer; shared by every router using that tokenizer spec. */
+const SEGMENT_CACHE_BYTES = 64 * 1024 * 1024;
+
+/** Hash of the fields our schema defines (Kong adds route_id, __seq__, … which must not split the cache). */
+export function routerCacheKey(config: PluginConfig): string {
+  const picked: Record<string, unknown> = {};
+  for (const k of Object.keys(PluginConfigSchema.properties).sort())
+    picked[k] = (config as Record<string, unknown>)[k];
+  return createHash('sha256').update(JSON.stringify(picked)).digest('hex').slice(0, 16);
+}
+
+const promptTokenizers = new Map<string, PromptTokenizer>();
+
+/** Tokenizer and template load lazily, on first use, so a bad path becomes a fallback reason, not a crash. */
+export function defaultResources(config: PluginConfig): RouterResources {
+  let template: ChatTemplate | undefined;
+  return {
+    index: createKvIndex(
+      config.index === 'memory'
+        ? { kind: 'memory' }
+        : {
+            kind: 'redis',
+            url: config.redis_url,
+            keyPrefix: config.redis_key_prefix,
+            lookupTimeoutMs: config.redis_timeout_ms,
+          },
+    ),
+    template: () => (template ??= loadChatTemplate(config.chat_template)),
+    promptTokenizer: (): PromptTokenizer => {
+      const existing = promptTokenizers.get(config.tokenizer);
+      if (existing) return existing;
+      const created = createPromptTokenizer(loadTokenizer(config.tokenizer), {
+        maxBytes: SEGMENT_CACHE_BYTES,
+      });
+      promptTokenizers.set(config.tokenizer, created);
+      return created;
+    },
+  };
+}
+
+const routers = new Map<string, Router>();
+
+/** One router per distinct config, for the life of the process (Kong gives plugins no close hook). */
+export function getRouter(config: PluginConfig): Router {
+  const key = routerCacheKey(config);
+  let r = routers.get(key);
+  if (!r) {
+    r = createRouter(config, defaultResources(config));
+    routers.set(key, r);
+  }
+  return r;
+}
+
+export async function closeAllRouters(): Promise<void> {
+  const all = [...routers.values()];
+  routers.clear();
+  await Promise.allSettled(all.map((r) => r.close()));
+}

@@ -1,0 +1,380 @@
+import { performance } from 'node:perf_hooks';
+import { blockKeys, keySeed } from '../core/block-keys.js';
+import { choose, type Decision } from '../core/choose.js';
+import type { FallbackReason } from '../core/fallback.js';
+import { predictTtft, type Prediction } from '../core/predictor.js';
+import { parseChatBody } from '../core/request.js';
+import type { BlockKey, LookupResult, PodLookup, PodState, Reservation } from '../core/types.js';
+import { isKinferenceError } from '../core/errors.js';
+import type { PluginConfig } from '../config/plugin-config.js';
+import type { KvIndex } from '../index/kv-index.js';
+import type { ChatTemplate, PromptTokenizer } from '../tokenize/types.js';
+import { TtftCorrection } from './correction.js';
+import { ReservationBook } from './reservations.js';
+
+export interface RouteTimings {
+  parseMs: number;
+  templateMs: number;
+  tokenizeMs: number;
+  keysMs: number;
+  lookupMs: number;
+  predictMs: number;
+  totalMs: number;
+}
+
+export interface RouteTarget {
+  host: string;
+  port: number;
+  podId: string;
+}
+
+export interface RouteOutcome {
+  /** null → leave Kong's default target (the service url). */
+  target: RouteTarget | null;
+  decision: Decision;
+  fallbackReason: FallbackReason | null;
+  /** Human-readable detail of the fallback (never contains prompt text). */
+  fallbackDetail: string | null;
+  /** Base model the pods serve, and the LoRA adapter when the request named one. */
+  model: string | null;
+  lora: string | null;
+  promptTokens: number;
+  truncated: boolean;
+  /** Blocks of the prompt (full blocks with a key). */
+  blocks: number;
+  timings: RouteTimings;
+  shed: { retryAfterS: number; status: 429 } | null;
+  /** When the reservation on the chosen pod was made (epoch ms); lets `observe` release it. */
+  reservedAtMs: number | null;
+}
+
+/** What a router needs from the outside world; built once per config (resources.ts) or injected by tests. */
+export interface RouterResources {
+  index: KvIndex;
+  template: () => ChatTemplate;
+  promptTokenizer: () => PromptTokenizer;
+}
+
+export interface RouterOptions {
+  clock?: () => number;
+}
+
+export interface Router {
+  route(body: Uint8Array | string): Promise<RouteOutcome>;
+  observe(outcome: RouteOutcome, actualTtftMs: number): void;
+  close(): Promise<void>;
+}
+
+class LookupTimeout extends Error {}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const t = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new LookupTimeout(`index lookup over ${ms} ms`)), ms);
+  });
+  return Promise.race([p, t]).finally(() => clearTimeout(timer));
+}
+
+function splitAddress(address: string): { host: string; port: number } | null {
+  const i = address.lastIndexOf(':');
+  if (i <= 0) return null;
+  const port = Number(address.slice(i + 1));
+  if (!Number.isInteger(port) || port <= 0 || port > 65535) return null;
+  const host = address.slice(0, i).replace(/^\[(.*)\]$/, '$1');
+  return host ? { host, port } : null;
+}
+
+const NO_PREFIX = { GPU: 0, CPU: 0, STORAGE: 0 } as const;
+
+export function createRouter(
+  config: PluginConfig,
+  resources: RouterResources,
+  options: RouterOptions = {},
+): Router {
+  const clock = options.clock ?? Date.now;
+  const reservations = new ReservationBook(config.reservation_ttl_ms);
+  const correction = new TtftCorrection();
+  /** Last pods seen per model, so an index outage can still spread load (fail open, not fail blind). */
+  const lastKnownPods = new Map<string, PodState[]>();
+
+  function staticPods(model: string): PodState[] {
+    return (config.model_pods?.[model] ?? []).map((address) => ({
+      podId: address,
+      model,
+      address,
+      healthy: true,
+      running: 0,
+      waiting: 0,
+      kvUsage: 0,
+      meanQueuedPrefillTokens: 0,
+      calibration: null,
+      lastEventAtMs: 0,
+      lastScrapeAtMs: 0,
+      resyncing: false,
+    }));
+  }
+
+  function predictAll(pods: readonly PodLookup[], promptTokens: number, nowMs: number): Prediction[] {
+    return pods.map((pod) =>
+      predictTtft(pod, {
+        promptTokens,
+        blockSize: config.block_size,
+        nowMs,
+        staleAfterMs: config.stale_after_ms,
+        reservations: reservations.active(pod.state.podId, nowMs),
+        ttftFactor: correction.factor(pod.state.podId),
+      }),
+    );
+  }
+
+  function finish(
+    base: Omit<RouteOutcome, 'target' | 'shed' | 'reservedAtMs'>,
+    nowMs: number,
+    uncachedTokens: number,
+  ): RouteOutcome {
+    const chosen = base.decision.chosen;
+    let shed: RouteOutcome['shed'] = null;
+    if (
+      config.shed_ttft_slo_ms > 0 &&
+      chosen !== null &&
+      base.fallbackReason === null &&
+      chosen.predictedTtftMs > config.shed_ttft_slo_ms
+    ) {
+      // Retry once the best pod is expected to have drained the excess.
+      const retryAfterS = Math.max(1, Math.ceil((chosen.predictedTtftMs - config.shed_ttft_slo_ms) / 1000));
+      shed = { retryAfterS, status: 429 };
+    }
+    const addr = chosen && !shed ? splitAddress(chosen.address) : null;
+    let reservedAtMs: number | null = null;
+    if (addr && chosen) {
+      reservedAtMs = nowMs;
+      reservations.add({ podId: chosen.podId, atMs: nowMs, uncachedTokens, promptTokens: base.promptTokens });
+    }
+    const target = addr && chosen ? { ...addr, podId: chosen.podId } : null;
+    return { ...base, target, shed, reservedAtMs };
+  }
+
+  /** Routing without cache knowledge: rank the model's known pods on load alone, or leave Kong's target. */
+  function fallback(
+    reason: FallbackReason,
+    detail: string,
+    model: string | null,
+    lora: string | null,
+    promptTokens: number,
+    truncated: boolean,
+    timings: RouteTimings,
+    nowMs: number,
+  ): RouteOutcome {
+    const empty: Decision = { candidates: [], chosen: null, fallbackReason: reason };
+    const base = {
+      fallbackReason: reason,
+      fallbackDetail: detail,
+      model,
+      lora,
+      promptTokens,
+      truncated,
+      blocks: 0,
+      timings,
+    };
+    if (config.fallback === 'kong-default' || model === null)
+      return finish({ ...base, decision: empty }, nowMs, 0);
+    const known = lastKnownPods.get(model);
+    const pods = known && known.length > 0 ? known : staticPods(model);
+    if (pods.length === 0) return finish({ ...base, decision: empty }, nowMs, 0);
+    const predictions = predictAll(
+      pods.map((state) => ({ state, prefixBlocks: { ...NO_PREFIX } })),
+      promptTokens,
+      nowMs,
+    );
+    const decision = choose(predictions);
+    return finish({ ...base, decision: { ...decision, fallbackReason: reason } }, nowMs, promptTokens);
+  }
+
+  async function route(body: Uint8Array | string): Promise<RouteOutcome> {
+    const t0 = performance.now();
+    const timings: RouteTimings = {
+      parseMs: 0,
+      templateMs: 0,
+      tokenizeMs: 0,
+      keysMs: 0,
+      lookupMs: 0,
+      predictMs: 0,
+      totalMs: 0,
+    };
+    const done = (o: RouteOutcome): RouteOutcome => {
+      timings.totalMs = performance.now() - t0;
+      return o;
+    };
+    const nowMs = clock();
+    let model: string | null = null;
+    let lora: string | null = null;
+    let promptTokens = 0;
+    let truncated = false;
+    try {
+      const parsed = parseChatBody(body, config.max_body_bytes);
+      let t = performance.now();
+      timings.parseMs = t - t0;
+      if (!parsed.ok) {
+        const m = parsed.model ?? null;
+        const base = m === null ? null : (config.lora_adapters?.[m] ?? m);
+        return done(
+          fallback(parsed.reason, parsed.detail, base, base !== m ? m : null, 0, false, timings, nowMs),
+        );
+      }
+      const req = parsed.request;
+      const baseModel = config.lora_adapters?.[req.model];
+      model = baseModel ?? req.model;
+      lora = baseModel ? req.model : null;
+
+      let text: string;
+      try {
+        text = resources.template().render(req);
+      } catch (e) {
+        return done(
+          fallback(
+            'template_error',
+            String((e as Error).message).slice(0, 300),
+            model,
+            lora,
+            0,
+            false,
+            timings,
+            nowMs,
+          ),
+        );
+      }
+      let u = performance.now();
+      timings.templateMs = u - t;
+      t = u;
+
+      let tokens: number[];
+      try {
+        const r = resources.promptTokenizer().tokenize(text, config.max_prompt_tokens);
+        tokens = r.tokens;
+        truncated = r.truncated;
+      } catch (e) {
+        const est = Math.ceil(text.length / 4);
+        return done(
+          fallback(
+            'tokenizer_error',
+            String((e as Error).message).slice(0, 300),
+            model,
+            lora,
+            est,
+            false,
+            timings,
+            nowMs,
+          ),
+        );
+      }
+      promptTokens = tokens.length;
+      u = performance.now();
+      timings.tokenizeMs = u - t;
+      t = u;
+
+      const keys: BlockKey[] = blockKeys(
+        tokens,
+        config.block_size,
+        keySeed({ model, lora, cacheSalt: req.cacheSalt ?? null }),
+      );
+      u = performance.now();
+      timings.keysMs = u - t;
+      t = u;
+
+      let lookup: LookupResult;
+      try {
+        lookup = await withTimeout(resources.index.lookup(model, keys), config.redis_timeout_ms);
+      } catch (e) {
+        timings.lookupMs = performance.now() - t;
+        const timeout = e instanceof LookupTimeout || isKinferenceError(e, 'KINF_ERR_REDIS_TIMEOUT');
+        return done(
+          fallback(
+            timeout ? 'index_timeout' : 'index_error',
+            String((e as Error).message).slice(0, 300),
+            model,
+            lora,
+            promptTokens,
+            truncated,
+            timings,
+            nowMs,
+          ),
+        );
+      }
+      u = performance.now();
+      timings.lookupMs = u - t;
+      t = u;
+
+      if (lookup.pods.length === 0)
+        return done(
+          fallback(
+            'no_pods_in_index',
+            `no pods registered for model ${model}`,
+            model,
+            lora,
+            promptTokens,
+            truncated,
+            timings,
+            nowMs,
+          ),
+        );
+      lastKnownPods.set(
+        model,
+        lookup.pods.map((p) => p.state),
+      );
+      const predictions = predictAll(lookup.pods, promptTokens, nowMs);
+      const decision = choose(predictions);
+      timings.predictMs = performance.now() - t;
+      const reason: FallbackReason | null =
+        decision.fallbackReason ?? (truncated ? 'prompt_truncated' : null);
+      const uncached = decision.chosen?.uncachedTokens ?? promptTokens;
+      return done(
+        finish(
+          {
+            decision,
+            fallbackReason: reason,
+            fallbackDetail: null,
+            model,
+            lora,
+            promptTokens,
+            truncated,
+            blocks: keys.length,
+            timings,
+          },
+          nowMs,
+          uncached,
+        ),
+      );
+    } catch (e) {
+      // Nothing may escape: a bug here must not turn a servable request into an error.
+      return done(
+        fallback(
+          'internal_error',
+          String((e as Error)?.message ?? e).slice(0, 300),
+          model,
+          lora,
+          promptTokens,
+          truncated,
+          timings,
+          nowMs,
+        ),
+      );
+    }
+  }
+
+  function observe(outcome: RouteOutcome, actualTtftMs: number): void {
+    const chosen = outcome.decision.chosen;
+    if (!outcome.target || !chosen) return;
+    if (outcome.reservedAtMs !== null) {
+      const r: Reservation | undefined = reservations.find(chosen.podId, outcome.reservedAtMs);
+      if (r) reservations.release(r);
+    }
+    // Only full predictions teach the model; fallbacks had no cache information.
+    if (outcome.fallbackReason === null) correction.observe(chosen.podId, chosen.modelTtftMs, actualTtftMs);
+  }
+
+  return {
+    route,
+    observe,
+    close: () => resources.index.close(),
+  };
+}
