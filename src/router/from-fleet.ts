@@ -1,0 +1,33 @@
+import type { FleetConfig } from '../config/fleet-config.js';
+import { PluginConfigSchema, type PluginConfig } from '../config/plugin-config.js';
+import { validateConfig } from '../config/validate.js';
+import { KinferenceError } from '../core/errors.js';
+
+/**
+ * The plugin config equivalent to a fleet YAML for one model, so `explain`, the demo and the benchmark make
+ * exactly the decision the plugin would make with the same settings.
+ */
+export function pluginConfigFromFleet(fleet: FleetConfig, model: string, source: string): PluginConfig {
+  const m = fleet.models[model];
+  if (!m)
+    throw new KinferenceError('KINF_ERR_CONFIG', `${source}: model "${model}" is not listed under models`);
+  const loraAdapters: Record<string, string> = {};
+  for (const a of m.lora_adapters ?? []) loraAdapters[a] = model;
+  const modelPods: Record<string, string[]> = {};
+  for (const p of fleet.pods ?? []) (modelPods[p.model] ??= []).push(p.address);
+  return validateConfig(
+    PluginConfigSchema,
+    {
+      ...(fleet.router ?? {}),
+      redis_url: fleet.redis_url,
+      redis_key_prefix: fleet.redis_key_prefix,
+      tokenizer: m.tokenizer,
+      chat_template: m.chat_template,
+      block_size: m.block_size,
+      max_prompt_tokens: m.max_prompt_tokens,
+      lora_adapters: loraAdapters,
+      model_pods: modelPods,
+    },
+    source,
+  );
+}
