@@ -16,14 +16,31 @@ export interface TestRedis {
 async function launch(port: number): Promise<ChildProcess> {
   const proc = spawn(
     'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--loglevel', 'warning'],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--loglevel',
+      'warning',
+    ],
+    { stdio: 'ignore' },
   );
   let failed: Error | null = null;
   proc.on('error', (e) => (failed = e));
   await waitFor(`redis-server on ${port}`, async () => {
     if (failed) throw failed;
-    const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    const c = new Redis({
+      port,
+      host: '127.0.0.1',
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
     c.on('error', () => {});
     try {
       await c.connect();
