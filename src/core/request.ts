@@ -18,6 +18,8 @@ export interface ChatRequest {
   tools?: unknown[];
   cacheSalt?: string;
   chatTemplateKwargs?: Record<string, unknown>;
+  /** gpt-oss `reasoning_effort` (low | medium | high): vLLM renders it into the harmony system message. */
+  reasoningEffort?: string;
   addGenerationPrompt: boolean;
   continueFinalMessage: boolean;
   stream: boolean;
@@ -142,5 +144,6 @@ export function parseChatRequest(json: unknown): ParseResult {
     req.cacheSalt = json.cache_salt;
   }
   if (isRecord(json.chat_template_kwargs)) req.chatTemplateKwargs = json.chat_template_kwargs;
+  if (typeof json.reasoning_effort === 'string') req.reasoningEffort = json.reasoning_effort;
   return { ok: true, request: req };
 }

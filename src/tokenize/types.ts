@@ -1,17 +1,36 @@
 import type { ChatRequest } from '../core/request.js';
 
-/** A tokenizer as vLLM applies it to a rendered chat prompt (add_special_tokens=false, specials parsed). */
+/**
+ * A tokenizer as vLLM applies it to a rendered chat prompt (add_special_tokens=false, specials parsed).
+ * Encoding is async because the native HF `tokenizers` binding only offers Promise-returning encode/decode
+ * (work runs on libuv's thread pool, so a long prompt does not block the gateway's event loop).
+ */
 export interface Tokenizer {
   /** e.g. "tiktoken:o200k_base" or "hf:/path/tokenizer.json". */
   readonly spec: string;
   /** Special/added tokens that are matched literally in prompt text, with their ids. */
   readonly specialTokens: ReadonlyMap<string, number>;
-  /** Tokens of plain text containing no special token: the unit the segment cache stores. */
-  encodeOrdinary(text: string): number[];
+  /**
+   * How literal special tokens absorb neighbouring whitespace (HF `lstrip`/`rstrip`/`single_word`); absent or
+   * empty when every token matches exactly its own text. Keyed by token text.
+   */
+  readonly specialTokenFlags?: ReadonlyMap<string, SpecialTokenFlags>;
+  /**
+   * Tokens of plain text containing no special token: the unit the segment cache stores. `atStart` is true
+   * when the text begins the prompt (some pre-tokenizers, e.g. Metaspace prepend_scheme="first", treat the
+   * prompt start differently from text that follows a special token).
+   */
+  encodeOrdinary(text: string, atStart?: boolean): Promise<number[]>;
   /** Full prompt encoding without a cache (the reference the cache is tested against). */
-  encode(text: string): number[];
+  encode(text: string): Promise<number[]>;
   /** Ids → text, for verify-tokenizer and the emulator. */
-  decode(ids: readonly number[]): string;
+  decode(ids: readonly number[]): Promise<string>;
+}
+
+export interface SpecialTokenFlags {
+  lstrip: boolean;
+  rstrip: boolean;
+  singleWord: boolean;
 }
 
 export interface ChatTemplate {
@@ -33,5 +52,5 @@ export interface TokenizeResult {
 /** Prompt tokenizer with the segment cache in front of a Tokenizer. */
 export interface PromptTokenizer {
   readonly tokenizer: Tokenizer;
-  tokenize(text: string, maxTokens: number): TokenizeResult;
+  tokenize(text: string, maxTokens: number): Promise<TokenizeResult>;
 }

@@ -1,0 +1,211 @@
+import { readFileSync } from 'node:fs';
+import { Environment, Interpreter, parse, tokenize } from '@huggingface/jinja';
+import type { ChatRequest } from '../../core/request.js';
+import { KinferenceError } from '../../core/errors.js';
+import type { ChatTemplate } from '../types.js';
+import { messageText } from './content.js';
+import { strftime } from './strftime.js';
+import { templateConversation, type ContentFormat } from './vllm-conversation.js';
+
+/** A `raise_exception(...)` call from the template: the request cannot be rendered (vLLM answers 400). */
+export class TemplateRaisedError extends Error {
+  override readonly name = 'TemplateRaisedError';
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+const SPECIAL_TOKEN_KEYS = [
+  'bos_token',
+  'eos_token',
+  'unk_token',
+  'sep_token',
+  'pad_token',
+  'cls_token',
+  'mask_token',
+];
+
+/** HF's `special_tokens_map`: tokens may be strings or AddedToken dicts; unset ones are left out. */
+function specialTokensMap(cfg: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const k of SPECIAL_TOKEN_KEYS) {
+    const v = cfg[k];
+    if (typeof v === 'string') out[k] = v;
+    else if (isRecord(v) && typeof v.content === 'string') out[k] = v.content;
+  }
+  if (Array.isArray(cfg.additional_special_tokens))
+    out.additional_special_tokens = cfg.additional_special_tokens.map((t) =>
+      isRecord(t) && typeof t.content === 'string' ? t.content : t,
+    );
+  return out;
+}
+
+/**
+ * vLLM's "auto" content format: "openai" when the template iterates over a message's content (it expects
+ * parts), else "string". vLLM inspects the Jinja AST; a regex over `{% for x in <msg>.content %}` and
+ * `<msg>['content']` covers the templates in the wild.
+ */
+export function detectContentFormat(source: string): ContentFormat {
+  return /\{%-?\s*for\s+\w+\s+in\s+\w+(?:\.content|\[\s*['"]content['"]\s*\])\s*(?:\|[^%]*)?-?%\}/.test(
+    source,
+  )
+    ? 'openai'
+    : 'string';
+}
+
+interface LoadedTemplate {
+  source: string;
+  toolUse: string | null;
+  specials: Record<string, unknown>;
+}
+
+function readTemplateFile(spec: string, path: string): LoadedTemplate {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new KinferenceError(
+      'KINF_ERR_TEMPLATE_SPEC',
+      `${spec}: cannot read ${path}: ${(e as Error).message}`,
+      {
+        cause: e,
+      },
+    );
+  }
+  if (path.endsWith('.jinja') || path.endsWith('.j2')) return { source: text, toolUse: null, specials: {} };
+  let cfg: unknown;
+  try {
+    cfg = JSON.parse(text);
+  } catch (e) {
+    throw new KinferenceError(
+      'KINF_ERR_TEMPLATE_SPEC',
+      `${spec}: ${path} is not JSON: ${(e as Error).message}`,
+      {
+        cause: e,
+      },
+    );
+  }
+  if (!isRecord(cfg))
+    throw new KinferenceError('KINF_ERR_TEMPLATE_SPEC', `${spec}: ${path} is not a JSON object`);
+  const ct = cfg.chat_template;
+  if (typeof ct === 'string') return { source: ct, toolUse: null, specials: specialTokensMap(cfg) };
+  if (Array.isArray(ct)) {
+    // Named templates: HF uses "tool_use" when tools are given and it exists, else "default".
+    const named = new Map<string, string>();
+    for (const t of ct)
+      if (isRecord(t) && typeof t.name === 'string' && typeof t.template === 'string')
+        named.set(t.name, t.template);
+    const def = named.get('default');
+    if (def !== undefined)
+      return { source: def, toolUse: named.get('tool_use') ?? null, specials: specialTokensMap(cfg) };
+  }
+  throw new KinferenceError(
+    'KINF_ERR_TEMPLATE_SPEC',
+    `${spec}: ${path} has no chat_template (string or "default")`,
+  );
+}
+
+type Program = ReturnType<typeof parse>;
+
+function compile(spec: string, source: string): Program {
+  try {
+    return parse(tokenize(source, { lstrip_blocks: true, trim_blocks: true }));
+  } catch (e) {
+    throw new KinferenceError(
+      'KINF_ERR_TEMPLATE_SPEC',
+      `${spec}: template does not parse: ${(e as Error).message}`,
+      {
+        cause: e,
+      },
+    );
+  }
+}
+
+function range(start: number, stop?: number, step = 1): number[] {
+  const [from, to] = stop === undefined ? [0, start] : [start, stop];
+  const out: number[] = [];
+  for (let i = from; step > 0 ? i < to : i > to; i += step) out.push(i);
+  return out;
+}
+
+/**
+ * Template.render, but with our raise_exception (a typed error) and a strftime_now that follows Python's
+ * C-locale directives (the library's uses Intl month names, which depend on the host locale).
+ */
+function run(program: Program, vars: Record<string, unknown>, globals: Record<string, unknown>): string {
+  const env = new Environment();
+  for (const [k, v] of Object.entries({
+    false: false,
+    true: true,
+    none: null,
+    False: false,
+    True: true,
+    None: null,
+    range,
+    ...globals,
+  }))
+    env.set(k, v);
+  for (const [k, v] of Object.entries(vars)) if (!(k in globals)) env.set(k, v);
+  const result = new Interpreter(env).run(program);
+  return String(result.value);
+}
+
+/** HF apply_chat_template's continue_final_message: cut the render right after the final message's text. */
+function continueFinal(rendered: string, req: ChatRequest): string {
+  const last = req.messages[req.messages.length - 1];
+  const content = last?.content;
+  const final = Array.isArray(content)
+    ? (content[content.length - 1]?.text ?? '')
+    : messageText(content ?? null);
+  const at = rendered.lastIndexOf(final.trim());
+  if (final.trim().length === 0 || at < 0)
+    throw new TemplateRaisedError(
+      'continue_final_message is set but the final message does not appear in the render',
+    );
+  return rendered.slice(0, at + (rendered.startsWith(final, at) ? final.length : final.trim().length));
+}
+
+/**
+ * `hf:<tokenizer_config.json | template.jinja>`: the model's own Jinja template (compiled once), rendered
+ * with the variables HF/vLLM pass: messages, tools, add_generation_prompt, the special tokens,
+ * chat_template_kwargs spread in (e.g. enable_thinking), raise_exception and strftime_now.
+ */
+export function createHfTemplate(
+  spec: string,
+  path: string,
+  now: () => Date = () => new Date(),
+): ChatTemplate {
+  const loaded = readTemplateFile(spec, path);
+  const main = { template: compile(spec, loaded.source), format: detectContentFormat(loaded.source) };
+  const toolUse =
+    loaded.toolUse === null
+      ? null
+      : { template: compile(spec, loaded.toolUse), format: detectContentFormat(loaded.toolUse) };
+  const raise_exception = (msg: unknown): never => {
+    throw new TemplateRaisedError(`chat template raised: ${String(msg)}`);
+  };
+  const strftime_now = (fmt: unknown): string => strftime(String(fmt), now());
+  return {
+    spec,
+    render(req: ChatRequest): string {
+      const t = toolUse !== null && req.tools !== undefined && req.tools.length > 0 ? toolUse : main;
+      const { messages, tools } = templateConversation(req, t.format);
+      const { messages: _ignored, ...kwargs } = req.chatTemplateKwargs ?? {};
+      const rendered = run(
+        t.template,
+        {
+          ...loaded.specials,
+          messages,
+          tools,
+          documents: null,
+          add_generation_prompt: req.addGenerationPrompt && !req.continueFinalMessage,
+          continue_final_message: req.continueFinalMessage,
+          ...kwargs,
+        },
+        { raise_exception, strftime_now },
+      );
+      return req.continueFinalMessage ? continueFinal(rendered, req) : rendered;
+    },
+  };
+}

@@ -1,0 +1,126 @@
+import { readFileSync } from 'node:fs';
+import { Tokenizer as NativeTokenizer } from 'tokenizers';
+import { KinferenceError } from '../core/errors.js';
+import type { SpecialTokenFlags, Tokenizer } from './types.js';
+
+/** The parts of a tokenizer.json we read ourselves (the native library does the tokenizing). */
+interface AddedTokenJson {
+  id: number;
+  content: string;
+  special?: boolean;
+  lstrip?: boolean;
+  rstrip?: boolean;
+  single_word?: boolean;
+  normalized?: boolean;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * True when a pre-tokenizer treats the start of the input differently from text after a special token:
+ * HF Metaspace with prepend_scheme "first" prepends "▁" only to the piece at original offset 0.
+ */
+export function isStartSensitive(preTokenizer: unknown): boolean {
+  if (!isRecord(preTokenizer)) return false;
+  if (preTokenizer.type === 'Metaspace' && preTokenizer.prepend_scheme === 'first') return true;
+  const children = preTokenizer.pretokenizers;
+  return Array.isArray(children) && children.some((c) => isStartSensitive(c));
+}
+
+class HfTokenizer implements Tokenizer {
+  readonly spec: string;
+  readonly specialTokens: ReadonlyMap<string, number>;
+  readonly specialTokenFlags: ReadonlyMap<string, SpecialTokenFlags>;
+  readonly #native: NativeTokenizer;
+  /** An added token that matches only itself, prepended so a piece is encoded as if it followed a special. */
+  readonly #anchor: { text: string; id: number } | null;
+
+  constructor(spec: string, native: NativeTokenizer, added: AddedTokenJson[], startSensitive: boolean) {
+    this.spec = spec;
+    this.#native = native;
+    const specials = new Map<string, number>();
+    const flags = new Map<string, SpecialTokenFlags>();
+    for (const t of added) {
+      specials.set(t.content, t.id);
+      const f = { lstrip: t.lstrip === true, rstrip: t.rstrip === true, singleWord: t.single_word === true };
+      if (f.lstrip || f.rstrip || f.singleWord) flags.set(t.content, f);
+    }
+    this.specialTokens = specials;
+    this.specialTokenFlags = flags;
+    const plain = added.find((t) => !t.lstrip && !t.rstrip && !t.single_word && t.normalized !== true);
+    this.#anchor = startSensitive && plain ? { text: plain.content, id: plain.id } : null;
+  }
+
+  async #ids(text: string): Promise<number[]> {
+    const enc = await this.#native.encode(text, null, { addSpecialTokens: false });
+    return enc.getIds();
+  }
+
+  async encodeOrdinary(text: string, atStart = false): Promise<number[]> {
+    if (text.length === 0) return [];
+    if (this.#anchor === null || atStart) return this.#ids(text);
+    const ids = await this.#ids(this.#anchor.text + text);
+    if (ids[0] !== this.#anchor.id)
+      throw new KinferenceError('KINF_ERR_INTERNAL', `${this.spec}: anchor token did not encode to itself`);
+    return ids.slice(1);
+  }
+
+  encode(text: string): Promise<number[]> {
+    return this.#ids(text);
+  }
+
+  decode(ids: readonly number[]): Promise<string> {
+    return this.#native.decode([...ids], false);
+  }
+}
+
+/** Builds `hf:<path to tokenizer.json>` on the native (Rust) HF tokenizers library. */
+export function createHfTokenizer(spec: string, path: string): Tokenizer {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new KinferenceError(
+      'KINF_ERR_TOKENIZER_SPEC',
+      `${spec}: cannot read ${path}: ${(e as Error).message}`,
+      {
+        cause: e,
+      },
+    );
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new KinferenceError(
+      'KINF_ERR_TOKENIZER_SPEC',
+      `${spec}: ${path} is not JSON: ${(e as Error).message}`,
+      {
+        cause: e,
+      },
+    );
+  }
+  if (!isRecord(json) || !isRecord(json.model))
+    throw new KinferenceError(
+      'KINF_ERR_TOKENIZER_SPEC',
+      `${spec}: ${path} is not a HF tokenizer.json (no "model")`,
+    );
+  let native: NativeTokenizer;
+  try {
+    native = NativeTokenizer.fromString(text);
+  } catch (e) {
+    throw new KinferenceError(
+      'KINF_ERR_TOKENIZER_SPEC',
+      `${spec}: tokenizers cannot load ${path}: ${String(e)}`,
+      {
+        cause: e,
+      },
+    );
+  }
+  const added = (Array.isArray(json.added_tokens) ? json.added_tokens : []).filter(
+    (t): t is AddedTokenJson => isRecord(t) && typeof t.id === 'number' && typeof t.content === 'string',
+  );
+  return new HfTokenizer(spec, native, added, isStartSensitive(json.pre_tokenizer));
+}

@@ -1,0 +1,33 @@
+import { resolve } from 'node:path';
+import { KinferenceError } from '../core/errors.js';
+import { createChatmlTemplate } from './chat-template/chatml.js';
+import { createHarmonyTemplate } from './chat-template/harmony.js';
+import { createHfTemplate } from './chat-template/hf-jinja.js';
+import { createLlama3Template } from './chat-template/llama3.js';
+import { createNoneTemplate } from './chat-template/none.js';
+import type { ChatTemplate } from './types.js';
+
+/** One compiled template per spec for the life of the process. */
+const templates = new Map<string, ChatTemplate>();
+
+/**
+ * `chatml` | `harmony` | `llama3` | `none` | `hf:<tokenizer_config.json or .jinja>` (a relative path is resolved
+ * against the working directory). Throws KINF_ERR_TEMPLATE_SPEC for a bad spec, file or template.
+ */
+export function loadChatTemplate(spec: string): ChatTemplate {
+  const cached = templates.get(spec);
+  if (cached) return cached;
+  let t: ChatTemplate;
+  if (spec === 'chatml') t = createChatmlTemplate();
+  else if (spec === 'harmony') t = createHarmonyTemplate();
+  else if (spec === 'llama3') t = createLlama3Template();
+  else if (spec === 'none') t = createNoneTemplate();
+  else if (spec.startsWith('hf:') && spec.length > 3) t = createHfTemplate(spec, resolve(spec.slice(3)));
+  else
+    throw new KinferenceError(
+      'KINF_ERR_TEMPLATE_SPEC',
+      `chat template "${spec}": expected chatml, harmony, llama3, none or hf:<path to tokenizer_config.json>`,
+    );
+  templates.set(spec, t);
+  return t;
+}

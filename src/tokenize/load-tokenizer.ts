@@ -1,0 +1,36 @@
+import { resolve } from 'node:path';
+import { KinferenceError } from '../core/errors.js';
+import { createHfTokenizer } from './hf-tokenizer.js';
+import { createTiktokenTokenizer, isTiktokenEncoding, TIKTOKEN_ENCODINGS } from './tiktoken-tokenizer.js';
+import type { Tokenizer } from './types.js';
+
+/** One tokenizer per spec for the life of the process: loading o200k or a tokenizer.json costs ~0.5 s. */
+const tokenizers = new Map<string, Tokenizer>();
+
+/**
+ * `tiktoken:<o200k_base|o200k_harmony|cl100k_base>` or `hf:<path to tokenizer.json>` (a relative path is
+ * resolved against the working directory). Throws KINF_ERR_TOKENIZER_SPEC for a bad spec or file.
+ */
+export function loadTokenizer(spec: string): Tokenizer {
+  const cached = tokenizers.get(spec);
+  if (cached) return cached;
+  let tok: Tokenizer;
+  if (spec.startsWith('tiktoken:')) {
+    const name = spec.slice('tiktoken:'.length);
+    if (!isTiktokenEncoding(name))
+      throw new KinferenceError(
+        'KINF_ERR_TOKENIZER_SPEC',
+        `tokenizer "${spec}": unknown tiktoken encoding "${name}" (known: ${TIKTOKEN_ENCODINGS.join(', ')})`,
+      );
+    tok = createTiktokenTokenizer(spec, name);
+  } else if (spec.startsWith('hf:') && spec.length > 3) {
+    tok = createHfTokenizer(spec, resolve(spec.slice(3)));
+  } else {
+    throw new KinferenceError(
+      'KINF_ERR_TOKENIZER_SPEC',
+      `tokenizer "${spec}": expected tiktoken:<encoding> or hf:<path to tokenizer.json>`,
+    );
+  }
+  tokenizers.set(spec, tok);
+  return tok;
+}

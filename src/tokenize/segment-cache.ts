@@ -1,0 +1,94 @@
+/**
+ * LRU cache of the tokens of text segments (the text between special tokens), bounded by bytes.
+ *
+ * Keys are content hashes, not the text: two independent 32-bit hashes (FNV-1a and a murmur-style mix)
+ * computed in one pass, plus the length. A false hit needs the same length and a 64-bit collision.
+ * Cost counted per entry: 4 bytes per token (stored as Uint32Array) + the key + a fixed overhead.
+ * A Map keeps insertion order, so re-inserting on a hit makes it an LRU with O(1) operations.
+ */
+
+/** Map entry, key string header and typed-array header, roughly, in bytes. */
+const ENTRY_OVERHEAD_BYTES = 96;
+
+export function segmentKey(text: string, atStart: boolean): string {
+  let h1 = 0x811c9dc5;
+  let h2 = 0x9747b28c ^ text.length;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    h1 = Math.imul(h1 ^ c, 0x01000193);
+    h2 = Math.imul(h2 ^ c, 0x5bd1e995);
+    h2 ^= h2 >>> 15;
+  }
+  return `${text.length.toString(36)}.${(h1 >>> 0).toString(36)}.${(h2 >>> 0).toString(36)}${atStart ? '^' : ''}`;
+}
+
+export interface SegmentCacheStats {
+  entries: number;
+  bytes: number;
+  hits: number;
+  misses: number;
+  evictions: number;
+}
+
+export class SegmentCache {
+  readonly maxBytes: number;
+  readonly #map = new Map<string, Uint32Array>();
+  #bytes = 0;
+  #hits = 0;
+  #misses = 0;
+  #evictions = 0;
+
+  constructor(maxBytes: number) {
+    if (!Number.isFinite(maxBytes) || maxBytes < 0)
+      throw new RangeError(`maxBytes must be >= 0, got ${maxBytes}`);
+    this.maxBytes = maxBytes;
+  }
+
+  static entryBytes(key: string, tokens: Uint32Array): number {
+    return tokens.byteLength + key.length * 2 + ENTRY_OVERHEAD_BYTES;
+  }
+
+  get(key: string): Uint32Array | undefined {
+    const v = this.#map.get(key);
+    if (v === undefined) {
+      this.#misses++;
+      return undefined;
+    }
+    this.#hits++;
+    this.#map.delete(key);
+    this.#map.set(key, v);
+    return v;
+  }
+
+  /** Stores unless the entry alone exceeds a quarter of the budget (it would flush everything else). */
+  set(key: string, tokens: Uint32Array): void {
+    const cost = SegmentCache.entryBytes(key, tokens);
+    if (cost > this.maxBytes / 4) return;
+    const old = this.#map.get(key);
+    if (old !== undefined) {
+      this.#map.delete(key);
+      this.#bytes -= SegmentCache.entryBytes(key, old);
+    }
+    this.#map.set(key, tokens);
+    this.#bytes += cost;
+    while (this.#bytes > this.maxBytes) {
+      const oldest = this.#map.keys().next();
+      if (oldest.done) break;
+      const k = oldest.value;
+      const v = this.#map.get(k);
+      this.#map.delete(k);
+      if (v !== undefined) this.#bytes -= SegmentCache.entryBytes(k, v);
+      this.#evictions++;
+    }
+  }
+
+  stats(): SegmentCacheStats {
+    return {
+      entries: this.#map.size,
+      bytes: this.#bytes,
+      hits: this.#hits,
+      misses: this.#misses,
+      evictions: this.#evictions,
+    };
+  }
+}

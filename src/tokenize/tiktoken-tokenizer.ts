@@ -1,0 +1,91 @@
+import { get_encoding, type Tiktoken, type TiktokenEncoding } from 'tiktoken';
+import type { Tokenizer } from './types.js';
+
+/**
+ * gpt-oss special tokens as vLLM parses them in prompt text. vLLM tokenizes with the HF tokenizer shipped
+ * with openai/gpt-oss-*, whose added tokens are exactly ids 199998–200018 (tokenizer_config.json
+ * `added_tokens_decoder`); openai/harmony and tiktoken's o200k_harmony agree on every named id below.
+ * tiktoken additionally registers `<|reserved_200019|>`…`<|reserved_201087|>`; vLLM's tokenizer treats those
+ * strings as plain text, so we do too. Pinned by spec/01-unit/tokenize/tiktoken-tokenizer.spec.ts.
+ */
+export const HARMONY_SPECIAL_TOKENS: Readonly<Record<string, number>> = {
+  '<|startoftext|>': 199998,
+  '<|endoftext|>': 199999,
+  '<|reserved_200000|>': 200000,
+  '<|reserved_200001|>': 200001,
+  '<|return|>': 200002,
+  '<|constrain|>': 200003,
+  '<|reserved_200004|>': 200004,
+  '<|channel|>': 200005,
+  '<|start|>': 200006,
+  '<|end|>': 200007,
+  '<|message|>': 200008,
+  '<|reserved_200009|>': 200009,
+  '<|reserved_200010|>': 200010,
+  '<|reserved_200011|>': 200011,
+  '<|call|>': 200012,
+  '<|reserved_200013|>': 200013,
+  '<|reserved_200014|>': 200014,
+  '<|reserved_200015|>': 200015,
+  '<|reserved_200016|>': 200016,
+  '<|reserved_200017|>': 200017,
+  '<|endofprompt|>': 200018,
+};
+
+/** Special tokens of the base encodings (tiktoken's registry; the library does not export them). */
+const BASE_SPECIALS: Readonly<Record<string, Readonly<Record<string, number>>>> = {
+  o200k_base: { '<|endoftext|>': 199999, '<|endofprompt|>': 200018 },
+  cl100k_base: {
+    '<|endoftext|>': 100257,
+    '<|fim_prefix|>': 100258,
+    '<|fim_middle|>': 100259,
+    '<|fim_suffix|>': 100260,
+    '<|endofprompt|>': 100276,
+  },
+};
+
+export const TIKTOKEN_ENCODINGS = ['o200k_base', 'o200k_harmony', 'cl100k_base'] as const;
+export type TiktokenEncodingName = (typeof TIKTOKEN_ENCODINGS)[number];
+
+export function isTiktokenEncoding(name: string): name is TiktokenEncodingName {
+  return (TIKTOKEN_ENCODINGS as readonly string[]).includes(name);
+}
+
+const utf8 = new TextDecoder('utf-8');
+
+class TiktokenTokenizer implements Tokenizer {
+  readonly spec: string;
+  readonly specialTokens: ReadonlyMap<string, number>;
+  readonly #enc: Tiktoken;
+
+  constructor(spec: string, enc: Tiktoken, specials: Readonly<Record<string, number>>) {
+    this.spec = spec;
+    this.#enc = enc;
+    this.specialTokens = new Map(Object.entries(specials));
+  }
+
+  // tiktoken (WASM) is synchronous; the Promise only satisfies the shared interface.
+  async encodeOrdinary(text: string): Promise<number[]> {
+    return Array.from(this.#enc.encode_ordinary(text));
+  }
+
+  async encode(text: string): Promise<number[]> {
+    return Array.from(this.#enc.encode(text, 'all', []));
+  }
+
+  async decode(ids: readonly number[]): Promise<string> {
+    return utf8.decode(this.#enc.decode(Uint32Array.from(ids)));
+  }
+}
+
+/** Builds `tiktoken:<encoding>`. The encoder lives for the process (callers cache it per spec). */
+export function createTiktokenTokenizer(spec: string, encoding: TiktokenEncodingName): Tokenizer {
+  if (encoding === 'o200k_harmony') {
+    const extra: Record<string, number> = {};
+    for (const [t, id] of Object.entries(HARMONY_SPECIAL_TOKENS))
+      if (BASE_SPECIALS.o200k_base?.[t] === undefined) extra[t] = id;
+    return new TiktokenTokenizer(spec, get_encoding('o200k_base', extra), HARMONY_SPECIAL_TOKENS);
+  }
+  const specials = BASE_SPECIALS[encoding] ?? {};
+  return new TiktokenTokenizer(spec, get_encoding(encoding as TiktokenEncoding), specials);
+}
