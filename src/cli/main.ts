@@ -1,6 +1,8 @@
 import { Command, CommanderError } from 'commander';
 import { isKinferenceError } from '../core/errors.js';
+import { registerCollector } from './commands/collector.js';
 import { registerExplain } from './commands/explain.js';
+import { registerVerifyTokenizer } from './commands/verify-tokenizer.js';
 
 const program = new Command('kinference')
   .description('KV-cache-aware load balancing for vLLM behind Kong')
@@ -8,7 +10,9 @@ const program = new Command('kinference')
   .showHelpAfterError()
   .exitOverride();
 
+registerCollector(program);
 registerExplain(program);
+registerVerifyTokenizer(program);
 
 try {
   await program.parseAsync(process.argv);
