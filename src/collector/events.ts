@@ -1,0 +1,69 @@
+import type { Tier, VllmBlockHash } from '../core/types.js';
+
+/**
+ * Validated KV-cache events, as the collector's key mapper sees them. Only collector/wire builds these;
+ * raw msgpack values never get past it (EXEMPLARS.md, Dynamo: wire types stay at the boundary).
+ */
+
+/** One block's vLLM extra_keys, with the LoRA name already taken out (it is also in `loraName`). */
+export interface BlockExtraKeys {
+  /** Plain strings, in order: vLLM puts cache_salt here, on the first block of a sequence only. */
+  strings: string[];
+  /** True when the tuple holds something we cannot fold into our key (multimodal ids, prompt-embed hashes). */
+  opaque: boolean;
+}
+
+export interface BlockStoredEvent {
+  kind: 'stored';
+  /** Newly cached full blocks, in prefix order. */
+  hashes: VllmBlockHash[];
+  /** The block before hashes[0]; null when the run starts at block 0. */
+  parent: VllmBlockHash | null;
+  /** All tokens of these blocks, concatenated. */
+  tokenIds: readonly number[];
+  blockSize: number;
+  loraName: string | null;
+  /** A LoRA adapter is named only by id (vLLM before lora_name existed): its name, part of our key, is unknown. */
+  loraNameMissing: boolean;
+  tier: Tier;
+  /** One entry per block, or null when the producer sends none. */
+  extraKeys: (BlockExtraKeys | null)[] | null;
+  groupIdx: number | null;
+  /** kv_cache_spec_kind ("full_attention", "sliding_window", …); null when not sent. */
+  specKind: string | null;
+}
+
+export interface BlockRemovedEvent {
+  kind: 'removed';
+  hashes: VllmBlockHash[];
+  tier: Tier;
+  groupIdx: number | null;
+}
+
+export interface AllBlocksClearedEvent {
+  kind: 'cleared';
+}
+
+export type KvEvent = BlockStoredEvent | BlockRemovedEvent | AllBlocksClearedEvent;
+
+/** Why an event inside an otherwise readable batch was dropped by the decoder. */
+export type InvalidEventReason = 'not_tagged' | 'bad_field' | 'unknown_medium' | 'extra_keys_length';
+
+export interface KvEventBatch {
+  /** Publisher wall clock (vLLM: time.time()), seconds. */
+  tsSec: number;
+  events: KvEvent[];
+  dataParallelRank: number | null;
+  /** Events with a tag we do not know (skipped). */
+  unknownEvents: number;
+  /** Fields we do not know, in events or the batch (ignored). */
+  unknownFields: number;
+  /** Events dropped because a known field had the wrong type, by reason. */
+  invalidEvents: Partial<Record<InvalidEventReason, number>>;
+}
+
+/** Why a whole payload could not be read. */
+export type DecodeErrorReason = 'msgpack' | 'truncated' | 'batch_shape' | 'batch_field';
+
+export type ParseBatchResult =
+  { ok: true; batch: KvEventBatch } | { ok: false; reason: DecodeErrorReason; detail: string };

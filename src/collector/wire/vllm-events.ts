@@ -1,0 +1,259 @@
+import type { Tier, VllmBlockHash } from '../../core/types.js';
+import type {
+  BlockExtraKeys,
+  InvalidEventReason,
+  KvEvent,
+  KvEventBatch,
+  ParseBatchResult,
+} from '../events.js';
+import { isNoParent, normaliseBlockHash } from './block-hash.js';
+import { decodeMsgpack } from './msgpack.js';
+
+/**
+ * vLLM KV-event payloads (vllm/distributed/kv_events.py; research/vllm.md §1) → validated domain events.
+ *
+ * Two encodings are in the wild, both produced by msgspec:
+ * - array_like (vLLM ≤ ~0.23): each event is `[tag, field1, field2, …]`. msgspec writes EVERY field a
+ *   version defines, so the length grows with the version (6 for v0.9 BlockStored, 8 at lora_name, 12 with
+ *   extra_keys…kv_cache_spec_sliding_window). We read by position and guard every index.
+ * - tagged maps (#42892 and later): `{type: "BlockStored", block_hashes: …}`; omit_defaults drops fields
+ *   that equal their default, so every optional field may be missing. We read by name.
+ * The batch itself is `[ts, events, data_parallel_rank?, …]` in released builds; some branches make it a map.
+ * Unknown fields and unknown tags are skipped and counted, never fatal.
+ */
+
+/** Field order of BlockStored after the tag, oldest first; newer versions append. */
+const STORED_FIELDS = [
+  'block_hashes',
+  'parent_block_hash',
+  'token_ids',
+  'block_size',
+  'lora_id',
+  'medium',
+  'lora_name',
+  'extra_keys',
+  'group_idx',
+  'kv_cache_spec_kind',
+  'kv_cache_spec_sliding_window',
+] as const;
+const REMOVED_FIELDS = ['block_hashes', 'medium', 'group_idx'] as const;
+const BATCH_FIELDS = ['ts', 'events', 'data_parallel_rank'] as const;
+
+/** BlockStored needs at least block_hashes, parent, token_ids and block_size (v0.9 also had lora_id). */
+const STORED_REQUIRED = 4;
+
+type Fields = Record<string, unknown>;
+
+class Invalid extends Error {
+  constructor(readonly reason: InvalidEventReason) {
+    super(reason);
+  }
+}
+
+const MEDIUM_TIERS: Record<string, Tier> = { GPU: 'GPU', CPU: 'CPU', STORAGE: 'STORAGE' };
+
+function isMap(v: unknown): v is Fields {
+  return v !== null && typeof v === 'object' && !Array.isArray(v) && !(v instanceof Uint8Array);
+}
+
+/** Positional array (after the tag) or map → named fields; counts fields we do not know. */
+function toFields(
+  raw: unknown[] | Fields,
+  names: readonly string[],
+  offset: number,
+  unknown: { n: number },
+): Fields {
+  if (Array.isArray(raw)) {
+    const out: Fields = {};
+    const n = Math.min(raw.length - offset, names.length);
+    for (let i = 0; i < n; i++) out[names[i]!] = raw[i + offset];
+    if (raw.length - offset > names.length) unknown.n += raw.length - offset - names.length;
+    return out;
+  }
+  for (const k of Object.keys(raw)) if (k !== 'type' && !names.includes(k)) unknown.n++;
+  return raw;
+}
+
+function hashes(v: unknown): VllmBlockHash[] {
+  if (!Array.isArray(v)) throw new Invalid('bad_field');
+  const out: VllmBlockHash[] = new Array(v.length);
+  for (let i = 0; i < v.length; i++) {
+    const h = normaliseBlockHash(v[i]);
+    if (h === null) throw new Invalid('bad_field');
+    out[i] = h;
+  }
+  return out;
+}
+
+function optInt(v: unknown): number | null {
+  if (v === null || v === undefined) return null;
+  if (typeof v === 'number' && Number.isInteger(v)) return v;
+  throw new Invalid('bad_field');
+}
+
+function optString(v: unknown): string | null {
+  if (v === null || v === undefined) return null;
+  if (typeof v === 'string') return v;
+  throw new Invalid('bad_field');
+}
+
+/** medium null (old producers) means the GPU pool. */
+function tier(v: unknown): Tier {
+  const m = optString(v);
+  if (m === null) return 'GPU';
+  const t = MEDIUM_TIERS[m];
+  if (t === undefined) throw new Invalid('unknown_medium');
+  return t;
+}
+
+function tokenIds(v: unknown): number[] {
+  if (!Array.isArray(v)) throw new Invalid('bad_field');
+  for (let i = 0; i < v.length; i++) {
+    const t = v[i];
+    if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > 0x7fffffff)
+      throw new Invalid('bad_field');
+  }
+  return v as number[];
+}
+
+/**
+ * extra_keys: one `tuple | None` per block. vLLM's order is lora_name, multimodal keys, cache_salt,
+ * prompt-embeds hash (research/vllm.md §3.4). We take the LoRA name off the front; what remains is plain
+ * strings (cache_salt) or something opaque to us.
+ */
+function extraKeys(v: unknown, nBlocks: number, loraName: string | null): (BlockExtraKeys | null)[] | null {
+  if (v === null || v === undefined) return null;
+  if (!Array.isArray(v)) throw new Invalid('bad_field');
+  if (v.length !== nBlocks) throw new Invalid('extra_keys_length');
+  return v.map((t): BlockExtraKeys | null => {
+    if (t === null || t === undefined) return null;
+    if (!Array.isArray(t)) throw new Invalid('bad_field');
+    const start = loraName !== null && t[0] === loraName ? 1 : 0;
+    const strings: string[] = [];
+    let opaque = false;
+    for (let i = start; i < t.length; i++) {
+      const x: unknown = t[i];
+      if (typeof x === 'string') strings.push(x);
+      else opaque = true;
+    }
+    return strings.length === 0 && !opaque ? null : { strings, opaque };
+  });
+}
+
+function parseStored(f: Fields): KvEvent {
+  const blockHashes = hashes(f.block_hashes);
+  const parentRaw = f.parent_block_hash;
+  let parent: VllmBlockHash | null = null;
+  if (!isNoParent(parentRaw)) {
+    parent = normaliseBlockHash(parentRaw);
+    if (parent === null) throw new Invalid('bad_field');
+  }
+  const blockSize = f.block_size;
+  if (typeof blockSize !== 'number' || !Number.isInteger(blockSize) || blockSize <= 0)
+    throw new Invalid('bad_field');
+  const loraId = optInt(f.lora_id);
+  const loraName = optString(f.lora_name);
+  return {
+    kind: 'stored',
+    hashes: blockHashes,
+    parent,
+    tokenIds: tokenIds(f.token_ids),
+    blockSize,
+    loraName,
+    loraNameMissing: loraName === null && loraId !== null && loraId !== 0,
+    tier: tier(f.medium),
+    extraKeys: extraKeys(f.extra_keys, blockHashes.length, loraName),
+    groupIdx: optInt(f.group_idx),
+    specKind: optString(f.kv_cache_spec_kind),
+  };
+}
+
+function parseRemoved(f: Fields): KvEvent {
+  return {
+    kind: 'removed',
+    hashes: hashes(f.block_hashes),
+    tier: tier(f.medium),
+    groupIdx: optInt(f.group_idx),
+  };
+}
+
+function parseEvent(raw: unknown, batch: KvEventBatch, unknown: { n: number }): KvEvent | null {
+  let tag: unknown;
+  let body: unknown[] | Fields;
+  if (Array.isArray(raw)) {
+    tag = raw[0];
+    body = raw;
+  } else if (isMap(raw)) {
+    tag = raw.type;
+    body = raw;
+  } else throw new Invalid('not_tagged');
+  if (typeof tag !== 'string') throw new Invalid('not_tagged');
+  switch (tag) {
+    case 'BlockStored': {
+      if (Array.isArray(body) && body.length < 1 + STORED_REQUIRED) throw new Invalid('bad_field');
+      return parseStored(toFields(body, STORED_FIELDS, 1, unknown));
+    }
+    case 'BlockRemoved': {
+      if (Array.isArray(body) && body.length < 2) throw new Invalid('bad_field');
+      return parseRemoved(toFields(body, REMOVED_FIELDS, 1, unknown));
+    }
+    case 'AllBlocksCleared':
+      toFields(body, [], 1, unknown);
+      return { kind: 'cleared' };
+    default:
+      batch.unknownEvents++;
+      return null;
+  }
+}
+
+/**
+ * Decodes one KV-event payload (the third ZMQ frame). Never throws: a payload that is not msgpack, or not
+ * a batch, is a failed result; a bad event inside a good batch is dropped and counted in `invalidEvents`.
+ */
+export function parseVllmBatch(raw: Uint8Array): ParseBatchResult {
+  const dec = decodeMsgpack(raw);
+  if (!dec.ok) return { ok: false, reason: dec.truncated ? 'truncated' : 'msgpack', detail: dec.detail };
+  const v = dec.value;
+  let fields: Fields;
+  const unknown = { n: 0 };
+  if (Array.isArray(v)) {
+    if (v.length < 2)
+      return { ok: false, reason: 'batch_shape', detail: `batch array of ${v.length} elements` };
+    // A 4th element (publisher_id, open PRs) and beyond is not ours to interpret.
+    fields = toFields(v, BATCH_FIELDS, 0, unknown);
+  } else if (isMap(v)) fields = toFields(v, BATCH_FIELDS, 0, unknown);
+  else return { ok: false, reason: 'batch_shape', detail: `batch is ${typeof v}` };
+
+  const ts = fields.ts;
+  const events = fields.events;
+  const rank = fields.data_parallel_rank;
+  if (typeof ts !== 'number' || !Number.isFinite(ts))
+    return { ok: false, reason: 'batch_field', detail: 'ts is not a number' };
+  if (!Array.isArray(events)) return { ok: false, reason: 'batch_field', detail: 'events is not an array' };
+  if (
+    rank !== null &&
+    rank !== undefined &&
+    !(typeof rank === 'number' && Number.isInteger(rank) && rank >= 0)
+  )
+    return { ok: false, reason: 'batch_field', detail: 'data_parallel_rank is not an integer' };
+
+  const batch: KvEventBatch = {
+    tsSec: ts,
+    events: [],
+    dataParallelRank: typeof rank === 'number' ? rank : null,
+    unknownEvents: 0,
+    unknownFields: 0,
+    invalidEvents: {},
+  };
+  for (const raw of events) {
+    try {
+      const e = parseEvent(raw, batch, unknown);
+      if (e !== null) batch.events.push(e);
+    } catch (err) {
+      if (!(err instanceof Invalid)) throw err;
+      batch.invalidEvents[err.reason] = (batch.invalidEvents[err.reason] ?? 0) + 1;
+    }
+  }
+  batch.unknownFields = unknown.n;
+  return { ok: true, batch };
+}
