@@ -1,0 +1,231 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { StreamWorker } from './stream-worker.js';
+
+type Row = [labels: Record<string, string>, value: number];
+type Reader = (w: StreamWorker) => Row[];
+
+const pod = (w: StreamWorker): Record<string, string> => ({ pod: w.pod.podId });
+const one =
+  (f: (w: StreamWorker) => number): Reader =>
+  (w) => [[pod(w), f(w)]];
+const byKey =
+  (label: string, f: (w: StreamWorker) => Record<string, number>): Reader =>
+  (w) =>
+    Object.entries(f(w)).map(([k, v]): Row => [{ pod: w.pod.podId, [label]: k }, v]);
+
+const P = 'kinference_collector_';
+
+/** Counters read from each stream's plain StreamStats at scrape time (the hot path only bumps numbers). */
+const COUNTERS: [name: string, help: string, labels: string[], read: Reader][] = [
+  ['frames_received_total', 'ZMQ messages received from the pod', [], one((w) => w.stats.framesReceived)],
+  [
+    'malformed_frames_total',
+    'ZMQ messages that are not [topic, seq8, payload]',
+    [],
+    one((w) => w.stats.malformedFrames),
+  ],
+  ['batches_total', 'Event batches ingested (live and replayed)', [], one((w) => w.stats.batches)],
+  ['events_total', 'KV events decoded', [], one((w) => w.stats.events)],
+  [
+    'block_events_total',
+    'Blocks announced by BlockStored / BlockRemoved events',
+    ['kind'],
+    (w) => [
+      [{ ...pod(w), kind: 'stored' }, w.stats.storedBlocks],
+      [{ ...pod(w), kind: 'removed' }, w.stats.removedBlocks],
+    ],
+  ],
+  ['all_blocks_cleared_total', 'AllBlocksCleared events', [], one((w) => w.stats.clears)],
+  [
+    'decode_errors_total',
+    'Payloads that could not be decoded, by reason',
+    ['reason'],
+    byKey('reason', (w) => w.stats.decodeErrors),
+  ],
+  [
+    'invalid_events_total',
+    'Events dropped for a field of the wrong type, by reason',
+    ['reason'],
+    byKey('reason', (w) => w.stats.invalidEvents),
+  ],
+  [
+    'unknown_events_total',
+    'Events with a tag we do not know (skipped)',
+    [],
+    one((w) => w.stats.unknownEvents),
+  ],
+  [
+    'unknown_fields_total',
+    'Event or batch fields we do not know (ignored)',
+    [],
+    one((w) => w.stats.unknownFields),
+  ],
+  [
+    'blocks_skipped_total',
+    'Blocks not written to the index, by reason',
+    ['reason'],
+    byKey('reason', (w) => w.stats.skipped),
+  ],
+  ['index_ops_total', 'Block store/remove ops written to the index', [], one((w) => w.stats.appliedOps)],
+  ['index_writes_total', 'apply() calls to the index', [], one((w) => w.stats.applyCalls)],
+  [
+    'index_write_errors_total',
+    'Failed index writes (retried)',
+    ['kind'],
+    (w) => [
+      [{ ...pod(w), kind: 'apply' }, w.stats.applyErrors],
+      [{ ...pod(w), kind: 'state' }, w.stats.stateWriteErrors],
+    ],
+  ],
+  [
+    'eviction_removals_total',
+    'Removals issued because the bounded block map evicted a held block',
+    [],
+    one((w) => w.stats.evictionRemovals),
+  ],
+  ['sequence_gaps_total', 'Jumps in the batch sequence', [], one((w) => w.stats.gaps)],
+  ['missing_batches_total', 'Batches missing across sequence gaps', [], one((w) => w.stats.missingBatches)],
+  ['duplicate_batches_total', 'Batches seen twice (replay overlap)', [], one((w) => w.stats.duplicates)],
+  ['restarts_total', 'Engine restarts detected (sequence went backwards)', [], one((w) => w.stats.restarts)],
+  ['replays_total', 'Replay requests, by result', ['result'], byKey('result', (w) => w.stats.replays)],
+  ['replayed_batches_total', 'Batches received from replay', [], one((w) => w.stats.replayedBatches)],
+  [
+    'pod_clears_total',
+    'Times the pod was cleared in the index, by reason',
+    ['reason'],
+    byKey('reason', (w) => w.stats.podClears),
+  ],
+  [
+    'live_dropped_total',
+    'Live batches dropped before decoding (replay backlog or index down)',
+    [],
+    one((w) => w.stats.liveDropped),
+  ],
+  [
+    'queue_overflows_total',
+    'Write queue overflows (index unavailable too long)',
+    [],
+    one((w) => w.stats.overflows),
+  ],
+  ['dropped_ops_total', 'Block ops dropped by queue overflows', [], one((w) => w.stats.droppedOps)],
+  [
+    'dp_rank_mismatches_total',
+    'Batches whose data_parallel_rank differs from the endpoint rank',
+    [],
+    one((w) => w.stats.dpRankMismatches),
+  ],
+];
+
+const GAUGES: [name: string, help: string, read: Reader][] = [
+  ['queue_ops', 'Block ops waiting to be written', one((w) => w.queue.queuedOps)],
+  ['block_map_entries', 'vLLM hash → key entries held', one((w) => w.mapper.size)],
+  [
+    'resyncing',
+    '1 while the pod is being rebuilt after a gap, restart or outage',
+    one((w) => (w.resyncing ? 1 : 0)),
+  ],
+  ['last_sequence', 'Last ingested batch sequence number', one((w) => w.lastSeq ?? -1)],
+];
+
+export interface ScrapeView {
+  podId: string;
+  ok: number;
+  failed: number;
+  healthy: boolean;
+  blockSize: number | null;
+  numGpuBlocks: number | null;
+}
+
+/**
+ * The collector's own /metrics: a private prom-client registry (never the global one), process metrics,
+ * per-pod counters exported from StreamStats, and two histograms observed as writes complete.
+ */
+export class CollectorMetrics {
+  readonly registry = new Registry();
+  readonly lag: Histogram<'pod'>;
+  readonly applySeconds: Histogram<string>;
+
+  constructor(workers: () => Iterable<StreamWorker>, scrapes: () => Iterable<ScrapeView>) {
+    const reg = this.registry;
+    collectDefaultMetrics({ register: reg, prefix: P });
+    for (const [name, help, labels, read] of COUNTERS)
+      new Counter({
+        name: P + name,
+        help,
+        labelNames: ['pod', ...labels],
+        registers: [reg],
+        collect() {
+          this.reset();
+          for (const w of workers()) for (const [l, v] of read(w)) this.inc(l, v);
+        },
+      });
+    for (const [name, help, read] of GAUGES)
+      new Gauge({
+        name: P + name,
+        help,
+        labelNames: ['pod'],
+        registers: [reg],
+        collect() {
+          this.reset();
+          for (const w of workers()) for (const [l, v] of read(w)) this.set(l, v);
+        },
+      });
+    new Gauge({
+      name: `${P}streams`,
+      help: 'Event streams followed (pods × DP ranks)',
+      registers: [reg],
+      collect() {
+        this.set([...workers()].length);
+      },
+    });
+    new Counter({
+      name: `${P}scrapes_total`,
+      help: 'Scrapes of pod /metrics, by result',
+      labelNames: ['pod', 'result'],
+      registers: [reg],
+      collect() {
+        this.reset();
+        for (const s of scrapes()) {
+          this.inc({ pod: s.podId, result: 'ok' }, s.ok);
+          this.inc({ pod: s.podId, result: 'error' }, s.failed);
+        }
+      },
+    });
+    new Gauge({
+      name: `${P}pod_healthy`,
+      help: '1 when the pod is healthy (its /metrics answers)',
+      labelNames: ['pod'],
+      registers: [reg],
+      collect() {
+        this.reset();
+        for (const s of scrapes()) this.set({ pod: s.podId }, s.healthy ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: `${P}vllm_cache_config`,
+      help: "The pod's vllm:cache_config_info: block_size and num_gpu_blocks",
+      labelNames: ['pod', 'field'],
+      registers: [reg],
+      collect() {
+        this.reset();
+        for (const s of scrapes()) {
+          if (s.blockSize !== null) this.set({ pod: s.podId, field: 'block_size' }, s.blockSize);
+          if (s.numGpuBlocks !== null) this.set({ pod: s.podId, field: 'num_gpu_blocks' }, s.numGpuBlocks);
+        }
+      },
+    });
+    this.lag = new Histogram({
+      name: `${P}event_lag_seconds`,
+      help: 'From the publisher timestamp of a batch to its write into the index resolving',
+      labelNames: ['pod'],
+      buckets: [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30],
+      registers: [reg],
+    });
+    this.applySeconds = new Histogram({
+      name: `${P}index_write_seconds`,
+      help: 'Latency of one index write (apply() call: Redis round trip and script)',
+      buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+      registers: [reg],
+    });
+  }
+}

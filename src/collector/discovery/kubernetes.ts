@@ -1,0 +1,74 @@
+import {
+  DiscoveryV1Api,
+  KubeConfig,
+  makeInformer,
+  type Informer,
+  type V1EndpointSlice,
+} from '@kubernetes/client-node';
+import type { ObjectCache } from '@kubernetes/client-node';
+import type { Logger } from '../logger.js';
+import type { PodSpec } from '../pods.js';
+import type { Discovery } from './discovery.js';
+import { podsFromEndpointSlices, type KubernetesSection } from './endpoint-slices.js';
+
+const SERVICE_LABEL = 'kubernetes.io/service-name';
+
+/**
+ * Follows the EndpointSlices of one Service with @kubernetes/client-node's informer (list, then watch
+ * from the list's resourceVersion; a 410 relists). Changes are debounced: an endpoint moving between
+ * slices shows up as delete + add, which must not look like a pod leaving.
+ */
+export class KubernetesDiscovery implements Discovery {
+  #informer: (Informer<V1EndpointSlice> & ObjectCache<V1EndpointSlice>) | null = null;
+  #timer: NodeJS.Timeout | null = null;
+  #stopped = false;
+
+  constructor(
+    readonly k8s: KubernetesSection,
+    readonly log: Logger,
+    readonly kubeconfigPath?: string,
+    readonly debounceMs = 200,
+  ) {}
+
+  async start(onChange: (pods: PodSpec[]) => void): Promise<void> {
+    const kc = new KubeConfig();
+    if (this.kubeconfigPath) kc.loadFromFile(this.kubeconfigPath);
+    else kc.loadFromDefault();
+    const api = kc.makeApiClient(DiscoveryV1Api);
+    const { namespace, service } = this.k8s;
+    const labelSelector = `${SERVICE_LABEL}=${service}`;
+    const informer = makeInformer<V1EndpointSlice>(
+      kc,
+      `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/endpointslices`,
+      () => api.listNamespacedEndpointSlice({ namespace, labelSelector }),
+      labelSelector,
+    );
+    this.#informer = informer;
+    const emit = (): void => {
+      if (this.#timer || this.#stopped) return;
+      this.#timer = setTimeout(() => {
+        this.#timer = null;
+        if (!this.#stopped) onChange(podsFromEndpointSlices(informer.list(namespace), this.k8s));
+      }, this.debounceMs);
+    };
+    informer.on('add', emit);
+    informer.on('update', emit);
+    informer.on('delete', emit);
+    informer.on('error', (err: unknown) => {
+      // The informer stops on errors other than 410/timeouts; restart it after a pause.
+      this.log.warn('kubernetes watch failed; restarting', { err });
+      setTimeout(() => {
+        if (!this.#stopped)
+          informer.start().catch((e: unknown) => this.log.error('kubernetes list failed', { err: e }));
+      }, 2000).unref();
+    });
+    await informer.start();
+    onChange(podsFromEndpointSlices(informer.list(namespace), this.k8s));
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    await this.#informer?.stop();
+  }
+}

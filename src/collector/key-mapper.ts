@@ -1,0 +1,230 @@
+import { blockKeys, keySeed } from '../core/block-keys.js';
+import { TIERS, type BlockKey, type Tier, type VllmBlockHash } from '../core/types.js';
+import type { IndexOp } from '../index/kv-index.js';
+import { BlockMap, type BlockEntry } from './block-map.js';
+import type { BlockRemovedEvent, BlockStoredEvent, KvEvent } from './events.js';
+
+/** Why blocks from the event stream were not written to the index. Never a wrong key: skip instead. */
+export const SKIP_REASONS = [
+  'unknown_parent',
+  'unindexable_parent',
+  'unreproducible_extra_keys',
+  'token_count_mismatch',
+  'block_size_mismatch',
+  'non_full_attention',
+  'lora_name_missing',
+  'remove_unknown_hash',
+  'remove_not_held',
+] as const;
+export type SkipReason = (typeof SKIP_REASONS)[number];
+
+export interface MapperCounters {
+  /** Blocks announced by BlockStored / BlockRemoved events, and AllBlocksCleared events. */
+  storedBlocks: number;
+  removedBlocks: number;
+  clears: number;
+  /** Store / remove ops written for them. */
+  indexedBlocks: number;
+  unindexedBlocks: number;
+  /** Removals issued because the bounded block map evicted an entry the index still holds. */
+  evictionRemovals: number;
+  skipped: Record<SkipReason, number>;
+}
+
+export function newMapperCounters(): MapperCounters {
+  return {
+    storedBlocks: 0,
+    removedBlocks: 0,
+    clears: 0,
+    indexedBlocks: 0,
+    unindexedBlocks: 0,
+    evictionRemovals: 0,
+    skipped: Object.fromEntries(SKIP_REASONS.map((r) => [r, 0])) as Record<SkipReason, number>,
+  };
+}
+
+/** Appends a key to the last op when it is the same kind and tier, so a batch becomes few ops. */
+export function pushKey(ops: IndexOp[], op: 'store' | 'remove', tier: Tier, key: BlockKey): void {
+  const last = ops[ops.length - 1];
+  if (last !== undefined && last.op === op && last.tier === tier) last.keys.push(key);
+  else ops.push({ op, tier, keys: [key] });
+}
+
+const MAX_SEEDS = 4096;
+
+/**
+ * Turns one pod's validated events into index ops keyed by OUR block keys (DESIGN.md "Block keys"): the
+ * keys of a BlockStored are computed from its token_ids, chained from the parent's key, which we find
+ * through a bounded map vLLM hash → our key (how llm-d does it; vLLM's own hash is never reproduced).
+ * A chain start uses keySeed(model, lora_name, cache_salt) — the same seed the router uses.
+ */
+export class KeyMapper {
+  readonly #map: BlockMap;
+  readonly #seeds = new Map<string, BlockKey>();
+  /** KV-cache groups seen with a kind other than full_attention: their removals are not ours. */
+  readonly #otherGroups = new Set<number>();
+
+  constructor(
+    readonly model: string,
+    /** The block size the router uses for this model; blocks of another size would never match. */
+    readonly blockSize: number,
+    maxEntries: number,
+  ) {
+    this.#map = new BlockMap(maxEntries);
+  }
+
+  get size(): number {
+    return this.#map.size;
+  }
+
+  /** The pod restarted: its vLLM hashes mean nothing now. */
+  reset(): void {
+    this.#map.clear();
+  }
+
+  /** The index dropped this pod's blocks (clear): keep hash → key facts, zero the counts. */
+  forgetCounts(): void {
+    this.#map.forgetCounts();
+  }
+
+  /** Appends the ops for `events` to `ops` (adjacent ops of one kind and tier are merged). */
+  toOps(events: readonly KvEvent[], c: MapperCounters, ops: IndexOp[] = []): IndexOp[] {
+    for (const e of events) {
+      if (e.kind === 'stored') this.#stored(e, c, ops);
+      else if (e.kind === 'removed') this.#removed(e, c, ops);
+      else {
+        c.clears++;
+        this.#map.clear();
+        ops.push({ op: 'clear' });
+      }
+    }
+    return ops;
+  }
+
+  #seed(lora: string | null, salt: string | null): BlockKey {
+    const id = `${lora ?? ''}\u0000${salt ?? ''}`;
+    let s = this.#seeds.get(id);
+    if (s === undefined) {
+      if (this.#seeds.size >= MAX_SEEDS) this.#seeds.clear();
+      s = keySeed({ model: this.model, lora, cacheSalt: salt });
+      this.#seeds.set(id, s);
+    }
+    return s;
+  }
+
+  #skip(c: MapperCounters, reason: SkipReason, n: number): void {
+    c.skipped[reason] += n;
+    c.unindexedBlocks += n;
+  }
+
+  /** Records hashes[from..] as known-but-unindexable, so their descendants are skipped for the right reason. */
+  #markUnindexable(hashes: readonly VllmBlockHash[], from: number, c: MapperCounters, ops: IndexOp[]): void {
+    for (let i = from; i < hashes.length; i++) {
+      const old = this.#map.peek(hashes[i]!);
+      if (old !== undefined) this.#release(old, c, ops);
+      this.#insert(hashes[i]!, null, c, ops);
+    }
+  }
+
+  #insert(hash: VllmBlockHash, key: BlockKey | null, c: MapperCounters, ops: IndexOp[]): BlockEntry {
+    const { entry, evicted } = this.#map.insert(hash, key);
+    for (const old of evicted) this.#release(old, c, ops, true);
+    return entry;
+  }
+
+  /** Removes every store of this entry that the index still holds (the entry is going away). */
+  #release(e: BlockEntry, c: MapperCounters, ops: IndexOp[], eviction = false): void {
+    if (e.key === null || !this.#map.held(e)) return;
+    for (const tier of TIERS) {
+      const n = this.#map.count(e, tier);
+      for (let i = 0; i < n; i++) pushKey(ops, 'remove', tier, e.key);
+      if (eviction) c.evictionRemovals += n;
+      this.#map.add(e, tier, -n);
+    }
+  }
+
+  #stored(e: BlockStoredEvent, c: MapperCounters, ops: IndexOp[]): void {
+    const n = e.hashes.length;
+    c.storedBlocks += n;
+    if (e.specKind !== null && e.specKind !== 'full_attention') {
+      if (e.groupIdx !== null) this.#otherGroups.add(e.groupIdx);
+      return this.#skip(c, 'non_full_attention', n);
+    }
+    if (e.loraNameMissing) {
+      this.#markUnindexable(e.hashes, 0, c, ops);
+      return this.#skip(c, 'lora_name_missing', n);
+    }
+    if (e.blockSize !== this.blockSize) {
+      this.#markUnindexable(e.hashes, 0, c, ops);
+      return this.#skip(c, 'block_size_mismatch', n);
+    }
+    if (e.tokenIds.length !== n * e.blockSize) {
+      this.#markUnindexable(e.hashes, 0, c, ops);
+      return this.#skip(c, 'token_count_mismatch', n);
+    }
+
+    let parentKey: BlockKey;
+    if (e.parent === null) {
+      // cache_salt rides on the first block of a sequence only (research/vllm.md §3.4).
+      const first = e.extraKeys?.[0] ?? null;
+      if (first !== null && (first.opaque || first.strings.length > 1)) {
+        this.#markUnindexable(e.hashes, 0, c, ops);
+        return this.#skip(c, 'unreproducible_extra_keys', n);
+      }
+      parentKey = this.#seed(e.loraName, first?.strings[0] ?? null);
+    } else {
+      const p = this.#map.touch(e.parent);
+      if (p === undefined) return this.#skip(c, 'unknown_parent', n);
+      if (p.key === null) {
+        this.#markUnindexable(e.hashes, 0, c, ops);
+        return this.#skip(c, 'unindexable_parent', n);
+      }
+      parentKey = p.key;
+    }
+
+    const keys = blockKeys(e.tokenIds, e.blockSize, parentKey);
+    for (let i = 0; i < n; i++) {
+      const x = e.extraKeys?.[i] ?? null;
+      const chainStart = i === 0 && e.parent === null;
+      if (x !== null && (x.opaque || (!chainStart && x.strings.length > 0))) {
+        // Multimodal or prompt-embed content: these tokens do not identify the KV. Skip them and the rest.
+        this.#markUnindexable(e.hashes, i, c, ops);
+        return this.#skip(c, 'unreproducible_extra_keys', n - i);
+      }
+      const hash = e.hashes[i]!;
+      const key = keys[i]!;
+      let ent = this.#map.touch(hash);
+      if (ent === undefined || ent.key !== key) {
+        if (ent !== undefined) this.#release(ent, c, ops);
+        ent = this.#insert(hash, key, c, ops);
+      }
+      this.#map.add(ent, e.tier, 1);
+      pushKey(ops, 'store', e.tier, key);
+      c.indexedBlocks++;
+    }
+  }
+
+  #removed(e: BlockRemovedEvent, c: MapperCounters, ops: IndexOp[]): void {
+    const n = e.hashes.length;
+    c.removedBlocks += n;
+    if (e.groupIdx !== null && this.#otherGroups.has(e.groupIdx))
+      return this.#skip(c, 'non_full_attention', n);
+    for (const hash of e.hashes) {
+      const ent = this.#map.peek(hash);
+      if (ent === undefined || ent.key === null) {
+        if (ent !== undefined) this.#map.delete(hash);
+        this.#skip(c, 'remove_unknown_hash', 1);
+        continue;
+      }
+      if (this.#map.count(ent, e.tier) === 0) {
+        this.#skip(c, 'remove_not_held', 1);
+      } else {
+        this.#map.add(ent, e.tier, -1);
+        pushKey(ops, 'remove', e.tier, ent.key);
+        c.indexedBlocks++;
+      }
+      // An evicted block cannot be a parent again until vLLM stores it anew (which re-creates the entry).
+      if (!this.#map.held(ent)) this.#map.delete(hash);
+    }
+  }
+}

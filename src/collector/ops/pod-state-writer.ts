@@ -1,0 +1,56 @@
+import type { PodState } from '../../core/types.js';
+import type { KvIndex, PodRef } from '../../index/kv-index.js';
+
+export type PodStatePatch = Partial<Omit<PodState, 'podId' | 'model'>>;
+
+/**
+ * Coalesces a pod's state updates: at most one upsertPodState in flight, later patches merged into the
+ * next call. State fields are last-writer-wins, so merging loses nothing; a failed write is retried with
+ * the next patch (its fields are merged back under anything newer).
+ */
+export class PodStateWriter {
+  #pending: PodStatePatch | null = null;
+  #inFlight: Promise<void> | null = null;
+  #closed = false;
+
+  constructor(
+    readonly index: KvIndex,
+    readonly pod: PodRef,
+    readonly onError: (err: unknown) => void,
+  ) {}
+
+  write(patch: PodStatePatch): void {
+    if (this.#closed) return;
+    this.#pending = this.#pending === null ? { ...patch } : { ...this.#pending, ...patch };
+    if (this.#inFlight === null) this.#flush();
+  }
+
+  /** Resolves when every patch written so far has been attempted. */
+  async settled(): Promise<void> {
+    while (this.#inFlight !== null) await this.#inFlight;
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#pending = null;
+  }
+
+  #flush(): void {
+    const patch = this.#pending;
+    if (patch === null || this.#closed) return;
+    this.#pending = null;
+    this.#inFlight = this.index.upsertPodState(this.pod, patch).then(
+      () => {
+        this.#inFlight = null;
+        this.#flush();
+      },
+      (err: unknown) => {
+        this.#inFlight = null;
+        this.#pending = { ...patch, ...(this.#pending ?? {}) };
+        this.onError(err);
+        // Retry with whatever comes next; don't spin on a dead index.
+        if (!this.#closed) setTimeout(() => this.#inFlight === null && this.#flush(), 500).unref();
+      },
+    );
+  }
+}

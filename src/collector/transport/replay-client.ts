@@ -1,0 +1,41 @@
+import { Dealer } from 'zeromq';
+import { encodeSeq, parseReplayFrames, type SequencedPayload } from '../wire/frames.js';
+
+export type ReplayOutcome =
+  | { kind: 'complete'; items: number }
+  | { kind: 'stopped'; items: number }
+  | { kind: 'timeout'; items: number }
+  | { kind: 'error'; items: number; detail: string };
+
+/**
+ * Asks a vLLM replay ROUTER for every buffered batch from `startSeq` (research/vllm.md §2): a DEALER sends
+ * ["", seq8] and reads ["", seq8, payload] until the ff×8 end marker. A fresh socket per request, so a
+ * late answer to an abandoned request can never be mistaken for this one's. `onItem` returns false to stop.
+ */
+export async function requestReplay(
+  endpoint: string,
+  startSeq: number,
+  timeoutMs: number,
+  onItem: (msg: SequencedPayload) => boolean,
+): Promise<ReplayOutcome> {
+  const sock = new Dealer({ linger: 0, receiveTimeout: timeoutMs, sendTimeout: timeoutMs });
+  let items = 0;
+  try {
+    sock.connect(endpoint);
+    await sock.send([Buffer.alloc(0), encodeSeq(startSeq)]);
+    for (;;) {
+      const frames = await sock.receive();
+      const r = parseReplayFrames(frames);
+      if (r.kind === 'end') return { kind: 'complete', items };
+      if (r.kind === 'bad') return { kind: 'error', items, detail: r.detail };
+      items++;
+      if (!onItem(r.msg)) return { kind: 'stopped', items };
+    }
+  } catch (e) {
+    const code = (e as { code?: string }).code;
+    if (code === 'EAGAIN') return { kind: 'timeout', items };
+    return { kind: 'error', items, detail: (e as Error).message };
+  } finally {
+    sock.close();
+  }
+}
