@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { blockKeys, keySeed } from '../../../src/core/block-keys.js';
 import type { BlockKey, Tier, VllmBlockHash } from '../../../src/core/types.js';
-import type { BlockStoredEvent, KvEvent } from '../../../src/collector/events.js';
+import type { BlockStoredEvent } from '../../../src/collector/events.js';
 import { KeyMapper, newMapperCounters } from '../../../src/collector/key-mapper.js';
 import type { IndexOp } from '../../../src/index/kv-index.js';
 
