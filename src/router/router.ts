@@ -249,7 +249,7 @@ export function createRouter(
 
       let tokens: number[];
       try {
-        const r = resources.promptTokenizer().tokenize(text, config.max_prompt_tokens);
+        const r = await resources.promptTokenizer().tokenize(text, config.max_prompt_tokens);
         tokens = r.tokens;
         truncated = r.truncated;
       } catch (e) {
