@@ -1,0 +1,196 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Collector } from '../../../src/collector/collector.js';
+import type { StreamWorker } from '../../../src/collector/stream-worker.js';
+import { createKvIndex } from '../../../src/index/index.js';
+import type { KvIndex } from '../../../src/index/kv-index.js';
+import { waitFor } from '../../helpers/ports.js';
+import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
+import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
+import {
+  BS,
+  MODEL,
+  cachedBlocks,
+  freshTokens,
+  startCollector,
+  waitCached,
+  waitSubscribed,
+} from '../../helpers/collector/collector-harness.js';
+import { encodeMsgspec, f64 } from '../../helpers/collector/msgspec-encoder.js';
+import { encodeBatch, seqFrame, type EventSpec } from '../../helpers/collector/vllm-frames.js';
+
+// Hashes above 2^63: a double would round them, and chaining would then fail.
+let nextHash = 2n ** 63n + 12345n;
+const hashes = (n: number): bigint[] => Array.from({ length: n }, () => nextHash++);
+
+const stored = (
+  h: bigint[],
+  parent: bigint | null,
+  tokens: number[],
+  extra: Partial<EventSpec> = {},
+): EventSpec =>
+  ({
+    type: 'BlockStored',
+    hashes: h,
+    parent,
+    tokens,
+    blockSize: BS,
+    ...extra,
+  }) as EventSpec;
+
+describe.each(['array', 'map'] as const)(
+  'collector ← vLLM KV events (%s encoding), real ZMQ and Redis',
+  (format) => {
+    let redis: TestRedis;
+    let index: KvIndex;
+    let pub: FakeVllmPublisher;
+    let plain: FakeVllmPublisher; // no replay endpoint
+    let collector: Collector;
+    const w = (id: string): StreamWorker => collector.worker(id)!;
+
+    beforeAll(async () => {
+      redis = await startRedis();
+      index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: `kt-${format}` });
+      const batch = format === 'array' ? { format, storedFields: 11, removedFields: 3 } : { format };
+      pub = await new FakeVllmPublisher(batch, { topic: 'kv-events' }).bind();
+      plain = await new FakeVllmPublisher(batch, { replay: false }).bind();
+      collector = startCollector(index, [
+        {
+          id: 'pod-a',
+          model: MODEL,
+          address: '127.0.0.1:18000',
+          kv_events: pub.endpoint,
+          kv_events_replay: pub.replayEndpoint,
+          kv_events_topic: 'kv-events',
+        },
+        { id: 'pod-b', model: MODEL, address: '127.0.0.1:18001', kv_events: plain.endpoint },
+      ]);
+      await collector.start();
+      await waitSubscribed(pub, () => collector.worker('pod-a'));
+      await waitSubscribed(plain, () => collector.worker('pod-b'));
+    });
+
+    afterAll(async () => {
+      await collector?.stop();
+      await pub?.close();
+      await plain?.close();
+      await index?.close();
+      await redis?.stop();
+    });
+
+    it('a stored prefix is found for that pod; extending it through a uint64 parent hash works', async () => {
+      const t = freshTokens(5);
+      const h = hashes(5);
+      await pub.publish([stored(h.slice(0, 4), null, t.slice(0, 4 * BS))]);
+      await waitCached(index, 'pod-a', t, 4);
+      await pub.publish([stored([h[4]!], h[3]!, t.slice(4 * BS))]);
+      await waitCached(index, 'pod-a', t, 5);
+      expect(await cachedBlocks(index, 'pod-b', t)).toBe(0);
+    });
+
+    it('removed blocks are no longer found; the prefix stops at the first removed block', async () => {
+      const t = freshTokens(4);
+      const h = hashes(4);
+      await pub.publish([stored(h, null, t)]);
+      await waitCached(index, 'pod-a', t, 4);
+      await pub.publish([{ type: 'BlockRemoved', hashes: [h[3]!] }]);
+      await waitCached(index, 'pod-a', t, 3);
+      await pub.publish([{ type: 'BlockRemoved', hashes: [h[1]!] }]);
+      await waitCached(index, 'pod-a', t, 1);
+    });
+
+    it('LoRA and cache_salt chains get the router’s seeded keys; multimodal blocks are not indexed', async () => {
+      const t = freshTokens(2);
+      const [a, b] = hashes(2);
+      await pub.publish([
+        stored([a!], null, t.slice(0, BS), {
+          loraName: 'sql-lora',
+          loraId: 1,
+          extraKeys: [['sql-lora', 'salt-9']],
+        }),
+        stored([b!], a!, t.slice(BS), { loraName: 'sql-lora', loraId: 1, extraKeys: [['sql-lora']] }),
+      ]);
+      await waitCached(index, 'pod-a', t, 2, { lora: 'sql-lora', salt: 'salt-9' });
+      expect(await cachedBlocks(index, 'pod-a', t)).toBe(0); // not under the base model's seed
+      const m = freshTokens(2);
+      await pub.publish([stored(hashes(2), null, m, { extraKeys: [null, [['image-1', 0]]] })]);
+      await waitCached(index, 'pod-a', m, 1);
+      await waitFor('skip counted', () => w('pod-a').stats.skipped.unreproducible_extra_keys >= 1);
+    });
+
+    it('AllBlocksCleared drops every block of the pod', async () => {
+      const t = freshTokens(3);
+      await pub.publish([stored(hashes(3), null, t)]);
+      await waitCached(index, 'pod-a', t, 3);
+      await pub.publish([{ type: 'AllBlocksCleared' }]);
+      await waitCached(index, 'pod-a', t, 0);
+    });
+
+    it('a gap is repaired from the replay endpoint: the dropped batch’s blocks are indexed', async () => {
+      const t = freshTokens(3);
+      const h = hashes(3);
+      const gaps = w('pod-a').stats.gaps;
+      await pub.publish([stored(h.slice(0, 2), null, t.slice(0, 2 * BS))], { drop: true }); // lost on the wire (HWM)
+      await pub.publish([stored([h[2]!], h[1]!, t.slice(2 * BS))]);
+      await waitCached(index, 'pod-a', t, 3);
+      expect(w('pod-a').stats.gaps).toBe(gaps + 1);
+      expect(w('pod-a').stats.replays.covered).toBeGreaterThanOrEqual(1);
+    });
+
+    it('without replay, a gap clears the pod and it is rebuilt from new events', async () => {
+      const old = freshTokens(2);
+      await plain.publish([stored(hashes(2), null, old)]);
+      await waitCached(index, 'pod-b', old, 2);
+      const lost = freshTokens(1);
+      const lostHash = hashes(1);
+      await plain.publish([stored(lostHash, null, lost)], { drop: true });
+      const t = freshTokens(2);
+      await plain.publish([stored(hashes(2), null, t)]);
+      await waitCached(index, 'pod-b', t, 2);
+      expect(await cachedBlocks(index, 'pod-b', old)).toBe(0);
+      expect(w('pod-b').stats.podClears.gap).toBe(1);
+    });
+
+    it('a sequence that goes backwards (engine restart) clears the pod; the new process’s blocks are indexed', async () => {
+      const before = freshTokens(2);
+      await pub.publish([stored(hashes(2), null, before)]);
+      await waitCached(index, 'pod-a', before, 2);
+      pub.restart();
+      const after = freshTokens(2);
+      await pub.publish([stored(hashes(2), null, after)]); // seq 0 again
+      await waitCached(index, 'pod-a', after, 2);
+      expect(await cachedBlocks(index, 'pod-a', before)).toBe(0);
+      expect(w('pod-a').stats.restarts).toBe(1);
+    });
+
+    it('malformed frames, truncated msgpack and wrong types are counted; the stream keeps working', async () => {
+      const s = w('pod-a').stats;
+      await pub.sendRaw([Buffer.from('kv-events'), seqFrame(pub.seq)]); // 2 frames
+      await pub.sendRaw([Buffer.from('kv-events'), Buffer.alloc(4), Buffer.from([0x90])]); // bad sequence frame
+      const good = encodeBatch([stored(hashes(1), null, freshTokens(1))], { format });
+      await pub.publishPayload(good.subarray(0, good.length - 5)); // truncated
+      await pub.publishPayload(Buffer.from('not msgpack at all'));
+      await pub.publishPayload(encodeMsgspec([f64(1), 'events', 0])); // wrong type
+      await pub.publishPayload(
+        encodeMsgspec([f64(1), [['BlockStored', 'x', null, [], 16, null, 'GPU', null], ['Mystery']], 0]),
+      );
+      const t = freshTokens(2);
+      await pub.publish([stored(hashes(2), null, t)]);
+      await waitCached(index, 'pod-a', t, 2);
+      expect(s.malformedFrames).toBe(2);
+      expect(s.decodeErrors.truncated).toBe(1);
+      expect(s.decodeErrors.msgpack + s.decodeErrors.batch_shape).toBeGreaterThanOrEqual(1);
+      expect(s.decodeErrors.batch_field).toBe(1);
+      expect(s.invalidEvents.bad_field).toBe(1);
+      expect(s.unknownEvents).toBe(1);
+      expect(s.gaps).toBe(1); // only the deliberate one above: bad frames consumed no sequence numbers
+    });
+
+    it('exports its counters on /metrics (prom-client registry)', async () => {
+      const text = await collector.metrics.registry.metrics();
+      expect(text).toMatch(/kinference_collector_block_events_total\{pod="pod-a",kind="stored"\} [1-9]/);
+      expect(text).toMatch(/kinference_collector_sequence_gaps_total\{pod="pod-a"\} 1/);
+      expect(text).toMatch(/kinference_collector_event_lag_seconds_count\{pod="pod-a"\} [1-9]/);
+      expect(text).toContain('kinference_collector_process_resident_memory_bytes');
+    });
+  },
+);

@@ -1,0 +1,86 @@
+import { Publisher, Router } from 'zeromq';
+import { freePort } from '../ports.js';
+import { encodeBatch, liveFrames, seqFrame, type BatchOptions, type EventSpec } from './vllm-frames.js';
+
+const END = Buffer.alloc(8, 0xff);
+
+/**
+ * A stand-in for vLLM's ZmqEventPublisher (research/vllm.md §2): a bound PUB socket sending
+ * [topic, seq8, payload] with seq from 0 per "process", and a ROUTER replaying its buffer of encoded
+ * batches: request [id, "", start8] → [id, "", seq8, payload]… then [id, "", ff×8, ""].
+ */
+export class FakeVllmPublisher {
+  readonly pub = new Publisher({ linger: 0 });
+  readonly router: Router | null;
+  readonly buffer: { seq: number; payload: Buffer }[] = [];
+  seq = 0;
+  endpoint = '';
+  replayEndpoint = '';
+  replayRequests = 0;
+  #loop: Promise<void> | null = null;
+
+  constructor(
+    readonly batch: Omit<BatchOptions, 'ts'>,
+    readonly opts: { topic?: string; replay?: boolean; bufferSteps?: number; host?: string } = {},
+  ) {
+    this.router = opts.replay === false ? null : new Router({ linger: 0 });
+  }
+
+  async bind(): Promise<this> {
+    const host = this.opts.host ?? '127.0.0.1';
+    this.endpoint = `tcp://${host}:${await freePort()}`;
+    await this.pub.bind(this.endpoint);
+    if (this.router) {
+      this.replayEndpoint = `tcp://${host}:${await freePort()}`;
+      await this.router.bind(this.replayEndpoint);
+      this.#loop = this.#serveReplay(this.router);
+    }
+    return this;
+  }
+
+  async #serveReplay(router: Router): Promise<void> {
+    try {
+      for await (const frames of router) {
+        if (frames.length !== 3) continue; // vLLM logs and ignores other shapes
+        const [id, , start] = frames as [Buffer, Buffer, Buffer];
+        this.replayRequests++;
+        const from = Number(start.readBigUInt64BE(0));
+        for (const b of this.buffer)
+          if (b.seq >= from) await router.send([id, Buffer.alloc(0), seqFrame(b.seq), b.payload]);
+        await router.send([id, Buffer.alloc(0), END, Buffer.alloc(0)]);
+      }
+    } catch {
+      // closed
+    }
+  }
+
+  /** Encodes, buffers for replay and (unless `drop`) sends one batch; returns its sequence number. */
+  async publish(events: EventSpec[], o: { drop?: boolean; ts?: number } = {}): Promise<number> {
+    const payload = encodeBatch(events, { ...this.batch, ts: o.ts ?? Date.now() / 1000 });
+    return this.publishPayload(payload, o);
+  }
+
+  async publishPayload(payload: Buffer, o: { drop?: boolean } = {}): Promise<number> {
+    const seq = this.seq++;
+    this.buffer.push({ seq, payload });
+    if (this.buffer.length > (this.opts.bufferSteps ?? 10_000)) this.buffer.shift();
+    if (!o.drop) await this.pub.send(liveFrames(this.opts.topic ?? '', seq, payload));
+    return seq;
+  }
+
+  async sendRaw(frames: Buffer[]): Promise<void> {
+    await this.pub.send(frames);
+  }
+
+  /** A new engine process: sequence back to 0, empty replay buffer. */
+  restart(): void {
+    this.seq = 0;
+    this.buffer.length = 0;
+  }
+
+  async close(): Promise<void> {
+    this.pub.close();
+    this.router?.close();
+    await this.#loop;
+  }
+}
