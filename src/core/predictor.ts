@@ -95,9 +95,9 @@ export function predictTtft(pod: PodLookup, opts: PredictOptions): Prediction {
   const U = P - cached;
 
   let reservedTokens = 0;
-  for (const r of opts.reservations) if (r.atMs > s.lastScrapeAtMs) reservedTokens += r.uncachedTokens;
+  for (const r of opts.reservations) if (r.atMs >= s.lastScrapeAtMs) reservedTokens += r.uncachedTokens;
   const queuedTokens = s.waiting * s.meanQueuedPrefillTokens + reservedTokens;
-  const waitingReqs = s.waiting + opts.reservations.filter((r) => r.atMs > s.lastScrapeAtMs).length;
+  const waitingReqs = s.waiting + opts.reservations.filter((r) => r.atMs >= s.lastScrapeAtMs).length;
 
   const prefillMs = U * cal.prefillMsPerToken + (cal.attentionMsPerToken2 * U * (cached + P)) / 2;
   const loadMs = cpuTokens * cal.cpuLoadMsPerToken;

@@ -8,18 +8,29 @@ const MAX_PER_POD = 10_000;
  */
 export class ReservationBook {
   readonly #byPod = new Map<PodId, Reservation[]>();
+  readonly #byId = new Map<number, Reservation>();
   readonly #ttlMs: number;
+  #nextId = 1;
 
   constructor(ttlMs: number) {
     this.#ttlMs = ttlMs;
   }
 
-  add(r: Reservation): void {
-    if (this.#ttlMs <= 0) return;
+  /** Returns an id for `release`, or null when reservations are off. */
+  add(r: Reservation): number | null {
+    if (this.#ttlMs <= 0) return null;
     let list = this.#byPod.get(r.podId);
     if (!list) this.#byPod.set(r.podId, (list = []));
     list.push(r);
-    if (list.length > MAX_PER_POD) list.splice(0, list.length - MAX_PER_POD);
+    for (const dropped of list.length > MAX_PER_POD ? list.splice(0, list.length - MAX_PER_POD) : [])
+      this.#forget(dropped);
+    const id = this.#nextId++;
+    this.#byId.set(id, r);
+    return id;
+  }
+
+  #forget(r: Reservation): void {
+    for (const [id, x] of this.#byId) if (x === r) this.#byId.delete(id);
   }
 
   /** Live reservations of a pod (expired ones are dropped on the way). */
@@ -28,20 +39,17 @@ export class ReservationBook {
     if (!list) return [];
     let i = 0;
     while (i < list.length && list[i]!.atMs + this.#ttlMs <= nowMs) i++;
-    if (i > 0) list.splice(0, i);
+    if (i > 0) for (const r of list.splice(0, i)) this.#forget(r);
     return list;
   }
 
-  /** Drops one reservation (its first token has been seen). */
-  release(r: Reservation): void {
+  /** Drops one reservation (its first token has been seen). Unknown or expired ids are ignored. */
+  release(id: number): void {
+    const r = this.#byId.get(id);
+    if (!r) return;
+    this.#byId.delete(id);
     const list = this.#byPod.get(r.podId);
-    if (!list) return;
-    const i = list.indexOf(r);
-    if (i >= 0) list.splice(i, 1);
-  }
-
-  /** Finds the reservation made at `atMs` on a pod (outcomes may cross a process boundary as plain data). */
-  find(podId: PodId, atMs: number): Reservation | undefined {
-    return this.#byPod.get(podId)?.find((r) => r.atMs === atMs);
+    const i = list ? list.indexOf(r) : -1;
+    if (list && i >= 0) list.splice(i, 1);
   }
 }

@@ -4,7 +4,7 @@ import { choose, type Decision } from '../core/choose.js';
 import type { FallbackReason } from '../core/fallback.js';
 import { predictTtft, type Prediction } from '../core/predictor.js';
 import { parseChatBody } from '../core/request.js';
-import type { BlockKey, LookupResult, PodLookup, PodState, Reservation } from '../core/types.js';
+import type { BlockKey, LookupResult, PodLookup, PodState } from '../core/types.js';
 import { isKinferenceError } from '../core/errors.js';
 import type { PluginConfig } from '../config/plugin-config.js';
 import type { KvIndex } from '../index/kv-index.js';
@@ -44,8 +44,8 @@ export interface RouteOutcome {
   blocks: number;
   timings: RouteTimings;
   shed: { retryAfterS: number; status: 429 } | null;
-  /** When the reservation on the chosen pod was made (epoch ms); lets `observe` release it. */
-  reservedAtMs: number | null;
+  /** The reservation made on the chosen pod; `observe` releases it. */
+  reservationId: number | null;
 }
 
 /** What a router needs from the outside world; built once per config (resources.ts) or injected by tests. */
@@ -128,7 +128,7 @@ export function createRouter(
   }
 
   function finish(
-    base: Omit<RouteOutcome, 'target' | 'shed' | 'reservedAtMs'>,
+    base: Omit<RouteOutcome, 'target' | 'shed' | 'reservationId'>,
     nowMs: number,
     uncachedTokens: number,
   ): RouteOutcome {
@@ -145,13 +145,17 @@ export function createRouter(
       shed = { retryAfterS, status: 429 };
     }
     const addr = chosen && !shed ? splitAddress(chosen.address) : null;
-    let reservedAtMs: number | null = null;
-    if (addr && chosen) {
-      reservedAtMs = nowMs;
-      reservations.add({ podId: chosen.podId, atMs: nowMs, uncachedTokens, promptTokens: base.promptTokens });
-    }
+    const reservationId =
+      addr && chosen
+        ? reservations.add({
+            podId: chosen.podId,
+            atMs: nowMs,
+            uncachedTokens,
+            promptTokens: base.promptTokens,
+          })
+        : null;
     const target = addr && chosen ? { ...addr, podId: chosen.podId } : null;
-    return { ...base, target, shed, reservedAtMs };
+    return { ...base, target, shed, reservationId };
   }
 
   /** Routing without cache knowledge: rank the model's known pods on load alone, or leave Kong's target. */
@@ -364,10 +368,7 @@ export function createRouter(
   function observe(outcome: RouteOutcome, actualTtftMs: number): void {
     const chosen = outcome.decision.chosen;
     if (!outcome.target || !chosen) return;
-    if (outcome.reservedAtMs !== null) {
-      const r: Reservation | undefined = reservations.find(chosen.podId, outcome.reservedAtMs);
-      if (r) reservations.release(r);
-    }
+    if (outcome.reservationId !== null) reservations.release(outcome.reservationId);
     // Only full predictions teach the model; fallbacks had no cache information.
     if (outcome.fallbackReason === null) correction.observe(chosen.podId, chosen.modelTtftMs, actualTtftMs);
   }

@@ -1,0 +1,199 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { blockKeys, keySeed } from '../../../src/core/block-keys.js';
+import { parseChatRequest, type ChatRequest } from '../../../src/core/request.js';
+import { PluginConfigSchema, type PluginConfig } from '../../../src/config/plugin-config.js';
+import { validateConfig } from '../../../src/config/validate.js';
+import type { KvIndex } from '../../../src/index/index.js';
+import { createRouter, defaultResources, type RouterResources } from '../../../src/router/index.js';
+import { QWEN3_TEMPLATE, QWEN3_TOKENIZER } from '../../helpers/qwen3.js';
+import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
+
+const MODEL = 'Qwen/Qwen3-8B';
+const SYSTEM = 'You are a meticulous assistant for the ACME support desk. '.repeat(40);
+
+function body(user: string, extra: Record<string, unknown> = {}): string {
+  return JSON.stringify({
+    model: MODEL,
+    messages: [
+      { role: 'system', content: SYSTEM },
+      { role: 'user', content: user },
+    ],
+    stream: true,
+    ...extra,
+  });
+}
+
+function config(over: Partial<PluginConfig> = {}): PluginConfig {
+  return validateConfig(
+    PluginConfigSchema,
+    {
+      index: 'memory',
+      tokenizer: QWEN3_TOKENIZER,
+      chat_template: QWEN3_TEMPLATE,
+      lora_adapters: { 'sql-lora': MODEL },
+      ...over,
+    },
+    'test',
+  );
+}
+
+/** Keys of a request exactly as the router computes them (template → tokenizer → chained keys). */
+async function keysOf(res: RouterResources, cfg: PluginConfig, raw: string, lora: string | null = null) {
+  const parsed = parseChatRequest(JSON.parse(raw));
+  if (!parsed.ok) throw new Error(parsed.detail);
+  const req: ChatRequest = parsed.request;
+  const { tokens } = await res.promptTokenizer().tokenize(res.template().render(req), cfg.max_prompt_tokens);
+  return blockKeys(tokens, cfg.block_size, keySeed({ model: MODEL, lora, cacheSalt: req.cacheSalt ?? null }));
+}
+
+const NOW = 1_000_000;
+
+async function fleet(index: KvIndex): Promise<void> {
+  for (const [podId, address] of [
+    ['pod-a', '10.0.0.1:8000'],
+    ['pod-b', '10.0.0.2:8000'],
+    ['pod-c', '10.0.0.3:8000'],
+  ] as const)
+    await index.upsertPodState({ model: MODEL, podId }, { address, lastScrapeAtMs: NOW, lastEventAtMs: NOW });
+}
+
+describe('router pipeline (real tokenizer, real template, both indexes)', () => {
+  let redis: TestRedis;
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+
+  for (const kind of ['memory', 'redis'] as const) {
+    it(`${kind}: routes to the pod holding the shared system prompt`, async () => {
+      const cfg = config(
+        kind === 'redis' ? { index: 'redis', redis_url: redis.url, redis_key_prefix: 'rt' } : {},
+      );
+      const res = defaultResources(cfg);
+      await fleet(res.index);
+      const first = await keysOf(res, cfg, body('What is the refund policy?'));
+      await res.index.apply({ model: MODEL, podId: 'pod-b' }, [{ op: 'store', keys: first, tier: 'GPU' }]);
+
+      const router = createRouter(cfg, res, { clock: () => NOW });
+      const out = await router.route(body('How do I reset my password?'));
+      expect(out.fallbackReason).toBeNull();
+      expect(out.target).toEqual({ host: '10.0.0.2', port: 8000, podId: 'pod-b' });
+      const b = out.decision.candidates.find((c) => c.podId === 'pod-b')!;
+      const a = out.decision.candidates.find((c) => c.podId === 'pod-a')!;
+      expect(b.cachedTokens).toBeGreaterThan(400); // the system prompt, not the new user turn
+      expect(b.cachedTokens).toBeLessThan(out.promptTokens);
+      expect(a.cachedTokens).toBe(0);
+      expect(out.blocks).toBe(Math.floor(out.promptTokens / 16));
+      await router.close();
+    });
+  }
+
+  it('LoRA adapters and cache_salt select their own key chains', async () => {
+    const cfg = config();
+    const res = defaultResources(cfg);
+    await fleet(res.index);
+    const plain = await keysOf(res, cfg, body('q'));
+    await res.index.apply({ model: MODEL, podId: 'pod-c' }, [{ op: 'store', keys: plain, tier: 'GPU' }]);
+    const router = createRouter(cfg, res, { clock: () => NOW });
+    const same = await router.route(body('q'));
+    expect(same.target?.podId).toBe('pod-c');
+    const salted = await router.route(body('q', { cache_salt: 'tenant-1' }));
+    expect(salted.decision.candidates.every((c) => c.cachedTokens === 0)).toBe(true);
+    const lora = await router.route(body('q', { model: 'sql-lora' }));
+    expect(lora.model).toBe(MODEL);
+    expect(lora.lora).toBe('sql-lora');
+    expect(lora.decision.candidates.every((c) => c.cachedTokens === 0)).toBe(true);
+  });
+
+  it('spreads a burst of cold requests with its own reservations, and releases them on observe', async () => {
+    const cfg = config();
+    const res = defaultResources(cfg);
+    await fleet(res.index);
+    const router = createRouter(cfg, res, { clock: () => NOW });
+    const picks = [];
+    for (let i = 0; i < 3; i++) picks.push(await router.route(body(`cold question ${i}`)));
+    expect(new Set(picks.map((p) => p.target?.podId)).size).toBe(3);
+    // The first token arrived on one pod: its reserved work is done, so it is the least busy again.
+    const released = picks[1]!;
+    router.observe(released, 500);
+    const next = await router.route(body('cold question 3'));
+    expect(next.target?.podId).toBe(released.target?.podId);
+  });
+
+  it('fails open: bad bodies, index errors and timeouts still give a target or leave Kong’s', async () => {
+    const cfg = config({ redis_timeout_ms: 30 });
+    const res = defaultResources(cfg);
+    await fleet(res.index);
+    let mode: 'ok' | 'throw' | 'hang' = 'ok';
+    const flaky: KvIndex = {
+      ...res.index,
+      apply: (p, o) => res.index.apply(p, o),
+      upsertPodState: (p, s) => res.index.upsertPodState(p, s),
+      removePod: (p) => res.index.removePod(p),
+      listPods: (m) => res.index.listPods(m),
+      close: () => res.index.close(),
+      lookup: (m, k) =>
+        mode === 'ok'
+          ? res.index.lookup(m, k)
+          : mode === 'throw'
+            ? Promise.reject(new Error('connection refused'))
+            : new Promise(() => {}),
+    };
+    const router = createRouter(cfg, { ...res, index: flaky }, { clock: () => NOW });
+    await router.route(body('warm the last-known pod list'));
+
+    expect((await router.route('{not json')).fallbackReason).toBe('body_not_json');
+    expect((await router.route('{not json')).target).toBeNull();
+    const noChat = await router.route(JSON.stringify({ model: MODEL, messages: 'hi' }));
+    expect(noChat.fallbackReason).toBe('body_not_chat');
+    expect(noChat.target).not.toBeNull(); // model known → least-loaded among its pods
+
+    mode = 'throw';
+    const err = await router.route(body('x'));
+    expect(err.fallbackReason).toBe('index_error');
+    expect(err.target).not.toBeNull();
+    mode = 'hang';
+    const slow = await router.route(body('y'));
+    expect(slow.fallbackReason).toBe('index_timeout');
+    expect(slow.target).not.toBeNull();
+    expect(slow.timings.lookupMs).toBeLessThan(1000);
+
+    const kongDefault = createRouter(config({ fallback: 'kong-default' }), { ...res, index: flaky });
+    expect((await kongDefault.route(body('z'))).target).toBeNull();
+  });
+
+  it('a broken tokenizer or template is a fallback reason, not an exception', async () => {
+    const cfg = config({
+      tokenizer: 'hf:/nonexistent/tokenizer.json',
+      model_pods: { [MODEL]: ['10.9.9.9:8000'] },
+    });
+    const router = createRouter(cfg, defaultResources(cfg));
+    const out = await router.route(body('q'));
+    expect(out.fallbackReason).toBe('tokenizer_error');
+    expect(out.target).toEqual({ host: '10.9.9.9', port: 8000, podId: '10.9.9.9:8000' });
+  });
+
+  it('sheds with 429 only when opted in and every pod is over the SLO', async () => {
+    const cfg = config({ shed_ttft_slo_ms: 1 });
+    const res = defaultResources(cfg);
+    await fleet(res.index);
+    const out = await createRouter(cfg, res, { clock: () => NOW }).route(body('q'));
+    expect(out.shed).toEqual({ status: 429, retryAfterS: 1 });
+    expect(out.target).toBeNull();
+    const off = await createRouter(config(), res, { clock: () => NOW }).route(body('q'));
+    expect(off.shed).toBeNull();
+  });
+
+  it('caps tokenization of a 10 MB prompt and says it truncated', async () => {
+    const cfg = config({ max_prompt_tokens: 4096, max_body_bytes: 16 * 1024 * 1024 });
+    const res = defaultResources(cfg);
+    await fleet(res.index);
+    const out = await createRouter(cfg, res, { clock: () => NOW }).route(body('word '.repeat(2_000_000)));
+    expect(out.truncated).toBe(true);
+    expect(out.promptTokens).toBeLessThanOrEqual(4096);
+    expect(out.fallbackReason).toBe('prompt_truncated');
+    expect(out.target).not.toBeNull();
+  });
+});
