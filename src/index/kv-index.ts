@@ -6,6 +6,9 @@ export type IndexOp =
   | { op: 'remove'; keys: BlockKey[]; tier: Tier }
   | { op: 'clear' };
 
+/** Refcounts per (block, pod, tier) stop growing here (the Redis encoding gives each tier 10 bits). */
+export const REFCOUNT_MAX = 1023;
+
 export interface PodRef {
   model: string;
   podId: PodId;
@@ -16,7 +19,8 @@ export interface PodRef {
  *
  * Contract (both implementations; spec/conformance/kv-index.ts checks it):
  * - Blocks are reference-counted per (block, pod, tier): vLLM may store a hash twice and remove it once.
- *   A remove of a block the pod does not hold is ignored.
+ *   A remove of a block the pod does not hold is ignored. Counts saturate at REFCOUNT_MAX (Redis packs
+ *   them into 10 bits); a remove only touches the tier it names.
  * - `clear` drops every block of the pod in O(1) (a per-pod epoch), keeping its state.
  * - `lookup(model, keys)` returns every pod registered for `model` (via upsertPodState) with, per tier, the
  *   length of the prefix of `keys` found by the chain search below, and the pod's state. It is ONE round
@@ -24,7 +28,10 @@ export interface PodRef {
  *   between the last hit and the first miss. It is exact when a pod's blocks are prefix-closed (vLLM evicts
  *   tail blocks first, so they nearly always are); both implementations run the same search, so they agree
  *   on every input.
- * - prefixBlocks[tier] counts blocks held in that tier or a faster one (GPU ≤ CPU ≤ STORAGE).
+ * - prefixBlocks[tier] counts blocks held in that tier or a faster one. Each tier runs the search on its
+ *   own; the results are then clamped so GPU ≤ CPU ≤ STORAGE always holds (src/index/prefix-search.ts).
+ * - A pod written by `apply` but never by `upsertPodState` is not registered: lookups do not list it, but
+ *   its blocks are kept and show up once it registers.
  * - Pods appear sorted by podId. Keys are never prompt text or token ids.
  */
 export interface KvIndex {

@@ -1,0 +1,69 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { PodState } from '../../../src/core/types.js';
+import { defaultPodState } from '../../../src/index/kv-index.js';
+import { decodePodState, encodePodState } from '../../../src/index/pod-state-codec.js';
+
+const ref = { model: 'm', podId: 'pod-a' };
+const dbl = fc.double({ noNaN: true, noDefaultInfinity: true }).filter((v) => !Object.is(v, -0));
+
+const state: fc.Arbitrary<PodState> = fc.record({
+  podId: fc.constant('pod-a'),
+  model: fc.constant('m'),
+  address: fc.string({ unit: 'grapheme' }),
+  healthy: fc.boolean(),
+  running: fc.nat(),
+  waiting: fc.nat(),
+  kvUsage: dbl,
+  meanQueuedPrefillTokens: dbl,
+  calibration: fc.option(
+    fc.record({
+      overheadMs: dbl,
+      prefillMsPerToken: dbl,
+      attentionMsPerToken2: dbl,
+      cpuLoadMsPerToken: dbl,
+      decodeStepMs: dbl,
+      maxBatchedTokens: fc.nat(),
+    }),
+  ),
+  lastEventAtMs: fc.nat({ max: Number.MAX_SAFE_INTEGER }),
+  lastScrapeAtMs: fc.nat({ max: Number.MAX_SAFE_INTEGER }),
+  resyncing: fc.boolean(),
+});
+
+describe('pod state codec', () => {
+  it('round-trips every state exactly (doubles included)', () => {
+    fc.assert(
+      fc.property(state, (s) => {
+        const { podId, model: _m, ...patch } = s;
+        expect(decodePodState(ref, encodePodState(podId, patch))).toEqual(s);
+      }),
+    );
+  });
+
+  it('writes id first, then only the fields given', () => {
+    expect(encodePodState('pod-a', {})).toEqual(['id', 'pod-a']);
+    expect(encodePodState('pod-a', { waiting: 4, calibration: null, running: undefined })).toEqual([
+      'id',
+      'pod-a',
+      'waiting',
+      '4',
+      'calibration',
+      '',
+    ]);
+  });
+
+  it('fills absent fields with defaults and ignores fields it does not know', () => {
+    expect(decodePodState(ref, ['id', 'pod-a', 'running', '5', 'from_a_newer_version', 'x'])).toEqual({
+      ...defaultPodState(ref),
+      running: 5,
+    });
+  });
+
+  it('rejects a malformed calibration or field list with KINF_ERR_INDEX_REPLY', () => {
+    for (const flat of [['calibration', '{nope'], ['calibration', '[1,2]'], ['running']])
+      expect(() => decodePodState(ref, flat)).toThrow(
+        expect.objectContaining({ code: 'KINF_ERR_INDEX_REPLY' }),
+      );
+  });
+});

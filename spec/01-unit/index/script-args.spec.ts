@@ -1,0 +1,136 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { isKinferenceError } from '../../../src/core/errors.js';
+import { TIERS, type BlockKey } from '../../../src/core/types.js';
+import type { IndexOp } from '../../../src/index/kv-index.js';
+import {
+  applyCalls,
+  lookupCall,
+  packBlockKeys,
+  removePodCall,
+  upsertPodCall,
+} from '../../../src/index/script-args.js';
+
+const base = 'kinf:{AbCdEfGh}:';
+const key = (i: number) => i.toString(16).padStart(16, '0') as BlockKey;
+
+describe('script arguments', () => {
+  it('packs block keys as 8 raw bytes each', () => {
+    expect(packBlockKeys([key(1), 'ffeeddccbbaa9988' as BlockKey])).toEqual(
+      Buffer.from([0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0xee, 0xdd, 0xcc, 0xbb, 0xaa, 0x99, 0x88]),
+    );
+    expect(packBlockKeys([])).toEqual(Buffer.alloc(0));
+    expect(packBlockKeys([key(1), key(2), key(3)], 1, 2)).toEqual(Buffer.from(key(2), 'hex'));
+    for (const bad of ['xyz', '0123456789abcdeg', '0123'])
+      expect(() => packBlockKeys([bad as BlockKey])).toThrow(
+        expect.objectContaining({ code: 'KINF_ERR_INTERNAL' }),
+      );
+  });
+
+  it('lays out lookup: KEYS = pods hash; ARGV = base, packed keys', () => {
+    expect(lookupCall(base, [key(7)])).toEqual({
+      keys: [`${base}pods`],
+      args: [base, Buffer.from(key(7), 'hex')],
+    });
+  });
+
+  it('lays out apply: KEYS = pods, seq; ARGV = base, pod, ttl, then (op, keys) pairs', () => {
+    const calls = applyCalls(
+      base,
+      'pod-a',
+      3600.7,
+      [
+        { op: 'store', keys: [key(1), key(2)], tier: 'GPU' },
+        { op: 'clear' },
+        { op: 'remove', keys: [key(3)], tier: 'STORAGE' },
+        { op: 'store', keys: [], tier: 'CPU' },
+      ],
+      100,
+    );
+    expect(calls).toEqual([
+      {
+        keys: [`${base}pods`, `${base}seq`],
+        args: [
+          base,
+          'pod-a',
+          '3600',
+          's0',
+          packBlockKeys([key(1), key(2)]),
+          'c',
+          '',
+          'r2',
+          packBlockKeys([key(3)]),
+        ],
+      },
+    ]);
+    expect(applyCalls(base, 'p', 0, [], 10)).toEqual([]);
+    expect(applyCalls(base, 'p', 0, [{ op: 'store', keys: [], tier: 'GPU' }], 10)).toEqual([]);
+    expect(() => applyCalls(base, 'p', 0, [], 0)).toThrow();
+  });
+
+  it('splits big batches at maxKeysPerCall, keeping every op in order', () => {
+    const opArb: fc.Arbitrary<IndexOp> = fc.oneof(
+      fc.record({
+        op: fc.constantFrom('store' as const, 'remove' as const),
+        keys: fc.array(fc.nat({ max: 1e6 }).map(key), { maxLength: 30 }),
+        tier: fc.constantFrom(...TIERS),
+      }),
+      fc.constant({ op: 'clear' as const }),
+    );
+    fc.assert(
+      fc.property(fc.array(opArb, { maxLength: 12 }), fc.integer({ min: 1, max: 20 }), (ops, max) => {
+        const calls = applyCalls(base, 'pod', 60, ops, max);
+        // Flatten the calls back into (code, key) steps and compare with the ops.
+        const got: string[] = [];
+        for (const c of calls) {
+          expect(c.args.slice(0, 3)).toEqual([base, 'pod', '60']);
+          let keysInCall = 0;
+          for (let i = 3; i < c.args.length; i += 2) {
+            const code = c.args[i] as string;
+            const blob = c.args[i + 1] as Buffer | string;
+            if (code === 'c') got.push('c');
+            else {
+              const b = blob as Buffer;
+              expect(b.length % 8).toBe(0);
+              expect(b.length).toBeGreaterThan(0);
+              keysInCall += b.length / 8;
+              for (let o = 0; o < b.length; o += 8)
+                got.push(`${code}:${b.subarray(o, o + 8).toString('hex')}`);
+            }
+          }
+          expect(keysInCall).toBeLessThanOrEqual(max);
+        }
+        const want = ops.flatMap((o) =>
+          o.op === 'clear'
+            ? ['c']
+            : o.keys.map((k) => `${o.op === 'store' ? 's' : 'r'}${TIERS.indexOf(o.tier)}:${k}`),
+        );
+        expect(got).toEqual(want);
+      }),
+    );
+  });
+
+  it('lays out upsert-pod and remove-pod', () => {
+    const call = upsertPodCall(base, 'pod-a', { running: 3, healthy: false });
+    expect(call.keys).toEqual([`${base}pods`, `${base}seq`]);
+    expect(call.args.slice(0, 4)).toEqual([base, 'pod-a', 'id', 'pod-a']);
+    const pairs = new Map<unknown, unknown>();
+    for (let i = 4; i < call.args.length; i += 2) pairs.set(call.args[i], call.args[i + 1]);
+    expect(pairs).toEqual(
+      new Map([
+        ['running', '3'],
+        ['healthy', '0'],
+      ]),
+    );
+    expect(removePodCall(base, 'pod-a')).toEqual({ keys: [`${base}pods`], args: [base, 'pod-a'] });
+  });
+
+  it('refuses keys that are not 16 hex digits with a coded error', () => {
+    try {
+      lookupCall(base, ['nothex' as BlockKey]);
+      expect.unreachable();
+    } catch (e) {
+      expect(isKinferenceError(e, 'KINF_ERR_INTERNAL')).toBe(true);
+    }
+  });
+});

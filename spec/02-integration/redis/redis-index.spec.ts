@@ -1,0 +1,223 @@
+import { createServer, type Server, type Socket } from 'node:net';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { isKinferenceError } from '../../../src/core/errors.js';
+import type { BlockKey } from '../../../src/core/types.js';
+import type { PodRef } from '../../../src/index/kv-index.js';
+import { packEntry } from '../../../src/index/lua/entry.js';
+import { RedisKvIndex, SCRIPTS, type RedisKvIndexOptions } from '../../../src/index/redis-index.js';
+import { KEY_SUFFIX, blockRedisKey, modelTag } from '../../../src/index/redis-keys.js';
+import { chain } from '../../conformance/chains.js';
+import { freePort, waitFor } from '../../helpers/ports.js';
+import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
+
+const M = 'Qwen/Qwen3-8B';
+const A: PodRef = { model: M, podId: 'pod-a' };
+const B: PodRef = { model: M, podId: 'pod-b' };
+const keys = chain('integration prompt', 32);
+
+let redis: TestRedis;
+let prefixN = 0;
+const open: RedisKvIndex[] = [];
+
+function index(opts: Partial<RedisKvIndexOptions> = {}): RedisKvIndex {
+  const ix = new RedisKvIndex({
+    url: redis.url,
+    keyPrefix: `it${++prefixN}`,
+    lookupTimeoutMs: 5000,
+    ...opts,
+  });
+  open.push(ix);
+  return ix;
+}
+
+async function rejection(p: Promise<unknown>): Promise<unknown> {
+  try {
+    await p;
+  } catch (e) {
+    return e;
+  }
+  throw new Error('expected a rejection');
+}
+
+function rawBlockKey(ix: RedisKvIndex, key: BlockKey): Buffer {
+  return blockRedisKey(ix.keyBase(M), Buffer.from(key, 'hex'));
+}
+
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((ix) => ix.close()));
+});
+afterAll(async () => {
+  await redis?.stop();
+});
+
+describe('RedisKvIndex scripts', () => {
+  it('runs every operation as EVALSHA, never EVAL', async () => {
+    const ix = index();
+    await ix.upsertPodState(A, {});
+    await ix.apply(A, [{ op: 'store', keys, tier: 'GPU' }]);
+    await ix.lookup(M, keys); // scripts loaded now
+    await redis.client.config('RESETSTAT');
+    await ix.apply(A, [{ op: 'store', keys, tier: 'GPU' }]);
+    await ix.lookup(M, keys);
+    const stats = await redis.client.info('commandstats');
+    expect(stats).toMatch(/cmdstat_evalsha:calls=2,.*failed_calls=0/);
+    expect(stats).not.toMatch(/cmdstat_eval:|cmdstat_script/);
+  });
+
+  it('recovers from NOSCRIPT (SCRIPT FLUSH) by loading the script and retrying', async () => {
+    await redis.client.script('FLUSH');
+    const ix = index();
+    await ix.upsertPodState(A, {});
+    await ix.apply(A, [{ op: 'store', keys, tier: 'GPU' }]);
+    expect(await redis.client.script('EXISTS', SCRIPTS.lookup.sha1, SCRIPTS.apply.sha1)).toEqual([0, 1]);
+    await redis.client.script('FLUSH');
+    const r = await ix.lookup(M, keys);
+    expect(r.pods[0]!.prefixBlocks.GPU).toBe(32);
+    await redis.client.script('FLUSH');
+    await ix.apply(A, [{ op: 'remove', keys: keys.slice(10), tier: 'GPU' }]);
+    await redis.client.script('FLUSH');
+    await ix.upsertPodState(B, { running: 1 });
+    expect((await ix.lookup(M, keys)).pods.map((p) => p.prefixBlocks.GPU)).toEqual([10, 0]);
+    expect(
+      await redis.client.script('EXISTS', SCRIPTS.lookup.sha1, SCRIPTS.upsertPod.sha1, SCRIPTS.apply.sha1),
+    ).toEqual([1, 1, 0]);
+  });
+});
+
+describe('RedisKvIndex key layout', () => {
+  it('puts every key of a model under one hash tag and the configured prefix', async () => {
+    const ix = index({ keyPrefix: 'myapp:kv' });
+    await ix.upsertPodState(A, {});
+    await ix.apply(A, [{ op: 'store', keys: keys.slice(0, 3), tier: 'GPU' }]);
+    await ix.apply({ model: 'other-model', podId: 'x' }, [
+      { op: 'store', keys: keys.slice(0, 1), tier: 'GPU' },
+    ]);
+    const all = (await redis.client.keysBuffer('myapp:kv:*')).map((k) => k.toString('latin1'));
+    const mine = all.filter((k) => k.startsWith(`myapp:kv:{${modelTag(M)}}:`));
+    expect(mine).toHaveLength(3 + 3); // 3 blocks, pods, seq, one state hash
+    expect(all.filter((k) => k.includes(`{${modelTag('other-model')}}`))).toHaveLength(1 + 2);
+    // prefix, tag, suffix, then the block key's 8 raw bytes
+    const blockLen = `myapp:kv:{${modelTag(M)}}:${KEY_SUFFIX.block}`.length + 8;
+    expect(mine.filter((k) => k.includes(`}:${KEY_SUFFIX.block}`)).map((k) => k.length)).toEqual([
+      blockLen,
+      blockLen,
+      blockLen,
+    ]);
+  });
+
+  it('stores one listpack hash per block whose values are small integers (epoch, refcounts)', async () => {
+    const ix = index();
+    await ix.upsertPodState(A, {});
+    await ix.upsertPodState(B, {});
+    await ix.apply(A, [{ op: 'store', keys: keys.slice(0, 2), tier: 'GPU' }]);
+    await ix.apply(A, [{ op: 'store', keys: keys.slice(0, 1), tier: 'GPU' }]);
+    await ix.apply(B, [{ op: 'clear' }, { op: 'store', keys: keys.slice(0, 1), tier: 'CPU' }]);
+    const k0 = rawBlockKey(ix, keys[0]!);
+    expect(await redis.client.object('ENCODING', k0)).toBe('listpack');
+    const fields = await redis.client.hgetall(k0);
+    expect(Object.values(fields).sort()).toEqual(
+      [String(packEntry([2, 0, 0], 0)), String(packEntry([0, 1, 0], 1))].sort(),
+    );
+    expect(await redis.client.hgetall(rawBlockKey(ix, keys[1]!))).toEqual({ [Object.keys(fields)[0]!]: '1' });
+  });
+
+  it('sets the block TTL on store and refreshes it; 0 means no TTL', async () => {
+    const withTtl = index({ blockTtlSeconds: 600 });
+    await withTtl.apply(A, [{ op: 'store', keys: keys.slice(0, 1), tier: 'GPU' }]);
+    const k = rawBlockKey(withTtl, keys[0]!);
+    expect(await redis.client.ttl(k)).toBeGreaterThan(590);
+    await redis.client.expire(k, 5);
+    await withTtl.apply(B, [{ op: 'store', keys: keys.slice(0, 1), tier: 'GPU' }]);
+    expect(await redis.client.ttl(k)).toBeGreaterThan(590);
+    const noTtl = index({ blockTtlSeconds: 0 });
+    await noTtl.apply(A, [{ op: 'store', keys: keys.slice(0, 1), tier: 'GPU' }]);
+    expect(await redis.client.ttl(rawBlockKey(noTtl, keys[0]!))).toBe(-1);
+  });
+
+  it('drops stale entries (cleared epoch, removed pod) when a later write passes their block', async () => {
+    const ix = index();
+    await ix.upsertPodState(A, {});
+    await ix.upsertPodState(B, {});
+    const C: PodRef = { model: M, podId: 'pod-c' };
+    await ix.apply(A, [{ op: 'store', keys: keys.slice(0, 2), tier: 'GPU' }]);
+    await ix.apply(B, [{ op: 'store', keys: keys.slice(0, 2), tier: 'GPU' }]);
+    await ix.apply(C, [{ op: 'store', keys: keys.slice(0, 2), tier: 'GPU' }]);
+    const k0 = rawBlockKey(ix, keys[0]!);
+    expect(await redis.client.hlen(k0)).toBe(3);
+    await ix.apply(A, [{ op: 'clear' }]);
+    await ix.removePod(B);
+    expect(await redis.client.hlen(k0)).toBe(3); // O(1): nothing touched yet
+    await ix.apply(C, [{ op: 'remove', keys: keys.slice(0, 1), tier: 'GPU' }]);
+    expect(await redis.client.exists(k0)).toBe(0); // C's entry removed, A's and B's stale ones dropped
+    expect(await redis.client.hlen(rawBlockKey(ix, keys[1]!))).toBe(3); // untouched block: TTL's job
+  });
+});
+
+describe('RedisKvIndex failure behaviour', () => {
+  it('rejects a lookup with KINF_ERR_REDIS_TIMEOUT when Redis does not answer in time', async () => {
+    const ix = index({ lookupTimeoutMs: 25 });
+    await ix.upsertPodState(A, {});
+    await ix.lookup(M, keys); // connected, script loaded
+    await redis.client.client('PAUSE', 400, 'ALL');
+    const e = await rejection(ix.lookup(M, keys));
+    expect(isKinferenceError(e, 'KINF_ERR_REDIS_TIMEOUT')).toBe(true);
+    await waitFor('Redis unpaused', async () => (await ix.lookup(M, keys)).pods.length === 1);
+  });
+
+  it('rejects at once with KINF_ERR_REDIS while Redis is down, and works again after it restarts', async () => {
+    const ix = index({ lookupTimeoutMs: 20_000, commandTimeoutMs: 20_000 });
+    await ix.upsertPodState(A, {});
+    await ix.apply(A, [{ op: 'store', keys, tier: 'GPU' }]);
+    expect((await ix.lookup(M, keys)).pods).toHaveLength(1);
+    await redis.kill();
+    // Far below the 20 s budget: the code says the connection failed, not that the budget ran out.
+    for (const p of [ix.lookup(M, keys), ix.lookup(M, keys)]) {
+      const e = await rejection(p);
+      expect(isKinferenceError(e, 'KINF_ERR_REDIS')).toBe(true);
+    }
+    expect(isKinferenceError(await rejection(ix.apply(A, [{ op: 'clear' }])), 'KINF_ERR_REDIS')).toBe(true);
+    await redis.restart();
+    // The new server is empty and has no scripts: reconnect, NOSCRIPT, load, retry.
+    await waitFor('index back after restart', async () => {
+      await ix.upsertPodState(A, {});
+      return (await ix.lookup(M, keys)).pods.length === 1;
+    });
+    expect((await ix.lookup(M, keys)).pods[0]!.prefixBlocks.GPU).toBe(0);
+  });
+
+  it('rejects with KINF_ERR_REDIS when nothing listens (first use)', async () => {
+    const port = await freePort();
+    const ix = new RedisKvIndex({ url: `redis://127.0.0.1:${port}/0`, lookupTimeoutMs: 20_000 });
+    open.push(ix);
+    expect(isKinferenceError(await rejection(ix.lookup(M, keys)), 'KINF_ERR_REDIS')).toBe(true);
+    expect(isKinferenceError(await rejection(ix.listPods(M)), 'KINF_ERR_REDIS')).toBe(true);
+  });
+
+  it('rejects with KINF_ERR_REDIS_TIMEOUT when the server accepts but never answers', async () => {
+    const sockets: Socket[] = [];
+    const blackHole: Server = createServer((s) => {
+      sockets.push(s);
+      s.on('error', () => {});
+    });
+    const port = await freePort();
+    await new Promise<void>((r) => blackHole.listen(port, '127.0.0.1', r));
+    try {
+      const ix = new RedisKvIndex({ url: `redis://127.0.0.1:${port}/0`, lookupTimeoutMs: 30 });
+      open.push(ix);
+      expect(isKinferenceError(await rejection(ix.lookup(M, keys)), 'KINF_ERR_REDIS_TIMEOUT')).toBe(true);
+    } finally {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((r) => blackHole.close(() => r()));
+    }
+  });
+
+  it('rejects every call after close()', async () => {
+    const ix = index();
+    await ix.lookup(M, keys);
+    await ix.close();
+    expect(isKinferenceError(await rejection(ix.lookup(M, keys)), 'KINF_ERR_REDIS')).toBe(true);
+  });
+});

@@ -1,0 +1,28 @@
+import type { KvIndex } from './kv-index.js';
+import { MemoryKvIndex } from './memory-index.js';
+import { RedisKvIndex } from './redis-index.js';
+
+export type KvIndexOptions =
+  | { kind: 'memory' }
+  | {
+      kind: 'redis';
+      url: string;
+      keyPrefix?: string;
+      lookupTimeoutMs?: number;
+      blockTtlSeconds?: number;
+      /** Budget of writes and listPods, ms (default 2000). */
+      commandTimeoutMs?: number;
+    };
+
+/**
+ * The one way other parts obtain an index. Opens no connection: a Redis index connects on first use, so
+ * this is safe wherever objects are built eagerly. Bad options throw KINF_ERR_CONFIG.
+ */
+export function createKvIndex(opts: KvIndexOptions): KvIndex {
+  switch (opts.kind) {
+    case 'memory':
+      return new MemoryKvIndex();
+    case 'redis':
+      return new RedisKvIndex(opts);
+  }
+}

@@ -1,0 +1,8 @@
+/** Public API of the KV-location index. Other parts import from here (or create.ts), nothing deeper. */
+export { REFCOUNT_MAX, defaultPodState, type IndexOp, type KvIndex, type PodRef } from './kv-index.js';
+export { createKvIndex, type KvIndexOptions } from './create.js';
+export { MemoryKvIndex } from './memory-index.js';
+export { RedisKvIndex, REDIS_INDEX_DEFAULTS, type RedisKvIndexOptions } from './redis-index.js';
+export { DEFAULT_KEY_PREFIX, modelKeyBase } from './redis-keys.js';
+export { gallopPrefix, tierPrefixes } from './prefix-search.js';
+export type { PodStatePatch } from './pod-state-codec.js';

@@ -1,0 +1,46 @@
+import { KEY_SUFFIX } from '../redis-keys.js';
+import { LUA_ENTRY } from './entry.js';
+
+/**
+ * upsert-pod: merge state fields into the pod's hash, registering the pod (and giving it an index) if new.
+ *
+ * KEYS[1] = <base>pods   HASH podId → "idx:epoch"
+ * KEYS[2] = <base>seq    STRING, INCR hands out pod indexes
+ * ARGV[1] = <base>, ARGV[2] = podId, ARGV[3..] = state field, value pairs ("id" first, always present)
+ * Reply:   the pod's index
+ *
+ * Atomic: index allocation and the first state write happen together, so a concurrent lookup never sees
+ * a registered pod without an index, and two writers cannot hand out the same index.
+ */
+export const UPSERT_POD_LUA = `${LUA_ENTRY}
+local base, pod_id = ARGV[1], ARGV[2]
+local idx
+local ref = redis.call('HGET', KEYS[1], pod_id)
+if ref then
+  idx = pod_ref(ref)
+else
+  idx = tostring(redis.call('INCR', KEYS[2]))
+  redis.call('HSET', KEYS[1], pod_id, idx .. ':0')
+end
+redis.call('HSET', base .. '${KEY_SUFFIX.state}' .. idx, unpack(ARGV, 3))
+return tonumber(idx)
+`;
+
+/**
+ * remove-pod: forget a pod that left the fleet.
+ *
+ * KEYS[1] = <base>pods; ARGV[1] = <base>, ARGV[2] = podId
+ * Reply:   1 if the pod was known, else 0
+ *
+ * O(1): deletes the pod's index mapping and its state. Its block entries become stale at once (their
+ * index is no longer live and is never handed out again), are dropped lazily by apply, and expire by TTL.
+ */
+export const REMOVE_POD_LUA = `${LUA_ENTRY}
+local base, pod_id = ARGV[1], ARGV[2]
+local ref = redis.call('HGET', KEYS[1], pod_id)
+if not ref then return 0 end
+local idx = pod_ref(ref)
+redis.call('HDEL', KEYS[1], pod_id)
+redis.call('DEL', base .. '${KEY_SUFFIX.state}' .. idx)
+return 1
+`;

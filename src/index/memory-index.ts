@@ -1,0 +1,96 @@
+import { TIERS, tierRank, type BlockKey, type LookupResult, type PodState } from '../core/types.js';
+import { REFCOUNT_MAX, defaultPodState, type IndexOp, type KvIndex, type PodRef } from './kv-index.js';
+import { comparePodIds } from './pod-order.js';
+import { tierPrefixes } from './prefix-search.js';
+
+/** Refcounts of one (block, pod), one per tier in TIERS order. */
+type Counts = [number, number, number];
+
+interface PodEntry {
+  /** null until upsertPodState registers the pod; blocks written before that are kept. */
+  state: PodState | null;
+  blocks: Map<BlockKey, Counts>;
+}
+
+/**
+ * The reference KvIndex, written from the contract in kv-index.ts and nothing else: it is the oracle of
+ * the differential test (spec/conformance/differential.ts). Single process, no persistence; also serves
+ * tests and single-node demos (`index: memory`).
+ */
+export class MemoryKvIndex implements KvIndex {
+  readonly #models = new Map<string, Map<string, PodEntry>>();
+
+  #entry(pod: PodRef): PodEntry {
+    let pods = this.#models.get(pod.model);
+    if (!pods) this.#models.set(pod.model, (pods = new Map()));
+    let e = pods.get(pod.podId);
+    if (!e) pods.set(pod.podId, (e = { state: null, blocks: new Map() }));
+    return e;
+  }
+
+  async apply(pod: PodRef, ops: readonly IndexOp[]): Promise<void> {
+    if (ops.length === 0) return;
+    const e = this.#entry(pod);
+    for (const op of ops) {
+      if (op.op === 'clear') {
+        e.blocks = new Map(); // O(1) for the caller, like the Redis epoch bump
+        continue;
+      }
+      const t = tierRank(op.tier);
+      for (const key of op.keys) {
+        let c = e.blocks.get(key);
+        if (op.op === 'store') {
+          if (!c) e.blocks.set(key, (c = [0, 0, 0]));
+          c[t] = Math.min(REFCOUNT_MAX, c[t]! + 1);
+        } else if (c && c[t]! > 0) {
+          c[t] = c[t]! - 1; // a remove of an unheld block is ignored
+          if (c[0] === 0 && c[1] === 0 && c[2] === 0) e.blocks.delete(key);
+        }
+      }
+    }
+  }
+
+  async upsertPodState(pod: PodRef, state: Partial<Omit<PodState, 'podId' | 'model'>>): Promise<void> {
+    const e = this.#entry(pod);
+    const next = { ...(e.state ?? defaultPodState(pod)) } as unknown as Record<string, unknown>;
+    for (const [k, v] of Object.entries(state)) {
+      // Only PodState's own fields; identity comes from the PodRef.
+      if (v !== undefined && k in next && k !== 'podId' && k !== 'model') next[k] = structuredClone(v);
+    }
+    e.state = next as unknown as PodState;
+  }
+
+  async removePod(pod: PodRef): Promise<void> {
+    this.#models.get(pod.model)?.delete(pod.podId);
+  }
+
+  async lookup(model: string, keys: readonly BlockKey[]): Promise<LookupResult> {
+    const registered = this.#registered(model);
+    return {
+      pods: registered.map(([, e]) => ({
+        state: structuredClone(e.state!),
+        prefixBlocks: tierPrefixes(keys.length, (i) => fastestTier(e.blocks.get(keys[i]!))),
+      })),
+    };
+  }
+
+  async listPods(model: string): Promise<PodState[]> {
+    return this.#registered(model).map(([, e]) => structuredClone(e.state!));
+  }
+
+  async close(): Promise<void> {
+    this.#models.clear();
+  }
+
+  #registered(model: string): [string, PodEntry][] {
+    const pods = this.#models.get(model);
+    if (!pods) return [];
+    return [...pods].filter(([, e]) => e.state !== null).sort(([a], [b]) => comparePodIds(a, b));
+  }
+}
+
+function fastestTier(c: Counts | undefined): number | undefined {
+  if (!c) return undefined;
+  for (let t = 0; t < TIERS.length; t++) if (c[t]! > 0) return t;
+  return undefined;
+}

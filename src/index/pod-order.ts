@@ -1,0 +1,4 @@
+/** The order of pods in lookups and listings: by podId, UTF-16 code units (locale-independent). */
+export function comparePodIds(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}

@@ -1,0 +1,71 @@
+import { KinferenceError } from '../core/errors.js';
+import type { Calibration, PodState } from '../core/types.js';
+import { defaultPodState, type PodRef } from './kv-index.js';
+
+/**
+ * PodState ↔ the fields of the pod's Redis hash (one small listpack hash per pod). Numbers are written
+ * with String() and read with Number(), which round-trips every double; calibration is JSON ('' = null).
+ * The `id` field is always written: its presence is what makes the pod registered.
+ */
+export type PodStatePatch = Partial<Omit<PodState, 'podId' | 'model'>>;
+
+type Codec = { field: string; encode(v: unknown): string; decode(s: string): unknown };
+
+const num: Pick<Codec, 'encode' | 'decode'> = { encode: (v) => String(v), decode: (s) => Number(s) };
+const bool: Pick<Codec, 'encode' | 'decode'> = { encode: (v) => (v ? '1' : '0'), decode: (s) => s === '1' };
+const str: Pick<Codec, 'encode' | 'decode'> = { encode: (v) => String(v), decode: (s) => s };
+const calibration: Pick<Codec, 'encode' | 'decode'> = {
+  encode: (v) => (v === null ? '' : JSON.stringify(v)),
+  decode: (s) => (s === '' ? null : parseCalibration(s)),
+};
+
+const FIELDS: Record<keyof PodStatePatch, Codec> = {
+  address: { field: 'address', ...str },
+  healthy: { field: 'healthy', ...bool },
+  running: { field: 'running', ...num },
+  waiting: { field: 'waiting', ...num },
+  kvUsage: { field: 'kv_usage', ...num },
+  meanQueuedPrefillTokens: { field: 'mean_queued_prefill_tokens', ...num },
+  calibration: { field: 'calibration', ...calibration },
+  lastEventAtMs: { field: 'last_event_at_ms', ...num },
+  lastScrapeAtMs: { field: 'last_scrape_at_ms', ...num },
+  resyncing: { field: 'resyncing', ...bool },
+};
+
+const BY_FIELD = new Map(Object.entries(FIELDS).map(([prop, c]) => [c.field, { prop, c }]));
+
+export const ID_FIELD = 'id';
+
+/** Flat [field, value, …] for HSET: `id` first, then every defined field of the patch. */
+export function encodePodState(podId: string, patch: PodStatePatch): string[] {
+  const out = [ID_FIELD, podId];
+  for (const [prop, v] of Object.entries(patch)) {
+    const c = FIELDS[prop as keyof PodStatePatch];
+    if (c && v !== undefined) out.push(c.field, c.encode(v));
+  }
+  return out;
+}
+
+/** The pod's state from its hash as a flat [field, value, …] list; absent fields keep their defaults. */
+export function decodePodState(pod: PodRef, flat: readonly string[]): PodState {
+  if (flat.length % 2 !== 0)
+    throw new KinferenceError('KINF_ERR_INDEX_REPLY', `pod state of ${pod.podId}: odd field list`);
+  const state = defaultPodState(pod) as unknown as Record<string, unknown>;
+  for (let i = 0; i < flat.length; i += 2) {
+    const hit = BY_FIELD.get(flat[i]!);
+    if (hit) state[hit.prop] = hit.c.decode(flat[i + 1]!); // unknown fields: written by a newer version
+  }
+  return state as unknown as PodState;
+}
+
+function parseCalibration(s: string): Calibration {
+  let v: unknown;
+  try {
+    v = JSON.parse(s);
+  } catch (cause) {
+    throw new KinferenceError('KINF_ERR_INDEX_REPLY', 'pod calibration is not JSON', { cause });
+  }
+  if (typeof v !== 'object' || v === null || Array.isArray(v))
+    throw new KinferenceError('KINF_ERR_INDEX_REPLY', 'pod calibration is not a JSON object');
+  return v as Calibration;
+}

@@ -1,0 +1,58 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * Every Redis key of the index, and nothing else, is spelled here (the Lua scripts get the suffixes below
+ * interpolated into their source). Layout, for prefix `kinf` and model M:
+ *
+ *   kinf:{T}:pods        HASH  podId → "idx:epoch"  every pod the index knows for M (apply or upsert)
+ *   kinf:{T}:seq         STRING last pod index handed out for M (INCR; never reused)
+ *   kinf:{T}:s:<idx>     HASH  pod state; exists only while the pod is registered (upsertPodState)
+ *   kinf:{T}:b:<8 bytes> HASH  one block: pod idx → packed (epoch, refcount per tier); TTL refreshed on store
+ *
+ * T = modelTag(M), a Redis Cluster hash tag: all keys of one model hash to one slot, so every script
+ * touches a single slot (docs/redis-index.md says what that means for Cluster).
+ */
+export const KEY_SUFFIX = {
+  pods: 'pods',
+  seq: 'seq',
+  state: 's:',
+  block: 'b:',
+} as const;
+
+export const DEFAULT_KEY_PREFIX = 'kinf';
+
+const KEY_PREFIX_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
+
+export function isValidKeyPrefix(prefix: string): boolean {
+  return KEY_PREFIX_PATTERN.test(prefix);
+}
+
+/**
+ * 48 bits of SHA-1 of the model name, base64url (8 characters, never `{` or `}`): short keys, and a
+ * collision between two served model names is out of reach (~2^-48 per pair).
+ */
+export function modelTag(model: string): string {
+  return createHash('sha1').update(model, 'utf8').digest().subarray(0, 6).toString('base64url');
+}
+
+/** Every key of a model starts with this; the scripts receive it as ARGV[1]. */
+export function modelKeyBase(prefix: string, model: string): string {
+  return `${prefix}:{${modelTag(model)}}:`;
+}
+
+export function podsKey(base: string): string {
+  return base + KEY_SUFFIX.pods;
+}
+
+export function seqKey(base: string): string {
+  return base + KEY_SUFFIX.seq;
+}
+
+export function stateKey(base: string, podIdx: number): string {
+  return `${base}${KEY_SUFFIX.state}${podIdx}`;
+}
+
+/** A block's key: the base, the suffix, then the block key's 8 raw bytes (not 16 hex digits: memory). */
+export function blockRedisKey(base: string, keyBytes: Buffer): Buffer {
+  return Buffer.concat([Buffer.from(base + KEY_SUFFIX.block, 'utf8'), keyBytes]);
+}

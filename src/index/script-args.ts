@@ -1,0 +1,81 @@
+import { KinferenceError } from '../core/errors.js';
+import { tierRank, type BlockKey } from '../core/types.js';
+import type { IndexOp } from './kv-index.js';
+import { encodePodState, type PodStatePatch } from './pod-state-codec.js';
+import { podsKey, seqKey } from './redis-keys.js';
+import type { ScriptCall } from './script.js';
+
+/**
+ * Pure argument builders for the Lua scripts (their KEYS/ARGV layouts are documented in src/index/lua/).
+ * Tested without a server (spec/01-unit/index/script-args.spec.ts), then live.
+ */
+
+/** Block keys as 8 raw bytes each, concatenated: 1,000 keys are one 8,000-byte argument. */
+export function packBlockKeys(keys: readonly BlockKey[], from = 0, to = keys.length): Buffer {
+  const hex = keys.slice(from, to).join('');
+  const buf = Buffer.from(hex, 'hex');
+  // Buffer.from stops at the first non-hex pair: a length mismatch means a malformed key.
+  if (buf.length * 2 !== hex.length || hex.length !== (to - from) * 16)
+    throw new KinferenceError('KINF_ERR_INTERNAL', 'block keys must be 16 hex digits each');
+  return buf;
+}
+
+export function lookupCall(base: string, keys: readonly BlockKey[]): ScriptCall {
+  return { keys: [podsKey(base)], args: [base, packBlockKeys(keys)] };
+}
+
+const OP_CODE = { store: 's', remove: 'r' } as const;
+
+/**
+ * Splits a batch into as few calls as possible, each carrying at most `maxKeysPerCall` block keys (a
+ * huge batch must not block Redis for long: lookups wait behind it). Order is kept; empty ops vanish.
+ */
+export function applyCalls(
+  base: string,
+  podId: string,
+  ttlSeconds: number,
+  ops: readonly IndexOp[],
+  maxKeysPerCall: number,
+): ScriptCall[] {
+  if (!Number.isInteger(maxKeysPerCall) || maxKeysPerCall < 1)
+    throw new KinferenceError(
+      'KINF_ERR_INTERNAL',
+      `maxKeysPerCall must be a positive integer, got ${maxKeysPerCall}`,
+    );
+  const head = (): ScriptCall => ({
+    keys: [podsKey(base), seqKey(base)],
+    args: [base, podId, String(Math.max(0, Math.floor(ttlSeconds)))],
+  });
+  const calls: ScriptCall[] = [];
+  let cur = head();
+  let room = maxKeysPerCall;
+  const flush = () => {
+    if (cur.args.length > 3) calls.push(cur);
+    cur = head();
+    room = maxKeysPerCall;
+  };
+  for (const op of ops) {
+    if (op.op === 'clear') {
+      cur.args.push('c', '');
+      continue;
+    }
+    const code = `${OP_CODE[op.op]}${tierRank(op.tier)}`;
+    for (let i = 0; i < op.keys.length;) {
+      if (room === 0) flush();
+      const n = Math.min(room, op.keys.length - i);
+      cur.args.push(code, packBlockKeys(op.keys, i, i + n));
+      room -= n;
+      i += n;
+    }
+  }
+  flush();
+  return calls;
+}
+
+export function upsertPodCall(base: string, podId: string, patch: PodStatePatch): ScriptCall {
+  return { keys: [podsKey(base), seqKey(base)], args: [base, podId, ...encodePodState(podId, patch)] };
+}
+
+export function removePodCall(base: string, podId: string): ScriptCall {
+  return { keys: [podsKey(base)], args: [base, podId] };
+}
