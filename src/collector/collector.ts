@@ -196,7 +196,10 @@ export class Collector {
           onRestart: () => workers.forEach((w) => w.restartSignal()),
           onScrape: (ok) => (ok ? runner.scrapeOk++ : runner.scrapeFailed++),
         },
-        workers.map((w) => ({ rank: w.spec.rank, write: (patch) => w.writer.write(patch) })),
+        workers.map((w) => ({
+          rank: w.spec.rank,
+          write: (patch) => w.writer.write({ address: w.spec.address, ...patch }),
+        })),
       );
     }
     for (const w of workers) w.start({ healthy: true });

@@ -84,7 +84,8 @@ export class StreamWorker {
         this.stats.applyCalls++;
         this.stats.appliedBatches += batches.length;
         this.stats.appliedOps += ops;
-        this.writer.write({ lastEventAtMs: appliedAtMs });
+        // address rides along: it re-registers the pod if the index lost its state (e.g. Redis restarted).
+        this.writer.write({ address: this.spec.address, lastEventAtMs: appliedAtMs });
         this.observer.applied(this, batches, appliedAtMs, applyMs);
       },
       failed: (err, attempt) => {
@@ -104,6 +105,7 @@ export class StreamWorker {
       },
       recovered: () => {
         this.log.info('index reachable again: clearing and rebuilding pod');
+        this.writer.write({ address: this.spec.address, resyncing: true });
         this.#control(() => this.#resync('recovery', null));
       },
       probe: () => index.upsertPodState(this.pod, { resyncing: true }),
@@ -277,7 +279,9 @@ export class StreamWorker {
           this.#clearPod('gap');
           this.#ingest(m);
         }
-        return true;
+        // A replay is a burst: let the index catch up rather than overflow the write queue.
+        const room = this.settings.queue.maxQueuedOps / 2;
+        return this.queue.queuedOps > room ? this.queue.waitForRoom(room).then(() => !this.#stopped) : true;
       },
     );
     const result =

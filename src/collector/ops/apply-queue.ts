@@ -1,6 +1,11 @@
 import type { IndexOp, KvIndex, PodRef } from '../../index/kv-index.js';
 import { countOps, mergeOps } from './merge-ops.js';
 
+interface RoomWaiter {
+  below: number;
+  resolve: () => void;
+}
+
 /** One decoded batch's ops, waiting to be written. */
 export interface QueuedBatch {
   seq: number;
@@ -44,6 +49,7 @@ export class ApplyQueue {
   #suspended = false;
   #closed = false;
   #waiters: (() => void)[] = [];
+  #roomWaiters: RoomWaiter[] = [];
   lastAppliedSeq: number | null = null;
 
   constructor(
@@ -85,6 +91,12 @@ export class ApplyQueue {
     return new Promise((resolve) => this.#waiters.push(resolve));
   }
 
+  /** Resolves once at most `below` ops are queued (or writes are suspended/closed): producer back-pressure. */
+  waitForRoom(below: number): Promise<void> {
+    if (this.#queuedOps <= below || this.#suspended || this.#closed) return Promise.resolve();
+    return new Promise((resolve) => this.#roomWaiters.push({ below, resolve }));
+  }
+
   close(): void {
     this.#closed = true;
     if (this.#retryTimer) clearTimeout(this.#retryTimer);
@@ -102,6 +114,15 @@ export class ApplyQueue {
   }
 
   #wake(): void {
+    if (this.#roomWaiters.length > 0) {
+      const all = this.#suspended || this.#closed;
+      const keep: RoomWaiter[] = [];
+      for (const w of this.#roomWaiters) {
+        if (all || this.#queuedOps <= w.below) w.resolve();
+        else keep.push(w);
+      }
+      this.#roomWaiters = keep;
+    }
     if (!this.#idle()) return;
     const w = this.#waiters;
     this.#waiters = [];
@@ -151,6 +172,7 @@ export class ApplyQueue {
         this.#attempt = 0;
         this.lastAppliedSeq = taken[taken.length - 1]!.seq;
         this.hooks.applied(taken, Date.now(), performance.now() - t0, countOps(ops));
+        this.#wake();
         this.#pump();
       },
       (err: unknown) => {

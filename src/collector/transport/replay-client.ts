@@ -10,13 +10,14 @@ export type ReplayOutcome =
 /**
  * Asks a vLLM replay ROUTER for every buffered batch from `startSeq` (research/vllm.md §2): a DEALER sends
  * ["", seq8] and reads ["", seq8, payload] until the ff×8 end marker. A fresh socket per request, so a
- * late answer to an abandoned request can never be mistaken for this one's. `onItem` returns false to stop.
+ * late answer to an abandoned request can never be mistaken for this one's. `onItem` returns false to stop;
+ * a promise pauses reading (back-pressure: the ROUTER then waits on its high-water mark).
  */
 export async function requestReplay(
   endpoint: string,
   startSeq: number,
   timeoutMs: number,
-  onItem: (msg: SequencedPayload) => boolean,
+  onItem: (msg: SequencedPayload) => boolean | Promise<boolean>,
 ): Promise<ReplayOutcome> {
   const sock = new Dealer({ linger: 0, receiveTimeout: timeoutMs, sendTimeout: timeoutMs });
   let items = 0;
@@ -29,7 +30,8 @@ export async function requestReplay(
       if (r.kind === 'end') return { kind: 'complete', items };
       if (r.kind === 'bad') return { kind: 'error', items, detail: r.detail };
       items++;
-      if (!onItem(r.msg)) return { kind: 'stopped', items };
+      const more = onItem(r.msg);
+      if (!(typeof more === 'boolean' ? more : await more)) return { kind: 'stopped', items };
     }
   } catch (e) {
     const code = (e as { code?: string }).code;

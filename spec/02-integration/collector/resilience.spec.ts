@@ -1,0 +1,156 @@
+import { createServer, type Server } from 'node:http';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Collector } from '../../../src/collector/collector.js';
+import { createKvIndex } from '../../../src/index/index.js';
+import type { KvIndex } from '../../../src/index/kv-index.js';
+import { freePort, waitFor } from '../../helpers/ports.js';
+import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
+import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
+import {
+  BS,
+  MODEL,
+  freshTokens,
+  startCollector,
+  waitCached,
+  waitSubscribed,
+} from '../../helpers/collector/collector-harness.js';
+import { vllmExposition } from '../../helpers/collector/vllm-metrics-text.js';
+
+let nextHash = 1n << 40n;
+const hashes = (n: number): bigint[] => Array.from({ length: n }, () => nextHash++);
+
+describe('collector resilience (real Redis, ZMQ, HTTP)', () => {
+  let redis: TestRedis;
+  let index: KvIndex;
+  let collector: Collector | null = null;
+  let pub: FakeVllmPublisher | null = null;
+  let server: Server | null = null;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kres', commandTimeoutMs: 300 });
+  });
+  afterEach(async () => {
+    await collector?.stop();
+    await pub?.close();
+    await new Promise<void>((r) => (server ? server.close(() => r()) : r()));
+    collector = null;
+    pub = null;
+    server = null;
+  });
+  afterAll(async () => {
+    await index?.close();
+    await redis?.stop();
+  });
+
+  it('Redis down: buffers up to the bound, drops and suspends, then clears and rebuilds from replay when back', async () => {
+    pub = await new FakeVllmPublisher({ format: 'map' }).bind();
+    collector = startCollector(
+      index,
+      [
+        {
+          id: 'pod-r',
+          model: MODEL,
+          address: '127.0.0.1:18010',
+          kv_events: pub.endpoint,
+          kv_events_replay: pub.replayEndpoint,
+        },
+      ],
+      {
+        max_queued_ops: 20,
+      },
+    );
+    await collector.start();
+    const w = (): NonNullable<ReturnType<Collector['worker']>> => collector!.worker('pod-r')!;
+    await waitSubscribed(pub, () => collector!.worker('pod-r'));
+    const first = freshTokens(2);
+    const fh = hashes(2);
+    await pub.publish([{ type: 'BlockStored', hashes: fh, parent: null, tokens: first, blockSize: BS }]);
+    await waitCached(index, 'pod-r', first, 2);
+
+    await redis.kill();
+    const during = freshTokens(1);
+    let parent = fh[1]!;
+    await waitFor('write queue overflow', async () => {
+      const [h] = hashes(1);
+      await pub!.publish([
+        { type: 'BlockStored', hashes: [h!], parent, tokens: freshTokens(1), blockSize: BS },
+      ]);
+      parent = h!;
+      return w().queue.suspended;
+    });
+    expect(w().stats.applyErrors).toBeGreaterThan(0);
+    // While suspended, live batches are dropped (the recovery replay brings them back).
+    await waitFor('live batches dropped', async () => {
+      if (w().stats.liveDropped > 0) return true;
+      await pub!.publish([
+        { type: 'BlockStored', hashes: hashes(1), parent: null, tokens: during, blockSize: BS },
+      ]);
+      return false;
+    });
+
+    await redis.restart(); // empty: the index lost everything
+    await waitCached(index, 'pod-r', first, 2); // rebuilt from the replay buffer (from 0)
+    await waitCached(index, 'pod-r', during, 1);
+    expect(w().stats.overflows).toBe(1);
+    expect(w().stats.podClears.recovery).toBe(1);
+    expect(w().stats.droppedOps).toBeGreaterThan(0);
+    const [state] = await index.listPods(MODEL);
+    expect(state).toMatchObject({ podId: 'pod-r', address: '127.0.0.1:18010', resyncing: false });
+  });
+
+  it('scrapes /metrics into pod state; K failures → unhealthy, success → healthy; a new process start time → restart', async () => {
+    let status = 200;
+    let startTime = 1.7e9;
+    const port = await freePort();
+    server = createServer((_req, res) => {
+      const body = vllmExposition(
+        { '0': { running: 3, waiting: 5, kv: 0.42, prompt: 1000, hits: 200, prefillN: 4, prefillS: 0.8 } },
+        `vllm:cache_config_info{block_size="16",num_gpu_blocks="1234"} 1.0\nprocess_start_time_seconds ${startTime}\n`,
+      );
+      res
+        .writeHead(status, { 'content-type': 'text/plain; version=0.0.4' })
+        .end(status === 200 ? body : 'boom');
+    });
+    await new Promise<void>((r) => server!.listen(port, '127.0.0.1', () => r()));
+    pub = await new FakeVllmPublisher({ format: 'array' }).bind();
+    collector = startCollector(
+      index,
+      [
+        {
+          id: 'pod-m',
+          model: MODEL,
+          address: '127.0.0.1:18011',
+          kv_events: pub.endpoint,
+          kv_events_replay: pub.replayEndpoint,
+          metrics: `http://127.0.0.1:${port}/metrics`,
+        },
+      ],
+      { unhealthy_after_failures: 3 },
+    );
+    await collector.start();
+    const state = async (): Promise<Record<string, unknown> | undefined> =>
+      (await index.listPods(MODEL)).find((p) => p.podId === 'pod-m') as Record<string, unknown> | undefined;
+    await waitFor('scraped state', async () => (await state())?.waiting === 5);
+    expect(await state()).toMatchObject({
+      running: 3,
+      waiting: 5,
+      kvUsage: 0.42,
+      healthy: true,
+      meanQueuedPrefillTokens: 0,
+    });
+    expect(((await state())?.lastScrapeAtMs as number) > 0).toBe(true);
+
+    status = 500;
+    await waitFor('unhealthy', async () => (await state())?.healthy === false);
+    expect(collector.scraper('pod-m')!.consecutiveFailures).toBeGreaterThanOrEqual(3);
+    status = 200;
+    await waitFor('healthy again', async () => (await state())?.healthy === true);
+
+    await waitSubscribed(pub, () => collector!.worker('pod-m'));
+    startTime += 60;
+    await waitFor('restart signal', () => collector!.worker('pod-m')!.stats.podClears.restart_signal === 1);
+    const text = await collector.metrics.registry.metrics();
+    expect(text).toContain('kinference_collector_vllm_cache_config{pod="pod-m",field="num_gpu_blocks"} 1234');
+  });
+});
