@@ -1,0 +1,42 @@
+import type { ArmName } from '../types.js';
+
+/** What every arm may know about a pod: the gateway's own view, plus scraped metrics where an arm uses them. */
+export interface PodView {
+  id: string;
+  /** Requests this gateway sent to the pod that have not finished (what least-connections counts). */
+  inFlight: number;
+  /** Last scraped vllm:num_requests_waiting / kv_cache_usage_perc (null before the first scrape). */
+  waiting: number | null;
+  kvUsage: number | null;
+}
+
+/** A request as an arm sees it before sending it. */
+export interface ArmRequest {
+  key: string;
+  /** The OpenAI chat body as sent (the kinference arm routes on exactly this). */
+  body: string;
+  /** Prompt token ids after the chat template (what vLLM computes; hashing arms use them). */
+  promptTokenIds: readonly number[];
+  /** Tokens of the first message (the shared system prompt, or the first user turn): what a prefix hash keys on. */
+  firstMessageText: string;
+}
+
+export interface ArmDecision {
+  podId: string;
+  /** Opaque per-arm data handed back in the feedback calls (e.g. the router's outcome). */
+  token?: unknown;
+}
+
+/** A routing policy. Pure over its inputs plus its own memory; time and randomness come from outside. */
+export interface Arm {
+  readonly name: ArmName;
+  choose(req: ArmRequest, pods: readonly PodView[], nowMs: number): ArmDecision | Promise<ArmDecision>;
+  /** The response finished (Kong's log phase): total response time and TTFT as the gateway measured them. */
+  onComplete?(
+    decision: ArmDecision,
+    req: ArmRequest,
+    nowMs: number,
+    responseMs: number,
+    ttftMs: number,
+  ): void;
+}

@@ -1,0 +1,55 @@
+import { parseArgs } from 'node:util';
+import type { BenchSchedule } from './schedule.js';
+import { ARM_NAMES, WORKLOAD_NAMES, type ArmName, type WorkloadName } from './types.js';
+
+/** Overrides of a schedule from the command line (every piece runnable alone, smaller or larger). */
+export function scheduleFromArgs(
+  base: BenchSchedule,
+  argv: string[],
+): { schedule: BenchSchedule; workers: number } {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      name: { type: 'string' },
+      trials: { type: 'string' },
+      arms: { type: 'string' },
+      workloads: { type: 'string' },
+      concurrency: { type: 'string' },
+      'kv-capacity': { type: 'string' },
+      rates: { type: 'string' },
+      seed: { type: 'string' },
+      workers: { type: 'string' },
+      'measure-s': { type: 'string' },
+    },
+    strict: true,
+  });
+  const s: BenchSchedule = structuredClone(base);
+  if (values.name) s.name = values.name;
+  if (values.trials) s.trials = Number(values.trials);
+  if (values.seed) s.seed = Number(values.seed);
+  if (values.arms) {
+    s.arms = values.arms.split(',') as ArmName[];
+    for (const a of s.arms)
+      if (!ARM_NAMES.includes(a)) throw new Error(`unknown arm ${a} (${ARM_NAMES.join(', ')})`);
+  }
+  if (values.workloads) {
+    s.workloads = values.workloads.split(',') as WorkloadName[];
+    for (const w of s.workloads) if (!WORKLOAD_NAMES.includes(w)) throw new Error(`unknown workload ${w}`);
+  }
+  if (values.concurrency !== undefined)
+    s.concurrency = values.concurrency ? values.concurrency.split(',').map(Number) : [];
+  if (values['kv-capacity']) s.kvCapacityTokens = Number(values['kv-capacity']);
+  if (values.rates) {
+    // control=0.15,shared-prefix=0.2,multiturn=0.5
+    for (const kv of values.rates.split(',')) {
+      const [w, r] = kv.split('=') as [WorkloadName, string];
+      s.poissonRate[w] = Number(r);
+    }
+  }
+  if (values['measure-s']) {
+    const m = Number(values['measure-s']);
+    s.latencyWindows.measureS = m;
+    s.capacityWindows.measureS = m;
+  }
+  return { schedule: s, workers: values.workers !== undefined ? Number(values.workers) : 2 };
+}

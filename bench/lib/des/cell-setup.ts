@@ -1,0 +1,109 @@
+import { MemoryKvIndex } from '../../../src/index/memory-index.js';
+import { approxPrefixArm } from '../arms/approx-prefix.js';
+import { consistentHashArm } from '../arms/consistent-hash.js';
+import { latencyEwmaArm } from '../arms/latency-ewma.js';
+import { leastConnectionsArm, randomArm, roundRobinArm } from '../arms/simple.js';
+import type { Arm } from '../arms/types.js';
+import { Rng } from '../rng.js';
+import { routerConfig, type ModelSetup } from '../setup.js';
+import type { ArmName, Profile, WorkloadName } from '../types.js';
+import { WorkloadFactory, type WorkloadShapes } from '../workload/workloads.js';
+import { CollectorFeed } from './feed.js';
+import { kinferenceArm } from './kinference-arm.js';
+import { oracleArm } from './oracle-arm.js';
+import { SimPod, type PodSpec } from './pod.js';
+import { runCell, type CellResult, type PathLatency } from './run-cell.js';
+
+export interface FleetSpec {
+  pods: number;
+  pod: PodSpec;
+  latency: PathLatency;
+}
+
+/** Builds fresh pods, index and arm for one cell (nothing is shared between cells but the tokenizer). */
+export async function runArmCell(opts: {
+  arm: ArmName;
+  workload: WorkloadName;
+  shapes: WorkloadShapes;
+  profile: Profile;
+  fleet: FleetSpec;
+  model: ModelSetup;
+  seed: number;
+  trial: number;
+  onProgress?: (virtualMs: number) => void;
+}): Promise<CellResult & { fallbacks?: Record<string, number> }> {
+  const { fleet, model, seed, trial } = opts;
+  // Same pod seeds for every arm of a trial: the arms differ only in routing.
+  const pods = Array.from(
+    { length: fleet.pods },
+    (_, i) =>
+      new SimPod(
+        `pod-${i}`,
+        `10.0.0.${10 + i}:8000`,
+        fleet.pod,
+        (Rng.derive(seed, trial, 'pod', i).nextU32() >>> 1) + 1,
+      ),
+  );
+  let now = 0;
+  const clock = (): number => now;
+  const armRng = Rng.derive(seed, trial, 'arm', opts.arm);
+  let feed: CollectorFeed | null = null;
+  let arm: Arm;
+  let fallbacks: Map<string, number> | undefined;
+  switch (opts.arm) {
+    case 'random':
+      arm = randomArm(armRng);
+      break;
+    case 'round-robin':
+      arm = roundRobinArm();
+      break;
+    case 'least-connections':
+      arm = leastConnectionsArm();
+      break;
+    case 'latency':
+      arm = latencyEwmaArm();
+      break;
+    case 'consistent-hash':
+      arm = consistentHashArm(pods.map((p) => p.id));
+      break;
+    case 'approx-prefix':
+      arm = approxPrefixArm({
+        model: model.model,
+        blockTokens: 64,
+        capacityBlocks: Math.floor(fleet.pod.kvCapacityTokens / 64),
+      });
+      break;
+    case 'kinference': {
+      const index = new MemoryKvIndex();
+      feed = new CollectorFeed(index, model.model, fleet.pod.blockSize);
+      const k = kinferenceArm(routerConfig(model), index, model.template, model.promptTokenizer, clock);
+      fallbacks = k.fallbacks;
+      arm = k;
+      break;
+    }
+    case 'oracle':
+      arm = oracleArm(() => pods, fleet.latency.requestOverheadMs + fleet.latency.responseOverheadMs);
+      break;
+  }
+  const factory = new WorkloadFactory(opts.workload, opts.shapes, model.synth, seed, trial);
+  const result = await runCell({
+    arm,
+    factory,
+    profile: opts.profile,
+    pods,
+    model: model.model,
+    template: model.template,
+    promptTokenizer: model.promptTokenizer,
+    wordOf: model.wordOf,
+    latency: fleet.latency,
+    seed,
+    trial,
+    feed,
+    trackBlockHashes: opts.arm === 'oracle',
+    onProgress: (t) => {
+      now = t;
+      opts.onProgress?.(t);
+    },
+  });
+  return fallbacks ? { ...result, fallbacks: Object.fromEntries(fallbacks) } : result;
+}

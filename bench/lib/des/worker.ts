@@ -1,0 +1,85 @@
+import { engineProfile, loadModelSetup, type ModelSetup } from '../setup.js';
+import type { BenchSchedule } from '../schedule.js';
+import type { ArmName, Profile, RequestRecord, WorkloadName } from '../types.js';
+import { runArmCell, type FleetSpec } from './cell-setup.js';
+
+export interface CellSpec {
+  id: number;
+  workload: WorkloadName;
+  profile: Profile;
+  arm: ArmName;
+  trial: number;
+}
+
+export interface CellOutput {
+  spec: CellSpec;
+  records: RequestRecord[];
+  windowStartMs: number;
+  windowEndMs: number;
+  durationMs: number;
+  wallMs: number;
+  pods: { id: string; steps: number; busyMs: number; preemptions: number; requests: number }[];
+  fallbacks: Record<string, number>;
+}
+
+export function fleetOf(s: BenchSchedule, m: ModelSetup): FleetSpec {
+  const profile = engineProfile(s.emulatorProfile);
+  return {
+    pods: s.pods,
+    pod: {
+      profile,
+      kvCapacityTokens: s.kvCapacityTokens,
+      blockSize: 16,
+      eosTokenId: m.eosTokenId,
+      outputVocab: m.vocab.ids,
+    },
+    latency: s.latency,
+  };
+}
+
+export async function runSpec(
+  s: BenchSchedule,
+  m: ModelSetup,
+  c: CellSpec,
+  onProgress?: (virtualMs: number) => void,
+): Promise<CellOutput> {
+  const r = await runArmCell({
+    arm: c.arm,
+    workload: c.workload,
+    shapes: s.shapes,
+    profile: c.profile,
+    fleet: fleetOf(s, m),
+    model: m,
+    seed: s.seed,
+    trial: c.trial,
+    ...(onProgress ? { onProgress } : {}),
+  });
+  return {
+    spec: c,
+    records: r.records,
+    windowStartMs: r.windowStartMs,
+    windowEndMs: r.windowEndMs,
+    durationMs: r.durationMs,
+    wallMs: r.wallMs,
+    pods: r.pods,
+    fallbacks: r.fallbacks ?? {},
+  };
+}
+
+type Msg = { schedule: BenchSchedule; cell: CellSpec } | { exit: true };
+
+/** Child-process side: loads the tokenizer once, then runs cells sent by the parent over IPC. */
+if (process.send && process.argv.includes('--bench-worker')) {
+  let model: Promise<ModelSetup> | null = null;
+  process.on('message', (msg: Msg) => {
+    if ('exit' in msg) process.exit(0);
+    model ??= loadModelSetup();
+    void model
+      .then((m) => runSpec(msg.schedule, m, msg.cell))
+      .then(
+        (out) => process.send!({ ok: true, out }),
+        (e: unknown) =>
+          process.send!({ ok: false, id: msg.cell.id, error: String((e as Error)?.stack ?? e) }),
+      );
+  });
+}

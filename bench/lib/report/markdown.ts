@@ -1,0 +1,117 @@
+import { profileLabel, type ArmName, type WorkloadName } from '../types.js';
+import type { BenchResults } from './analyze.js';
+
+const s2 = (ms: number): string => (Number.isFinite(ms) ? (ms / 1000).toFixed(2) : '–');
+const pct = (x: number): string =>
+  Number.isFinite(x) ? `${x >= 0 ? '+' : '−'}${Math.abs(x * 100).toFixed(1)}%` : '–';
+const ci = (c: [number, number]): string => `[${pct(c[0])}, ${pct(c[1])}]`;
+
+/** The published table's layout (metric, random, arm, improvement, CI), per workload and arm, plus the rest. */
+export function toMarkdown(
+  r: BenchResults,
+  command: string,
+  meta: { commit: string; date: string; wallS: number },
+): string {
+  const s = r.schedule;
+  const L: string[] = [];
+  L.push(`# Kinference benchmark: ${s.name}`, '');
+  L.push(`Command: \`${command}\`  `);
+  L.push(
+    `Commit: ${meta.commit} · ${meta.date} · wall ${(meta.wallS / 60).toFixed(1)} min · mode: discrete-event (virtual time)`,
+    '',
+  );
+  L.push(
+    `Fleet: ${s.pods} emulated vLLM pods, profile \`${s.emulatorProfile}\`, KV ${s.kvCapacityTokens.toLocaleString('en')} tokens/pod, block 16. ` +
+      `Seed ${s.seed}, ${s.trials} trial(s), fresh prompts per trial. Latency profile: Poisson, windows ${s.latencyWindows.warmupS}/${s.latencyWindows.measureS}/${s.latencyWindows.cooldownS} s; ` +
+      `capacity: concurrency ${s.concurrency.join('/')}, windows ${s.capacityWindows.warmupS}/${s.capacityWindows.measureS}/${s.capacityWindows.cooldownS} s. ` +
+      `Percentiles nearest-rank (GuideLLM). CIs: paired hierarchical bootstrap (trials → clusters), ${s.bootstrapResamples} resamples, 95% percentile intervals.`,
+    '',
+  );
+  L.push(
+    '## Targets (kinference vs random, same run)',
+    '',
+    '| target | wanted | measured | met |',
+    '|---|---|---|---|',
+  );
+  for (const t of r.targets)
+    L.push(`| ${t.name} | ${t.target} | ${t.measured} | ${t.met ? 'yes' : '**no**'} |`);
+  L.push('');
+
+  L.push('## SLO used for goodput', '', '| workload | TTFT ≤ | ITL ≤ | basis |', '|---|---|---|---|');
+  for (const w of s.workloads)
+    L.push(`| ${w} | ${s2(r.slo[w].ttftMs)} s | ${r.slo[w].itlMs} ms | ${r.slo[w].basis} |`);
+  L.push('');
+
+  for (const w of s.workloads) {
+    const lp = profileLabel({ kind: 'poisson', rate: s.poissonRate[w], ...s.latencyWindows });
+    L.push(`## ${w} — ${lp} (TTFT, s)`, '');
+    L.push(
+      '| arm | metric | random | arm | improvement | 95% CI | n (random / arm) |',
+      '|---|---|---|---|---|---|---|',
+    );
+    const base = r.groups.find((g) => g.workload === w && g.profile === lp && g.arm === 'random');
+    for (const c of r.comparisons.filter((c) => c.workload === w && c.profile === lp)) {
+      const g = r.groups.find((x) => x.workload === w && x.profile === lp && x.arm === c.arm);
+      const n = `${base?.requests ?? 0} / ${g?.requests ?? 0}`;
+      L.push(
+        `| ${c.arm} | median TTFT | ${s2(c.ttft.median.baseline)} | ${s2(c.ttft.median.treatment)} | ${pct(c.ttft.median.change)} | ${ci(c.ttft.median.ci95)} | ${n} |`,
+      );
+      L.push(
+        `| ${c.arm} | p95 TTFT | ${s2(c.ttft.p95.baseline)} | ${s2(c.ttft.p95.treatment)} | ${pct(c.ttft.p95.change)} | ${ci(c.ttft.p95.ci95)} | |`,
+      );
+      L.push(
+        `| ${c.arm} | median ITL (ms) | ${c.itl.median.baseline.toFixed(1)} | ${c.itl.median.treatment.toFixed(1)} | ${pct(c.itl.median.change)} | ${ci(c.itl.median.ci95)} | |`,
+      );
+      L.push(
+        `| ${c.arm} | median E2E | ${s2(c.e2e.median.baseline)} | ${s2(c.e2e.median.treatment)} | ${pct(c.e2e.median.change)} | ${ci(c.e2e.median.ci95)} | |`,
+      );
+    }
+    L.push('');
+  }
+
+  L.push('## Goodput (requests/min meeting the SLO) vs concurrency', '');
+  for (const w of s.workloads) {
+    L.push(
+      `### ${w}`,
+      '',
+      `| arm | ${s.concurrency.map((n) => `c=${n}`).join(' | ')} | peak | peak vs random | 95% CI |`,
+      `|---|${s.concurrency.map(() => '---|').join('')}---|---|---|`,
+    );
+    for (const g of r.goodput.filter((g) => g.workload === w)) {
+      const vr = g.vsRandom;
+      const ratio = vr ? (vr.ratio === null ? '∞' : `${vr.ratio.toFixed(2)}×`) : '1×';
+      const rci = vr ? `[${vr.ci95[0]?.toFixed(2) ?? '–'}, ${vr.ci95[1]?.toFixed(2) ?? '∞'}]` : '';
+      L.push(
+        `| ${g.arm} | ${s.concurrency.map((n) => (g.byConcurrency[String(n)] ?? Number.NaN).toFixed(1)).join(' | ')} | ${g.peak.toFixed(1)} @${g.peakConcurrency} | ${ratio} | ${rci} |`,
+      );
+    }
+    L.push('');
+  }
+
+  L.push('## Every cell (pooled over trials, measure window)', '');
+  L.push(
+    '| workload | profile | arm | n | TTFT p50 | TTFT p95 | ITL p50 ms | TPOT p50 ms | E2E p50 | hit ≥½ | goodput/min | thru/min | incomplete | wall s |',
+  );
+  L.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+  for (const g of r.groups) {
+    const m = g.summary;
+    L.push(
+      `| ${g.workload} | ${g.profile} | ${g.arm} | ${g.requests} | ${s2(m.ttft_ms.median)} | ${s2(m.ttft_ms.percentiles.p95)} | ${m.itl_ms.median.toFixed(1)} | ${m.tpot_ms.median.toFixed(1)} | ${s2(m.e2e_ms.median)} | ${(g.hitRate * 100).toFixed(0)}% | ${g.goodputPerMin.toFixed(1)} | ${g.throughputPerMin.toFixed(1)} | ${g.incomplete} | ${(g.wallMs / 1000).toFixed(1)} |`,
+    );
+  }
+  L.push('');
+  L.push(
+    '## Calibration: random arm vs the published random figures (±20%)',
+    '',
+    '| workload | metric | published s | measured s | within ±20% |',
+    '|---|---|---|---|---|',
+  );
+  for (const c of r.calibration)
+    L.push(
+      `| ${c.workload} | ${c.metric} | ${c.published.toFixed(2)} | ${c.measured.toFixed(2)} | ${c.withinTolerance ? 'yes' : '**no**'} |`,
+    );
+  L.push('');
+  return L.join('\n');
+}
+
+export type { ArmName, WorkloadName };

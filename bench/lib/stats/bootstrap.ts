@@ -1,0 +1,171 @@
+import { Rng } from '../rng.js';
+import type { RequestRecord } from '../types.js';
+import { percentileSorted } from './percentile.js';
+
+/**
+ * Paired hierarchical bootstrap (bench.md §5). Level 1 resamples runs (trials), level 2 resamples clusters
+ * inside each chosen run (prefix group, conversation, or single request). Paired: the SAME cluster draws
+ * feed both arms, which is valid for open-loop runs where both arms saw identical prompts and arrival times.
+ * Unpaired (closed loop, where arms complete different request sets): runs are still paired, clusters are
+ * resampled for each arm separately. The estimand is the relative change of a percentile,
+ * q(treatment)/q(baseline) − 1; the CI is the percentile interval of the resampled changes.
+ */
+
+export interface QuantileChange {
+  q: number;
+  baseline: number;
+  treatment: number;
+  /** treatment/baseline − 1 (−0.95 is "−95%"). */
+  change: number;
+  ci95: [number, number];
+  /** Share of resamples where the treatment was not better (change ≥ 0): a one-sided bootstrap p. */
+  pNotBetter: number;
+}
+
+export interface BootstrapOptions {
+  resamples: number;
+  seed: number;
+  paired: boolean;
+}
+
+type Clusters = Map<string, number[]>;
+
+function byCluster(records: readonly RequestRecord[], value: (r: RequestRecord) => number | null): Clusters {
+  const m: Clusters = new Map();
+  for (const r of records) {
+    const v = value(r);
+    if (v === null || !Number.isFinite(v)) continue;
+    let list = m.get(r.cluster);
+    if (!list) m.set(r.cluster, (list = []));
+    list.push(v);
+  }
+  return m;
+}
+
+function quantilesOf(values: number[], qs: readonly number[]): number[] {
+  const sorted = Float64Array.from(values).sort();
+  return qs.map((q) => percentileSorted(sorted, q));
+}
+
+function ciOf(samples: number[]): [number, number] {
+  const s = Float64Array.from(samples.filter(Number.isFinite)).sort();
+  if (s.length === 0) return [Number.NaN, Number.NaN];
+  return [percentileSorted(s, 0.025), percentileSorted(s, 0.975)];
+}
+
+/**
+ * Relative change of several percentiles of `value` between two arms, with bootstrap CIs.
+ * baselineRuns[i] and treatmentRuns[i] are the same trial (same seed) of the two arms.
+ */
+export function bootstrapQuantileChange(
+  baselineRuns: readonly (readonly RequestRecord[])[],
+  treatmentRuns: readonly (readonly RequestRecord[])[],
+  value: (r: RequestRecord) => number | null,
+  qs: readonly number[],
+  opts: BootstrapOptions,
+): QuantileChange[] {
+  if (baselineRuns.length !== treatmentRuns.length)
+    throw new RangeError('baseline and treatment need the same runs (trials)');
+  const runs = baselineRuns.map((b, i) => {
+    const A = byCluster(b, value);
+    const B = byCluster(treatmentRuns[i]!, value);
+    const union = [...new Set([...A.keys(), ...B.keys()])].sort();
+    return { A, B, union, aKeys: [...A.keys()].sort(), bKeys: [...B.keys()].sort() };
+  });
+  const allA = runs.flatMap((r) => [...r.A.values()].flat());
+  const allB = runs.flatMap((r) => [...r.B.values()].flat());
+  const pointA = quantilesOf(allA, qs);
+  const pointB = quantilesOf(allB, qs);
+
+  const rng = Rng.derive(opts.seed, 'bootstrap');
+  const changes: number[][] = qs.map(() => []);
+  const a: number[] = [];
+  const b: number[] = [];
+  for (let it = 0; it < opts.resamples; it++) {
+    a.length = 0;
+    b.length = 0;
+    for (let k = 0; k < runs.length; k++) {
+      const run = runs[rng.int(runs.length)]!;
+      if (opts.paired) {
+        for (let j = 0; j < run.union.length; j++) {
+          const c = run.union[rng.int(run.union.length)]!;
+          const va = run.A.get(c);
+          const vb = run.B.get(c);
+          if (va) for (const v of va) a.push(v);
+          if (vb) for (const v of vb) b.push(v);
+        }
+      } else {
+        for (let j = 0; j < run.aKeys.length; j++)
+          for (const v of run.A.get(run.aKeys[rng.int(run.aKeys.length)]!)!) a.push(v);
+        for (let j = 0; j < run.bKeys.length; j++)
+          for (const v of run.B.get(run.bKeys[rng.int(run.bKeys.length)]!)!) b.push(v);
+      }
+    }
+    if (a.length === 0 || b.length === 0) continue;
+    const qa = quantilesOf(a, qs);
+    const qb = quantilesOf(b, qs);
+    qs.forEach((_, i) => changes[i]!.push(qb[i]! / qa[i]! - 1));
+  }
+  return qs.map((q, i) => {
+    const ch = changes[i]!;
+    return {
+      q,
+      baseline: pointA[i]!,
+      treatment: pointB[i]!,
+      change: pointB[i]! / pointA[i]! - 1,
+      ci95: ciOf(ch),
+      pNotBetter: ch.length ? ch.filter((x) => x >= 0).length / ch.length : Number.NaN,
+    };
+  });
+}
+
+export interface RatioEstimate {
+  baseline: number;
+  treatment: number;
+  /** treatment / baseline; null when the baseline is 0. */
+  ratio: number | null;
+  ci95: [number | null, number | null];
+}
+
+/**
+ * Ratio of a per-run count-rate (e.g. goodput/min) between two arms. Level 1 resamples runs (paired);
+ * level 2 resamples each run's counted requests (the 0/1 indicator of meeting the SLO) and recounts.
+ * `indicators[i]` are run i's completed-in-window requests, true when they count; `perMinute` scales counts.
+ */
+export function bootstrapRateRatio(
+  baselineRuns: readonly (readonly boolean[])[],
+  treatmentRuns: readonly (readonly boolean[])[],
+  perMinute: number,
+  opts: { resamples: number; seed: number },
+): RatioEstimate {
+  const count = (xs: readonly boolean[]): number => xs.reduce((s, x) => s + (x ? 1 : 0), 0);
+  const mean = (runs: readonly (readonly boolean[])[]): number =>
+    runs.length ? (runs.reduce((s, r) => s + count(r), 0) / runs.length) * perMinute : Number.NaN;
+  const baseline = mean(baselineRuns);
+  const treatment = mean(treatmentRuns);
+  const rng = Rng.derive(opts.seed, 'bootstrap-ratio');
+  const ratios: number[] = [];
+  const recount = (xs: readonly boolean[]): number => {
+    let n = 0;
+    for (let j = 0; j < xs.length; j++) if (xs[rng.int(xs.length)]) n++;
+    return n;
+  };
+  for (let it = 0; it < opts.resamples; it++) {
+    let sa = 0;
+    let sb = 0;
+    for (let k = 0; k < baselineRuns.length; k++) {
+      const i = rng.int(baselineRuns.length);
+      sa += recount(baselineRuns[i]!);
+      sb += recount(treatmentRuns[i]!);
+    }
+    ratios.push(sa > 0 ? sb / sa : Number.POSITIVE_INFINITY);
+  }
+  const s = Float64Array.from(ratios).sort();
+  const fin = (x: number): number | null => (Number.isFinite(x) ? x : null);
+  return {
+    baseline,
+    treatment,
+    ratio: baseline > 0 ? treatment / baseline : null,
+    ci95: [fin(percentileSorted(s, 0.025)), fin(percentileSorted(s, 0.975))],
+  };
+}
