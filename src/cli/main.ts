@@ -1,7 +1,9 @@
 import { Command, CommanderError } from 'commander';
 import { isKinferenceError } from '../core/errors.js';
 import { registerCollector } from './commands/collector.js';
+import { registerEmulator } from './commands/emulator.js';
 import { registerExplain } from './commands/explain.js';
+import { registerGateway } from '../../kong/stand-in/cli-command.js';
 import { registerVerifyTokenizer } from './commands/verify-tokenizer.js';
 
 const program = new Command('kinference')
@@ -11,7 +13,9 @@ const program = new Command('kinference')
   .exitOverride();
 
 registerCollector(program);
+registerEmulator(program);
 registerExplain(program);
+registerGateway(program);
 registerVerifyTokenizer(program);
 
 try {

@@ -1,0 +1,20 @@
+/**
+ * ZMQ framing of vLLM's KV-event publisher (research/vllm.md §2): live messages are
+ * `[topic, seq (8 bytes big-endian), payload]`; replay replies over ROUTER are
+ * `[identity, "", seq, payload]` per buffered batch, then `[identity, "", ff×8, ""]`.
+ */
+
+/** Replay end marker: (-1).to_bytes(8, "big", signed=True). */
+export const END_SEQ = Buffer.alloc(8, 0xff);
+
+export function seqFrame(seq: bigint): Buffer {
+  const b = Buffer.allocUnsafe(8);
+  b.writeBigUInt64BE(seq);
+  return b;
+}
+
+/** Reads a replay request's start sequence; null when the frame is not 8 bytes. */
+export function parseSeqFrame(frame: Uint8Array): bigint | null {
+  if (frame.length !== 8) return null;
+  return Buffer.from(frame.buffer, frame.byteOffset, 8).readBigUInt64BE();
+}

