@@ -1,0 +1,397 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { connect } from 'node:net';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { KinferenceError } from '../../src/core/errors.js';
+import type { EventResult, PdkHandler } from './bridge.js';
+import {
+  loadDeclarative,
+  parseDeclarative,
+  type DeclarativeConfig,
+  type PluginEntity,
+} from './declarative.js';
+import { ExternalPlugin, StartInstanceError, type HandleOutcome } from './external-plugin.js';
+import { StandInPdk, type LogLevel, type Phase } from './pdk.js';
+import { defaultPluginsDir, jsPluginServerDef, pluginServersFromEnv } from './plugin-server-defs.js';
+import { PluginServerProcess, queryPlugin, type Logger, type PluginServerDef } from './plugin-server.js';
+import { KONG_VERSION_TAG, proxyToUpstream, sendKongError } from './proxy.js';
+import { matchRoute } from './route-match.js';
+import type { HeaderMap, RequestContext } from './request-context.js';
+
+/**
+ * The Kong stand-in: an HTTP gateway that serves a Kong declarative config with external (plugin-server)
+ * plugins run over the real RPC, as Kong 3.9 does. Per request: match a route, buffer the body
+ * (request_buffering), run every applicable external plugin's `access` in priority order through the bridge,
+ * proxy to the target the plugins set (streaming), then run `log` after the response, off the request path.
+ */
+
+export interface GatewayEvent {
+  plugin: string;
+  phase: Phase;
+  requestId: string;
+  outcome: HandleOutcome;
+}
+
+export interface GatewayOptions {
+  /** Path of a kong.yaml, or an already parsed config. */
+  kongConfig: string | DeclarativeConfig | Record<string, unknown>;
+  host?: string;
+  /** 0 picks a free port. Default 8000 (Kong's proxy port). */
+  port?: number;
+  /** Explicit plugin servers; default: Kong's env keys if KONG_PLUGINSERVER_NAMES is set, else kinference. */
+  pluginServers?: PluginServerDef[];
+  /** Directory of the bundled kinference plugin (default dist/plugins/kinference). */
+  pluginsDir?: string;
+  /** Where the plugin server's socket goes (default: a fresh temp dir). */
+  prefix?: string;
+  logger?: Logger;
+  rpcTimeoutMs?: number;
+  /** Called after every plugin event (tests count PDK round trips with it). */
+  onEvent?: (e: GatewayEvent) => void;
+  /**
+   * Fault injection for tests: return an error string to answer that PDK call with plugin.StepError, which
+   * makes the plugin's pending PDK promise reject (real Kong never sends StepError today).
+   */
+  injectStepError?: (method: string, phase: Phase) => string | null;
+}
+
+export interface Gateway {
+  readonly url: string;
+  readonly host: string;
+  readonly port: number;
+  readonly plugins: ReadonlyMap<string, ExternalPlugin>;
+  /** Resolves when every plugin server accepts connections (again, after a respawn). */
+  pluginServersReady(timeoutMs?: number): Promise<void>;
+  /** Resolves when all log phases started so far have finished. */
+  idle(): Promise<void>;
+  close(): Promise<void>;
+}
+
+const LEVELS: Record<string, number> = {
+  debug: 0,
+  info: 1,
+  notice: 2,
+  warn: 3,
+  err: 4,
+  crit: 5,
+  alert: 6,
+  emerg: 7,
+};
+
+export function stderrLogger(minLevel: keyof typeof LEVELS = 'notice'): Logger {
+  const min = LEVELS[minLevel] ?? 2;
+  return (level, msg) => {
+    if ((LEVELS[level] ?? 4) < min) return;
+    const ts = new Date().toISOString().replace('T', ' ').slice(0, 19);
+    process.stderr.write(`${ts} [${level}] ${msg}\n`);
+  };
+}
+
+function socketAccepts(path: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect(path);
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+}
+
+function readBody(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+interface BoundPlugin {
+  ext: ExternalPlugin;
+  entity: PluginEntity;
+  conf: Record<string, unknown>;
+}
+
+export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
+  const log = opts.logger ?? stderrLogger();
+  const cfg: DeclarativeConfig =
+    typeof opts.kongConfig === 'string'
+      ? loadDeclarative(opts.kongConfig)
+      : 'formatVersion' in opts.kongConfig
+        ? (opts.kongConfig as DeclarativeConfig)
+        : parseDeclarative(opts.kongConfig);
+
+  let ownPrefix: string | null = null;
+  let defs = opts.pluginServers ?? pluginServersFromEnv();
+  if (!defs) {
+    const dir = opts.pluginsDir ?? defaultPluginsDir();
+    if (!existsSync(join(dir, 'kinference.js')))
+      throw new KinferenceError(
+        'KINF_ERR_CONFIG',
+        `no plugin bundle at ${dir}/kinference.js: run \`npm run build\` first`,
+      );
+    ownPrefix = opts.prefix ?? mkdtempSync(join(tmpdir(), 'kinf-kong-'));
+    defs = [jsPluginServerDef('kinference', dir, ownPrefix)];
+  }
+
+  // Kong's init: run every query command; only the first plugin of each is registered (≥ 3.9).
+  const plugins = new Map<string, ExternalPlugin>();
+  const servers: PluginServerProcess[] = [];
+  for (const def of defs) {
+    const info = await queryPlugin(def);
+    if (plugins.has(info.Name))
+      throw new KinferenceError('KINF_ERR_CONFIG', `plugin ${info.Name} is served twice`);
+    const proc = new PluginServerProcess(def, log);
+    servers.push(proc);
+    plugins.set(
+      info.Name,
+      new ExternalPlugin(info, proc, (l, m) => log(l, `[${info.Name}] ${m}`), opts.rpcTimeoutMs),
+    );
+  }
+
+  const bound: BoundPlugin[] = [];
+  for (const entity of cfg.plugins) {
+    if (!entity.enabled) continue;
+    const ext = plugins.get(entity.name);
+    if (!ext) {
+      log('warn', `plugin ${entity.name} is not served by any plugin server: ignored by the stand-in`);
+      continue;
+    }
+    bound.push({ ext, entity, conf: ext.instanceConfig(entity, cfg.workspaceId) });
+  }
+
+  /** Kong's precedence per plugin name: route > service > global. Highest priority runs first. */
+  const pluginsFor = (routeId: string, serviceId: string): BoundPlugin[] => {
+    const byName = new Map<string, BoundPlugin>();
+    const rank = (b: BoundPlugin): number => (b.entity.routeId ? 2 : b.entity.serviceId ? 1 : 0);
+    for (const b of bound) {
+      const applies =
+        (b.entity.routeId === null || b.entity.routeId === routeId) &&
+        (b.entity.serviceId === null || b.entity.serviceId === serviceId);
+      if (!applies) continue;
+      const prev = byName.get(b.entity.name);
+      if (!prev || rank(b) > rank(prev)) byName.set(b.entity.name, b);
+    }
+    return [...byName.values()].sort((a, b) => b.ext.priority - a.ext.priority);
+  };
+
+  const stopServers = async (): Promise<void> => {
+    for (const p of plugins.values()) p.close();
+    await Promise.all(servers.map((s) => s.stop()));
+    if (ownPrefix && !opts.prefix) rmSync(ownPrefix, { recursive: true, force: true });
+  };
+  for (const s of servers) s.start();
+  const pluginServersReady = async (timeoutMs = 20_000): Promise<void> => {
+    const deadline = Date.now() + timeoutMs;
+    for (const s of servers) {
+      if (!s.def.startCmd) continue;
+      while (!(await socketAccepts(s.def.socket))) {
+        if (Date.now() > deadline)
+          throw new KinferenceError(
+            'KINF_ERR_CONFIG',
+            `plugin server ${s.def.name} did not listen on ${s.def.socket}`,
+          );
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    }
+  };
+  try {
+    await pluginServersReady();
+  } catch (e) {
+    await stopServers();
+    throw e;
+  }
+
+  const nodeId = randomUUID();
+  const host = hostname();
+  const pendingLogs = new Set<Promise<void>>();
+  let listenPort = 0;
+
+  const envFor = (b: BoundPlugin, phase: Phase) => ({
+    phase,
+    plugin: b.entity,
+    workspaceId: cfg.workspaceId,
+    nodeId,
+    hostname: host,
+    log: (level: LogLevel, msg: string) =>
+      log(
+        level === 'crit' || level === 'alert' || level === 'emerg' ? 'err' : level,
+        `[${b.entity.name}] ${msg}`,
+      ),
+  });
+
+  const runPhase = async (b: BoundPlugin, ctx: RequestContext, phase: Phase): Promise<HandleOutcome> => {
+    const pdk = new StandInPdk(ctx, envFor(b, phase));
+    const inject = opts.injectStepError;
+    const handler: PdkHandler = inject
+      ? {
+          call: (method, args) => {
+            const fault = inject(method, phase);
+            return fault === null ? pdk.call(method, args) : { kind: 'step_error', message: fault };
+          },
+        }
+      : pdk;
+    const outcome = await b.ext.handleEvent(b.conf, phase, handler);
+    opts.onEvent?.({ plugin: b.entity.name, phase, requestId: ctx.id, outcome });
+    return outcome;
+  };
+
+  const respondExit = (
+    res: ServerResponse,
+    ctx: RequestContext,
+    exit: NonNullable<EventResult['exit']>,
+  ): void => {
+    const headers: Record<string, string[]> = { ...exit.headers };
+    const body = exit.body ?? new Uint8Array(0);
+    headers['content-length'] = [String(body.length)];
+    headers['x-kong-response-latency'] = [String(Math.round(performance.now() - ctx.startedAtPerf))];
+    headers.server = [KONG_VERSION_TAG];
+    headers['x-kong-request-id'] = [ctx.id];
+    ctx.response = {
+      status: exit.status,
+      headers: Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, v.length === 1 ? v[0]! : v])),
+      size: body.length,
+      source: 'exit',
+    };
+    res.writeHead(exit.status, headers);
+    res.end(body);
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const startedAtPerf = performance.now();
+    const startedAtMs = Date.now();
+    const url = new URL(req.url ?? '/', 'http://stand-in');
+    const path = url.pathname;
+    const match = matchRoute(cfg, req.method ?? 'GET', req.headers.host, path);
+    const body = await readBody(req);
+    if (!match) return sendKongError(res, null, 404);
+    if (!match.service) return sendKongError(res, null, 503, 'no Service found with those values');
+
+    const headers: HeaderMap = new Map();
+    for (const [k, v] of Object.entries(req.headersDistinct)) if (v) headers.set(k.toLowerCase(), v);
+    const ctx: RequestContext = {
+      id: randomBytes(16).toString('hex'),
+      startedAtMs,
+      startedAtPerf,
+      method: req.method ?? 'GET',
+      path,
+      rawQuery: url.search.slice(1),
+      scheme: 'http',
+      host: (req.headers.host ?? '').replace(/:\d+$/, ''),
+      port: listenPort,
+      clientIp: (req.socket.remoteAddress ?? '').replace(/^::ffff:/, ''),
+      httpVersion: Number(req.httpVersion),
+      headers,
+      body,
+      route: match.route,
+      service: match.service,
+      target: null,
+      upstreamHost: null,
+      upstreamMethod: req.method ?? 'GET',
+      upstreamPath: match.upstreamPath,
+      upstreamQuery: url.search.slice(1),
+      upstreamBody: null,
+      retries: match.service.retries,
+      timeouts: {
+        connectMs: match.service.connectTimeoutMs,
+        writeMs: match.service.writeTimeoutMs,
+        readMs: match.service.readTimeoutMs,
+      },
+      ctxShared: new Map(),
+      serializeExtras: {},
+      tries: [],
+      response: null,
+      upstreamStatus: null,
+      marks: {},
+    };
+
+    const chain = pluginsFor(match.route.id, match.service.id);
+    let answered = false;
+    for (const b of chain) {
+      if (!b.ext.hasPhase('access')) continue;
+      let outcome: HandleOutcome;
+      try {
+        outcome = await runPhase(b, ctx, 'access');
+      } catch (e) {
+        if (!(e instanceof StartInstanceError)) throw e;
+        ctx.response = { status: 500, headers: {}, size: 0, source: 'error' };
+        sendKongError(res, ctx, 500);
+        answered = true;
+        break;
+      }
+      if (outcome.kind === 'failed_open') continue;
+      const r = outcome.result;
+      if (r.end === 'exit' && r.exit) {
+        respondExit(res, ctx, r.exit);
+        answered = true;
+        break;
+      }
+      if (r.end === 'pdk_error') {
+        log('err', `[${b.entity.name}] ${r.error ?? 'PDK error'}`);
+        ctx.response = { status: 500, headers: {}, size: 0, source: 'error' };
+        sendKongError(res, ctx, 500);
+        answered = true;
+        break;
+      }
+    }
+    ctx.marks.accessEnd = performance.now() - startedAtPerf;
+    if (!answered) await proxyToUpstream(ctx, res, listenPort);
+    ctx.marks.end ??= performance.now() - startedAtPerf;
+
+    // Kong runs `log` in a timer after the response, with a snapshot of the request.
+    const logging = (async () => {
+      for (const b of chain) {
+        if (!b.ext.hasPhase('log')) continue;
+        try {
+          await runPhase(b, ctx, 'log');
+        } catch (e) {
+          log('err', `[${b.entity.name}] log phase: ${e instanceof Error ? e.message : String(e)}`);
+        }
+      }
+    })();
+    pendingLogs.add(logging);
+    void logging.finally(() => pendingLogs.delete(logging));
+  };
+
+  const server: Server = createServer((req, res) => {
+    handle(req, res).catch((e: unknown) => {
+      log('err', `stand-in: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+      sendKongError(res, null, 500);
+    });
+  });
+  const hostOpt = opts.host ?? '127.0.0.1';
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(opts.port ?? 8000, hostOpt, () => resolve());
+    });
+  } catch (e) {
+    await stopServers();
+    throw e;
+  }
+  const addr = server.address();
+  listenPort = typeof addr === 'object' && addr ? addr.port : (opts.port ?? 8000);
+  const urlHost = hostOpt.includes(':') ? `[${hostOpt}]` : hostOpt;
+
+  return {
+    url: `http://${urlHost}:${listenPort}`,
+    host: hostOpt,
+    port: listenPort,
+    plugins,
+    pluginServersReady,
+    idle: async () => {
+      while (pendingLogs.size > 0) await Promise.all([...pendingLogs]);
+    },
+    close: async () => {
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      while (pendingLogs.size > 0) await Promise.all([...pendingLogs]);
+      await stopServers();
+    },
+  };
+}

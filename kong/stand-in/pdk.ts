@@ -1,0 +1,343 @@
+import { STATUS_CODES } from 'node:http';
+import type { PdkHandler, PdkOutcome } from './bridge.js';
+import type { PluginEntity } from './declarative.js';
+import { headerFirst, headersAsLua, serialize, type RequestContext } from './request-context.js';
+
+/**
+ * Kong's PDK functions, run on the stand-in's side of the bridge, with Kong's argument checks (a bad argument
+ * is a Lua error → the event is abandoned and the client gets 500) and phase checks. Only functions a router
+ * plugin plausibly uses are implemented; any other method is answered with nil and logged, like Kong's
+ * "could not find pdk method" (for methods Kong has but the stand-in lacks, the log says so).
+ */
+
+export type Phase = 'access' | 'log';
+export type LogLevel = 'debug' | 'info' | 'notice' | 'warn' | 'err' | 'crit' | 'alert' | 'emerg';
+
+export interface PdkEnv {
+  phase: Phase;
+  plugin: PluginEntity;
+  workspaceId: string;
+  nodeId: string;
+  hostname: string;
+  log(level: LogLevel, msg: string): void;
+}
+
+class LuaError extends Error {}
+
+function luaToString(v: unknown): string {
+  if (v === null || v === undefined) return 'nil';
+  if (v instanceof Uint8Array) return Buffer.from(v).toString('utf8');
+  if (typeof v === 'object') return JSON.stringify(v);
+  return String(v);
+}
+
+/** msgpack str and bin both become Lua strings. */
+function luaStr(v: unknown): string | undefined {
+  if (typeof v === 'string') return v;
+  if (v instanceof Uint8Array) return Buffer.from(v).toString('utf8');
+  return undefined;
+}
+
+function headerName(v: unknown, fn: string): string {
+  const s = luaStr(v);
+  if (s === undefined) throw new LuaError(`${fn}: header name must be a string`);
+  if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(s)) throw new LuaError(`${fn}: invalid header name "${s}"`);
+  return s.toLowerCase();
+}
+
+function headerValues(v: unknown, fn: string, name: string): string[] {
+  const one = (x: unknown): string => {
+    if (typeof x === 'number' || typeof x === 'boolean') return String(x);
+    const s = luaStr(x);
+    if (s === undefined)
+      throw new LuaError(
+        `${fn}: invalid header value for "${name}": got ${typeof x}, expected array of string, string, number or boolean`,
+      );
+    return s.replace(/[\r\n]+/g, ' ');
+  };
+  return Array.isArray(v) ? v.map(one) : [one(v)];
+}
+
+function isInt(v: unknown, lo: number, hi: number): v is number {
+  return typeof v === 'number' && Number.isInteger(v) && v >= lo && v <= hi;
+}
+
+const ACCESS_ONLY = new Set([
+  'kong.request.get_raw_body',
+  'kong.request.get_body',
+  'kong.service.set_target',
+  'kong.service.set_retries',
+  'kong.service.set_timeouts',
+  'kong.service.set_upstream',
+  'kong.service.request.set_header',
+  'kong.service.request.add_header',
+  'kong.service.request.clear_header',
+  'kong.service.request.set_headers',
+  'kong.service.request.set_path',
+  'kong.service.request.set_raw_query',
+  'kong.service.request.set_method',
+  'kong.service.request.set_raw_body',
+  'kong.response.exit',
+  'kong.response.error',
+]);
+
+/** Kong's kong.response.exit body/headers handling: a table body is JSON-encoded with a JSON content type. */
+function exitOutcome(status: number, body: unknown, headers: unknown, fn: string): PdkOutcome {
+  const h: Record<string, string[]> = {};
+  if (headers !== undefined && headers !== null) {
+    if (typeof headers !== 'object' || Array.isArray(headers))
+      throw new LuaError(`${fn}: headers must be a table`);
+    for (const [k, v] of Object.entries(headers)) h[headerName(k, fn)] = headerValues(v, fn, k);
+  }
+  let bytes: Uint8Array | null = null;
+  if (body !== undefined && body !== null) {
+    const s = luaStr(body);
+    if (s !== undefined) bytes = Buffer.from(s);
+    else if (typeof body === 'object') {
+      bytes = Buffer.from(JSON.stringify(body));
+      h['content-type'] ??= ['application/json; charset=utf-8'];
+    } else throw new LuaError(`${fn}: body must be a nil, string or table`);
+  }
+  return { kind: 'exit', status, body: bytes, headers: h };
+}
+
+export class StandInPdk implements PdkHandler {
+  readonly #ctx: RequestContext;
+  readonly #env: PdkEnv;
+
+  constructor(ctx: RequestContext, env: PdkEnv) {
+    this.#ctx = ctx;
+    this.#env = env;
+  }
+
+  call(method: string, args: unknown[]): PdkOutcome {
+    try {
+      if (ACCESS_ONLY.has(method) && this.#env.phase !== 'access')
+        throw new LuaError(`${method}: function cannot be called in ${this.#env.phase} phase`);
+      return this.#dispatch(method, args);
+    } catch (e) {
+      if (e instanceof LuaError) return { kind: 'error', message: e.message };
+      throw e;
+    }
+  }
+
+  #setHeader(name: string, values: string[]): void {
+    const ctx = this.#ctx;
+    if (name === 'host') ctx.upstreamHost = values[0] ?? null;
+    ctx.headers.set(name, values);
+  }
+
+  #dispatch(method: string, a: unknown[]): PdkOutcome {
+    const ctx = this.#ctx;
+    const value = (v: unknown): PdkOutcome => ({ kind: 'value', value: v });
+    const nil: PdkOutcome = { kind: 'value', value: undefined };
+    switch (method) {
+      // ---- kong.request
+      case 'kong.request.get_raw_body':
+        return { kind: 'raw', value: ctx.body };
+      case 'kong.request.get_header': {
+        const name = luaStr(a[0]);
+        if (name === undefined) throw new LuaError('header name must be a string');
+        return value(headerFirst(ctx.headers, name.replace(/_/g, '-')));
+      }
+      case 'kong.request.get_headers': {
+        if (a[0] !== undefined && a[0] !== null && !isInt(a[0], 1, 1000))
+          throw new LuaError('max_headers must be a number between 1 and 1000');
+        return { kind: 'multimap', value: headersAsLua(ctx.headers) };
+      }
+      case 'kong.request.get_method':
+        return value(ctx.method);
+      case 'kong.request.get_path':
+        return value(ctx.path);
+      case 'kong.request.get_raw_query':
+        return value(ctx.rawQuery);
+      case 'kong.request.get_scheme':
+        return value(ctx.scheme);
+      case 'kong.request.get_host':
+        return value(ctx.host);
+      case 'kong.request.get_port':
+        return value(ctx.port);
+      case 'kong.request.get_http_version':
+        return value(ctx.httpVersion);
+      case 'kong.request.get_start_time':
+        return value(ctx.startedAtMs);
+      case 'kong.client.get_ip':
+      case 'kong.client.get_forwarded_ip':
+        return value(ctx.clientIp);
+
+      // ---- kong.service
+      case 'kong.service.set_target': {
+        const host = luaStr(a[0]);
+        if (host === undefined) throw new LuaError('host must be a string');
+        if (!isInt(a[1], 0, 65535)) throw new LuaError('port must be an integer');
+        ctx.target = { host, port: a[1] };
+        ctx.upstreamHost = host; // balancer sets ngx.var.upstream_host = host (no port), kong.md §7 #15
+        return nil;
+      }
+      case 'kong.service.set_retries':
+        if (!isInt(a[0], 0, 32767)) throw new LuaError('retries must be an integer between 0 and 32767');
+        ctx.retries = a[0];
+        return nil;
+      case 'kong.service.set_timeouts': {
+        const [c, w, r] = a;
+        for (const [n, v] of [
+          ['connect', c],
+          ['write', w],
+          ['read', r],
+        ] as const)
+          if (!isInt(v, 1, 2147483646))
+            throw new LuaError(`${n}_timeout must be an integer between 1 and 2147483646`);
+        ctx.timeouts = { connectMs: c as number, writeMs: w as number, readMs: r as number };
+        return nil;
+      }
+      case 'kong.service.request.set_header': {
+        const name = headerName(a[0], method);
+        if (a[1] === undefined || a[1] === null)
+          throw new LuaError(`${method}: invalid header value for "${name}": got nil`);
+        this.#setHeader(name, headerValues(a[1], method, name));
+        return nil;
+      }
+      case 'kong.service.request.add_header': {
+        const name = headerName(a[0], method);
+        const prev = ctx.headers.get(name) ?? [];
+        this.#setHeader(name, [...prev, ...headerValues(a[1], method, name)]);
+        return nil;
+      }
+      case 'kong.service.request.clear_header': {
+        const name = headerName(a[0], method);
+        ctx.headers.delete(name);
+        if (name === 'host') ctx.upstreamHost = null;
+        return nil;
+      }
+      case 'kong.service.request.set_headers': {
+        const t = a[0];
+        if (typeof t !== 'object' || t === null || Array.isArray(t))
+          throw new LuaError('headers must be a table');
+        for (const [k, v] of Object.entries(t)) {
+          const name = headerName(k, method);
+          this.#setHeader(name, headerValues(v, method, k));
+        }
+        return nil;
+      }
+      case 'kong.service.request.set_path': {
+        const p = luaStr(a[0]);
+        if (p === undefined || !p.startsWith('/')) throw new LuaError('path must start with /');
+        ctx.upstreamPath = p;
+        return nil;
+      }
+      case 'kong.service.request.set_raw_query': {
+        const q = luaStr(a[0]);
+        if (q === undefined) throw new LuaError('query must be a string');
+        ctx.upstreamQuery = q;
+        return nil;
+      }
+      case 'kong.service.request.set_method': {
+        const m = luaStr(a[0]);
+        if (m === undefined || !/^[A-Z]+$/.test(m)) throw new LuaError('invalid method');
+        ctx.upstreamMethod = m;
+        return nil;
+      }
+      case 'kong.service.request.set_raw_body': {
+        const b =
+          a[0] instanceof Uint8Array
+            ? Buffer.from(a[0])
+            : typeof a[0] === 'string'
+              ? Buffer.from(a[0])
+              : null;
+        if (b === null) throw new LuaError('body must be a string');
+        ctx.upstreamBody = b;
+        return nil;
+      }
+
+      // ---- kong.response
+      case 'kong.response.exit': {
+        if (!isInt(a[0], 100, 599)) throw new LuaError('code must be a number between 100 and 599');
+        return exitOutcome(a[0], a[1], a[2], method);
+      }
+      case 'kong.response.error': {
+        if (!isInt(a[0], 400, 599)) throw new LuaError('code must be an integer and be between 400 and 599');
+        const msg = luaStr(a[1]) ?? STATUS_CODES[a[0]] ?? 'An unexpected error occurred';
+        return exitOutcome(a[0], { message: msg }, a[2], method);
+      }
+      case 'kong.response.get_status':
+        return value(ctx.response?.status ?? 200);
+      case 'kong.response.get_header': {
+        const name = luaStr(a[0])?.toLowerCase();
+        const v = name === undefined ? undefined : ctx.response?.headers[name];
+        return value(Array.isArray(v) ? v[0] : v);
+      }
+      case 'kong.response.get_headers':
+        return { kind: 'multimap', value: { ...(ctx.response?.headers ?? {}) } };
+      case 'kong.response.get_source':
+        return value(ctx.response?.source === 'service' ? 'service' : ctx.response ? 'exit' : 'error');
+
+      // ---- kong.ctx.shared (exposed_api in plugin.lua)
+      case 'kong.ctx.shared.get': {
+        const k = luaStr(a[0]);
+        return value(k === undefined ? undefined : ctx.ctxShared.get(k));
+      }
+      case 'kong.ctx.shared.set': {
+        const k = luaStr(a[0]);
+        if (k === undefined) throw new LuaError('key must be a string');
+        if (a[1] === undefined || a[1] === null) ctx.ctxShared.delete(k);
+        else ctx.ctxShared.set(k, a[1]);
+        return nil;
+      }
+
+      // ---- kong.log
+      case 'kong.log.serialize':
+        if (this.#env.phase !== 'log')
+          throw new LuaError('kong.log.serialize: function cannot be called in access phase');
+        return value(JSON.stringify(serialize(ctx, this.#env.workspaceId)));
+      case 'kong.log.set_serialize_value': {
+        const k = luaStr(a[0]);
+        if (k === undefined) throw new LuaError('key must be a string');
+        ctx.serializeExtras[k] = a[1] ?? null;
+        return nil;
+      }
+      case 'kong.log.debug':
+      case 'kong.log.info':
+      case 'kong.log.notice':
+      case 'kong.log.warn':
+      case 'kong.log.err':
+      case 'kong.log.crit':
+      case 'kong.log.alert':
+      case 'kong.log.emerg':
+        this.#env.log(method.slice('kong.log.'.length) as LogLevel, a.map(luaToString).join(''));
+        return nil;
+
+      // ---- kong.nginx / plugin / node / router
+      case 'kong.nginx.get_var': {
+        const name = luaStr(a[0]);
+        const vars: Record<string, string | undefined> = {
+          kong_request_id: ctx.id,
+          request_uri: ctx.path + (ctx.rawQuery ? `?${ctx.rawQuery}` : ''),
+          upstream_host: ctx.upstreamHost ?? undefined,
+          request_method: ctx.method,
+          remote_addr: ctx.clientIp,
+          host: ctx.host,
+        };
+        return value(name === undefined ? undefined : vars[name]);
+      }
+      case 'kong.nginx.req_start_time':
+        return value(ctx.startedAtMs / 1000);
+      case 'kong.plugin.get_id':
+        return value(this.#env.plugin.id);
+      case 'kong.node.get_id':
+        return value(this.#env.nodeId);
+      case 'kong.node.get_hostname':
+        return value(this.#env.hostname);
+      case 'kong.router.get_route':
+        return value({ id: ctx.route.id, name: ctx.route.name, paths: ctx.route.paths });
+      case 'kong.router.get_service':
+        return value({
+          id: ctx.service.id,
+          name: ctx.service.name,
+          host: ctx.service.host,
+          port: ctx.service.port,
+        });
+    }
+    this.#env.log('err', `could not find pdk method: ${method} (not implemented by the Kong stand-in)`);
+    return nil;
+  }
+}

@@ -1,0 +1,147 @@
+import type { RouteEntity, ServiceEntity } from './declarative.js';
+
+/** Lower-cased header name → values in arrival order (ngx.req.get_headers keeps repeats). */
+export type HeaderMap = Map<string, string[]>;
+
+export interface Try {
+  ip: string;
+  port: number;
+  balancer_start: number;
+  balancer_latency: number;
+  state?: 'failed';
+  code?: number;
+}
+
+/**
+ * Everything Kong keeps about one request (ngx.var, ngx.ctx, balancer_data) that the PDK functions read or
+ * change. Mutated by the access phase; the log phase reads the final snapshot.
+ */
+export interface RequestContext {
+  id: string;
+  startedAtMs: number;
+  startedAtPerf: number;
+  method: string;
+  path: string;
+  rawQuery: string;
+  scheme: 'http' | 'https';
+  /** Host the client asked for (Host header, without port) and Kong's listening port. */
+  host: string;
+  port: number;
+  clientIp: string;
+  httpVersion: number;
+  /** Client request headers; kong.service.request.* change these (ngx.req.set_header), as in Kong. */
+  headers: HeaderMap;
+  body: Buffer;
+  route: RouteEntity;
+  service: ServiceEntity;
+  /** balancer_data host/port after kong.service.set_target; null = the service's own host. */
+  target: { host: string; port: number } | null;
+  /** ngx.var.upstream_host when set (set_target sets it to the bare host, §7 #15). */
+  upstreamHost: string | null;
+  upstreamMethod: string;
+  upstreamPath: string;
+  upstreamQuery: string;
+  upstreamBody: Buffer | null;
+  retries: number;
+  timeouts: { connectMs: number; writeMs: number; readMs: number };
+  ctxShared: Map<string, unknown>;
+  serializeExtras: Record<string, unknown>;
+  tries: Try[];
+  /** Filled as the response goes out. */
+  response: {
+    status: number;
+    headers: Record<string, string | string[]>;
+    size: number;
+    source: 'service' | 'exit' | 'error';
+  } | null;
+  upstreamStatus: number | null;
+  /** ms marks relative to startedAtPerf (Kong's ctx.KONG_* timestamps). */
+  marks: { accessEnd?: number; balancerEnd?: number; headers?: number; end?: number };
+}
+
+export function headerFirst(h: HeaderMap, name: string): string | undefined {
+  return h.get(name.toLowerCase())?.[0];
+}
+
+/** The shape ngx.req.get_headers() gives Lua: one value → string, repeats → array. */
+export function headersAsLua(h: HeaderMap): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [k, v] of h) out[k] = v.length === 1 ? v[0]! : [...v];
+  return out;
+}
+
+/** kong.log.serialize() (kong/pdk/log.lua), the fields plugins read: latencies, tries, status, ids. */
+export function serialize(ctx: RequestContext, workspaceId: string): Record<string, unknown> {
+  const m = ctx.marks;
+  const proxyLatency = m.accessEnd !== undefined ? (m.balancerEnd ?? m.accessEnd) : undefined;
+  const waiting = m.headers !== undefined && m.balancerEnd !== undefined ? m.headers - m.balancerEnd : -1;
+  const receive = m.end !== undefined && m.headers !== undefined ? m.end - m.headers : 0;
+  const query: Record<string, string | string[] | boolean> = {};
+  for (const part of ctx.rawQuery ? ctx.rawQuery.split('&') : []) {
+    const [k, v] = part.split('=', 2) as [string, string | undefined];
+    const key = decodeURIComponent(k);
+    const val = v === undefined ? true : decodeURIComponent(v.replace(/\+/g, ' '));
+    const prev = query[key];
+    query[key] = prev === undefined ? val : ([] as (string | boolean)[]).concat(prev, val).map(String);
+  }
+  const requestHeaders = headersAsLua(ctx.headers);
+  if ('authorization' in requestHeaders) requestHeaders.authorization = 'REDACTED';
+  const out: Record<string, unknown> = {
+    request: {
+      id: ctx.id,
+      uri: ctx.path + (ctx.rawQuery ? `?${ctx.rawQuery}` : ''),
+      url: `${ctx.scheme}://${ctx.host}:${ctx.port}${ctx.path}${ctx.rawQuery ? `?${ctx.rawQuery}` : ''}`,
+      querystring: query,
+      method: ctx.method,
+      headers: requestHeaders,
+      size: ctx.body.length,
+    },
+    upstream_uri: ctx.upstreamPath + (ctx.upstreamQuery ? `?${ctx.upstreamQuery}` : ''),
+    response: ctx.response
+      ? { status: ctx.response.status, headers: ctx.response.headers, size: ctx.response.size }
+      : { status: 0, headers: {}, size: 0 },
+    route: {
+      id: ctx.route.id,
+      name: ctx.route.name,
+      paths: ctx.route.paths,
+      strip_path: ctx.route.stripPath,
+      preserve_host: ctx.route.preserveHost,
+      response_buffering: ctx.route.responseBuffering,
+    },
+    service: {
+      id: ctx.service.id,
+      name: ctx.service.name,
+      host: ctx.service.host,
+      port: ctx.service.port,
+      protocol: ctx.service.protocol,
+      path: ctx.service.path,
+      retries: ctx.service.retries,
+      read_timeout: ctx.service.readTimeoutMs,
+    },
+    latencies: {
+      kong: Math.round((proxyLatency ?? 0) + receive),
+      proxy: waiting < 0 ? -1 : Math.round(waiting),
+      request: Math.round(m.end ?? performance.now() - ctx.startedAtPerf),
+      receive: Math.round(receive),
+    },
+    tries: ctx.tries,
+    client_ip: ctx.clientIp,
+    started_at: ctx.startedAtMs,
+    workspace: workspaceId,
+    source: ctx.response?.source === 'service' ? 'service' : 'kong',
+  };
+  if (ctx.upstreamStatus !== null) out.upstream_status = String(ctx.upstreamStatus);
+  for (const [k, v] of Object.entries(ctx.serializeExtras)) setDotted(out, k, v);
+  return out;
+}
+
+function setDotted(obj: Record<string, unknown>, key: string, value: unknown): void {
+  const parts = key.split('.');
+  let cur = obj;
+  for (const p of parts.slice(0, -1)) {
+    const next = cur[p];
+    if (typeof next !== 'object' || next === null) cur[p] = {};
+    cur = cur[p] as Record<string, unknown>;
+  }
+  cur[parts[parts.length - 1]!] = value;
+}

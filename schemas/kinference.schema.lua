@@ -1,0 +1,247 @@
+-- Generated from src/config/plugin-config.ts by scripts/gen-schemas.ts: do not edit.
+-- Kong schema of the kinference external plugin, for control planes that need a Lua schema.
+local typedefs = require "kong.db.schema.typedefs"
+
+return {
+  name = "kinference",
+  fields = {
+    { protocols = typedefs.protocols_http },
+    {
+      config = {
+        type = "record",
+        fields = {
+          {
+            redis_url = {
+              type = "string",
+              required = true,
+              default = "redis://127.0.0.1:6379/0",
+              match = "^rediss?://",
+              referenceable = true,
+              encrypted = true,
+              description = "Redis holding the KV-location index, as redis://[user:password@]host:port/db, or rediss:// for TLS.",
+            },
+          },
+          {
+            redis_timeout_ms = {
+              type = "integer",
+              required = true,
+              default = 25,
+              between = {
+                1,
+                10000,
+              },
+              description = "Budget for the one index lookup per request, in milliseconds; past it the request is routed on load alone.",
+            },
+          },
+          {
+            redis_key_prefix = {
+              type = "string",
+              required = true,
+              default = "kinf",
+              len_min = 1,
+              len_max = 64,
+              match = "^[A-Za-z0-9_.:%-]+$",
+              description = "Prefix of every Redis key of the index; the collector must use the same prefix.",
+            },
+          },
+          {
+            index = {
+              type = "string",
+              required = true,
+              default = "redis",
+              one_of = {
+                "redis",
+                "memory",
+              },
+              description = "Where the KV-location index lives: redis (shared with the collector) or memory (tests and single-node demos only).",
+            },
+          },
+          {
+            model_pods = {
+              type = "map",
+              required = false,
+              keys = {
+                type = "string",
+              },
+              values = {
+                type = "array",
+                elements = {
+                  type = "string",
+                  match = "^[^:%s]+:[0-9][0-9]?[0-9]?[0-9]?[0-9]?$",
+                },
+              },
+              description = "Static fallback pod list per model (model name to host:port list), used when the index has no pods for the model.",
+            },
+          },
+          {
+            lora_adapters = {
+              type = "map",
+              required = false,
+              keys = {
+                type = "string",
+              },
+              values = {
+                type = "string",
+              },
+              description = "LoRA adapters served by the pods, as adapter name to base model. A request naming an adapter is routed among the base model pods.",
+            },
+          },
+          {
+            tokenizer = {
+              type = "string",
+              required = true,
+              default = "tiktoken:o200k_base",
+              match_any = {
+                patterns = {
+                  "^tiktoken:[a-z0-9_]+$",
+                  "^hf:.+$",
+                },
+                err = "must match ^(tiktoken:[a-z0-9_]+|hf:.+)$",
+              },
+              description = "Tokenizer matching the served model: tiktoken:<encoding> or hf:<path to tokenizer.json>. Must match vLLM or nothing is ever cached.",
+            },
+          },
+          {
+            chat_template = {
+              type = "string",
+              required = true,
+              default = "chatml",
+              match_any = {
+                patterns = {
+                  "^chatml$",
+                  "^harmony$",
+                  "^llama3$",
+                  "^none$",
+                  "^hf:.+$",
+                },
+                err = "must match ^(chatml|harmony|llama3|none|hf:.+)$",
+              },
+              description = "Chat template matching the served model: chatml, harmony, llama3, none, or hf:<path to tokenizer_config.json>.",
+            },
+          },
+          {
+            block_size = {
+              type = "integer",
+              required = true,
+              default = 16,
+              between = {
+                1,
+                4096,
+              },
+              description = "Tokens per KV-cache block, as vLLM is configured (--block-size, 16 by default).",
+            },
+          },
+          {
+            max_prompt_tokens = {
+              type = "integer",
+              required = true,
+              default = 131072,
+              between = {
+                16,
+                4194304,
+              },
+              description = "Cap on tokenization work per request; longer prompts are routed on their first max_prompt_tokens tokens.",
+            },
+          },
+          {
+            max_body_bytes = {
+              type = "integer",
+              required = true,
+              default = 8388608,
+              between = {
+                1024,
+                268435456,
+              },
+              description = "Bodies larger than this are not read by the plugin (the RPC cost grows with size); they are routed on load alone.",
+            },
+          },
+          {
+            fallback = {
+              type = "string",
+              required = true,
+              default = "least-loaded",
+              one_of = {
+                "least-loaded",
+                "kong-default",
+              },
+              description = "What happens when no prediction can be made: least-loaded picks the pod with the least work, kong-default leaves the service target.",
+            },
+          },
+          {
+            stale_after_ms = {
+              type = "integer",
+              required = true,
+              default = 10000,
+              between = {
+                100,
+                3600000,
+              },
+              description = "Pod index data older than this (no KV event and no scrape) is stale: its cached-prefix credit is discounted.",
+            },
+          },
+          {
+            reservation_ttl_ms = {
+              type = "integer",
+              required = true,
+              default = 15000,
+              between = {
+                0,
+                600000,
+              },
+              description = "How long the router counts its own recent assignments as queued work on a pod, until the pod's metrics show them.",
+            },
+          },
+          {
+            shed_ttft_slo_ms = {
+              type = "integer",
+              required = true,
+              default = 0,
+              between = {
+                0,
+                3600000,
+              },
+              description = "Opt-in load shedding: when every pod is predicted over this TTFT, answer 429 with Retry-After. 0 disables shedding.",
+            },
+          },
+          {
+            expose_headers = {
+              type = "boolean",
+              required = true,
+              default = false,
+              description = "Add x-kinference-* headers (chosen pod, predicted TTFT, cached tokens) to the upstream request, for debugging.",
+            },
+          },
+          {
+            otlp_endpoint = {
+              type = "string",
+              required = false,
+              match = "^https?://",
+              description = "OTLP/HTTP traces endpoint, e.g. http://jaeger:4318/v1/traces. Unset disables tracing at no cost per request.",
+            },
+          },
+          {
+            service_name = {
+              type = "string",
+              required = true,
+              default = "kinference",
+              len_min = 1,
+              description = "OpenTelemetry service.name of the spans the plugin exports.",
+            },
+          },
+          {
+            trace_sample_ratio = {
+              type = "number",
+              required = true,
+              default = 1,
+              between = {
+                0,
+                1,
+              },
+              description = "Fraction of requests without a sampled parent whose decision span is exported (parent-based sampling otherwise).",
+            },
+          },
+        },
+      },
+    },
+  },
+}

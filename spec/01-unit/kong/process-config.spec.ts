@@ -1,0 +1,76 @@
+import { describe, expect, it } from 'vitest';
+import type { KongFieldEntry } from '../../../src/config/to-kong-schema.js';
+import { processPluginConfig } from '../../../kong/stand-in/process-config.js';
+
+const schema: KongFieldEntry[] = [
+  { url: { type: 'string', required: true, default: 'redis://x', match: '^rediss?://' } },
+  { mode: { type: 'string', required: true, default: 'a', one_of: ['a', 'b'] } },
+  { n: { type: 'integer', required: true, default: 3, between: [1, 5] } },
+  { ratio: { type: 'number', required: true, default: 0.5, between: [0, 1] } },
+  { on: { type: 'boolean', required: true, default: false } },
+  { opt: { type: 'string', required: false } },
+  { must: { type: 'string', required: true } },
+  {
+    pods: {
+      type: 'map',
+      required: false,
+      keys: { type: 'string' },
+      values: {
+        type: 'array',
+        elements: { type: 'string', match_any: { patterns: ['^a', '^b'], err: 'must start with a or b' } },
+      },
+    },
+  },
+];
+
+describe('Kong config processing (what StartInstance receives)', () => {
+  it('fills defaults and sends unset optional fields as null', () => {
+    const r = processPluginConfig(schema, { must: 'x' });
+    expect(r).toEqual({
+      ok: true,
+      config: { url: 'redis://x', mode: 'a', n: 3, ratio: 0.5, on: false, opt: null, must: 'x', pods: null },
+    });
+  });
+
+  it('keeps given values and validates nested maps and arrays', () => {
+    const r = processPluginConfig(schema, { must: 'x', pods: { m: ['a1', 'b2'] }, on: true });
+    expect(r.ok && r.config.pods).toEqual({ m: ['a1', 'b2'] });
+    const bad = processPluginConfig(schema, { must: 'x', pods: { m: ['c'] } });
+    expect(bad).toEqual({ ok: false, errors: { 'pods.m.1': 'must start with a or b' } });
+  });
+
+  it("reports Kong's messages per field", () => {
+    const r = processPluginConfig(schema, {
+      url: 'http://x',
+      mode: 'c',
+      n: 9,
+      ratio: 'x',
+      on: 1,
+      extra: true,
+      opt: '',
+    });
+    expect(r).toEqual({
+      ok: false,
+      errors: {
+        url: 'invalid value: http://x',
+        mode: 'expected one of: a, b',
+        n: 'value should be between 1 and 5',
+        ratio: 'expected a number',
+        on: 'expected a boolean',
+        opt: 'length must be at least 1',
+        must: 'required field missing',
+        extra: 'unknown field',
+      },
+    });
+    expect(processPluginConfig(schema, { must: 'x', n: 2.5 })).toMatchObject({
+      errors: { n: 'expected an integer' },
+    });
+  });
+
+  it('treats an empty map and an empty array alike, as cjson does', () => {
+    expect(processPluginConfig(schema, { must: 'x', pods: [] })).toMatchObject({
+      ok: true,
+      config: { pods: {} },
+    });
+  });
+});

@@ -1,0 +1,129 @@
+import { describe, expect, it } from 'vitest';
+import * as A from '../../../src/telemetry/attributes.js';
+import { decisionAttributes, type DecisionRecord } from '../../../src/telemetry/decision-attributes.js';
+import { parseTraceparent } from '../../../src/telemetry/traceparent.js';
+import type { Prediction } from '../../../src/core/predictor.js';
+
+function pred(
+  podId: string,
+  cachedTokens: number,
+  queueMs: number,
+  predictedTtftMs: number,
+  indexAgeMs: number | null,
+): Prediction {
+  return {
+    podId,
+    address: `${podId}:8000`,
+    healthy: true,
+    cachedTokens,
+    cpuTokens: 0,
+    uncachedTokens: 100,
+    queuedTokens: 0,
+    running: 1,
+    waiting: 2,
+    queueMs,
+    prefillMs: 1,
+    loadMs: 0,
+    interferenceMs: 0,
+    overheadMs: 25,
+    modelTtftMs: predictedTtftMs,
+    ttftFactor: 1,
+    predictedTtftMs,
+    indexAgeMs,
+    cacheCredit: 1,
+    reasons: [],
+  };
+}
+
+const a = pred('pod-a', 960, 10.12345, 55.5, 120.4);
+const b = pred('pod-b', 0, 0, 90, null);
+const rec: DecisionRecord = {
+  target: { host: 'pod-a', port: 8000, podId: 'pod-a' },
+  decision: { candidates: [a, b], chosen: a, fallbackReason: null },
+  fallbackReason: null,
+  model: 'base',
+  lora: 'adapter',
+  promptTokens: 1000,
+  truncated: false,
+  blocks: 62,
+  timings: {
+    parseMs: 0.1,
+    templateMs: 0.2,
+    tokenizeMs: 0.3,
+    keysMs: 0.4,
+    lookupMs: 0.5,
+    predictMs: 0.6,
+    totalMs: 2.1,
+  },
+  shed: null,
+};
+
+describe('decision → span attributes', () => {
+  it('records every candidate as parallel arrays, best first', () => {
+    const at = decisionAttributes(rec);
+    expect(at[A.ATTR_KINFERENCE_CANDIDATES_POD_IDS]).toEqual(['pod-a', 'pod-b']);
+    expect(at[A.ATTR_KINFERENCE_CANDIDATES_CACHED_TOKENS]).toEqual([960, 0]);
+    expect(at[A.ATTR_KINFERENCE_CANDIDATES_QUEUE_MS]).toEqual([10.123, 0]);
+    expect(at[A.ATTR_KINFERENCE_CANDIDATES_PREDICTED_TTFT_MS]).toEqual([55.5, 90]);
+    expect(at[A.ATTR_KINFERENCE_CANDIDATES_INDEX_AGE_MS]).toEqual([120, -1]);
+    expect(at[A.ATTR_KINFERENCE_CANDIDATES_COUNT]).toBe(2);
+  });
+
+  it('uses GenAI semantic-convention names for model and prompt tokens', () => {
+    const at = decisionAttributes(rec);
+    expect(at['gen_ai.request.model']).toBe('adapter'); // what the client asked for
+    expect(at['gen_ai.usage.input_tokens']).toBe(1000);
+    expect(at['gen_ai.operation.name']).toBe('chat');
+    expect(at[A.ATTR_KINFERENCE_MODEL_BASE]).toBe('base');
+    expect(at['server.address']).toBe('pod-a');
+    expect(at['server.port']).toBe(8000);
+  });
+
+  it('records the choice, the index age behind it, the timings, and no fallback when there is none', () => {
+    const at = decisionAttributes(rec);
+    expect(at).toMatchObject({
+      [A.ATTR_KINFERENCE_CHOSEN_POD_ID]: 'pod-a',
+      [A.ATTR_KINFERENCE_CHOSEN_CACHED_TOKENS]: 960,
+      [A.ATTR_KINFERENCE_CHOSEN_PREDICTED_TTFT_MS]: 55.5,
+      [A.ATTR_KINFERENCE_INDEX_AGE_MS]: 120,
+      [A.ATTR_KINFERENCE_TARGET]: 'pod',
+      [A.ATTR_KINFERENCE_DURATION_TOKENIZE_MS]: 0.3,
+      [A.ATTR_KINFERENCE_DURATION_LOOKUP_MS]: 0.5,
+      [A.ATTR_KINFERENCE_DURATION_ROUTE_MS]: 2.1,
+    });
+    expect(at).not.toHaveProperty(A.ATTR_KINFERENCE_FALLBACK_REASON);
+  });
+
+  it('records a fallback reason and a kong-default target', () => {
+    const at = decisionAttributes({
+      ...rec,
+      target: null,
+      decision: { candidates: [], chosen: null, fallbackReason: 'index_timeout' },
+      fallbackReason: 'index_timeout',
+      fallbackDetail: 'index lookup over 25 ms',
+    });
+    expect(at).toMatchObject({
+      [A.ATTR_KINFERENCE_FALLBACK_REASON]: 'index_timeout',
+      [A.ATTR_KINFERENCE_FALLBACK_DETAIL]: 'index lookup over 25 ms',
+      [A.ATTR_KINFERENCE_TARGET]: 'kong-default',
+    });
+    expect(at).not.toHaveProperty('server.address');
+  });
+});
+
+describe('traceparent parsing', () => {
+  it('reads version-00 headers and rejects malformed or all-zero ids', () => {
+    expect(parseTraceparent('00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01')).toEqual({
+      traceId: '0af7651916cd43dd8448eb211c80319c',
+      spanId: 'b7ad6b7169203331',
+      sampled: true,
+    });
+    expect(parseTraceparent(['00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00', 'x'])?.sampled).toBe(
+      false,
+    );
+    expect(parseTraceparent('00-00000000000000000000000000000000-b7ad6b7169203331-01')).toBeNull();
+    expect(parseTraceparent('00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01')).toBeNull();
+    expect(parseTraceparent('garbage')).toBeNull();
+    expect(parseTraceparent(undefined)).toBeNull();
+  });
+});

@@ -1,0 +1,304 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  startGateway,
+  jsPluginServerDef,
+  type Gateway,
+  type GatewayEvent,
+} from '../../../kong/stand-in/index.js';
+import { waitFor } from '../../helpers/ports.js';
+import {
+  startNamedUpstream,
+  startServer,
+  startSink,
+  startSseUpstream,
+  type Sink,
+  type SseUpstream,
+  type TestServer,
+} from './test-servers.js';
+
+/**
+ * The stand-in against the REAL kong-js-pluginserver with a fixture plugin (spec/fixtures/kong/plugins/probe):
+ * Kong's side of the protocol, config processing, PDK semantics, fail-open, exit, streaming, respawn.
+ */
+
+const PROBE_DIR = join(import.meta.dirname, '../../fixtures/kong/plugins/probe');
+
+let prefix: string;
+let gw: Gateway;
+let main: TestServer;
+let other: TestServer;
+let sse: SseUpstream;
+let sink: Sink;
+const events: GatewayEvent[] = [];
+
+async function post(path: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(gw.url + path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+}
+
+function lastAccess(): GatewayEvent {
+  const e = events.filter((x) => x.phase === 'access').at(-1);
+  if (!e) throw new Error('no access event');
+  return e;
+}
+
+beforeAll(async () => {
+  [main, other, sse, sink] = await Promise.all([
+    startNamedUpstream('main'),
+    startNamedUpstream('other'),
+    startSseUpstream('sse', { hold: true }),
+    startSink(),
+  ]);
+  prefix = mkdtempSync(join(tmpdir(), 'kinf-probe-'));
+  gw = await startGateway({
+    kongConfig: {
+      _format_version: '3.0',
+      services: [
+        {
+          name: 'main',
+          url: main.url,
+          retries: 0,
+          routes: [
+            {
+              name: 'probe',
+              paths: ['/probe'],
+              methods: ['POST'],
+              strip_path: false,
+              plugins: [{ name: 'probe', config: { report_url: `${sink.url}/report`, limit: 7 } }],
+            },
+            { name: 'plain', paths: ['/plain'], strip_path: true },
+          ],
+        },
+        {
+          name: 'stream',
+          url: `${sse.url}/v1`,
+          routes: [{ name: 'sse', paths: ['/sse'], response_buffering: false }],
+        },
+        { name: 'dead', url: 'http://127.0.0.1:1', retries: 1, routes: [{ name: 'dead', paths: ['/dead'] }] },
+      ],
+      plugins: [{ name: 'probe', service: 'stream', config: {} }],
+    },
+    port: 0,
+    pluginServers: [jsPluginServerDef('probe', PROBE_DIR, prefix)],
+    logger: process.env.KINF_TEST_LOG ? (l, m) => process.stderr.write(`[${l}] ${m}\n`) : () => undefined,
+    onEvent: (e) => events.push(e),
+  });
+});
+
+afterAll(async () => {
+  await gw?.close();
+  await Promise.all([main?.close(), other?.close(), sse?.close(), sink?.close()]);
+  rmSync(prefix, { recursive: true, force: true });
+});
+
+describe('Kong stand-in with the real plugin server', () => {
+  it('registers the plugin from the query command and sends Kong-processed config', async () => {
+    const info = gw.plugins.get('probe')!.info;
+    expect(info).toMatchObject({
+      Name: 'probe',
+      Version: '1.2.3',
+      Priority: 1000,
+      Phases: ['log', 'access'],
+    });
+    const r = await post('/probe', { echoConfig: true });
+    expect(r.status).toBe(200);
+    const config = JSON.parse(String(main.requests.at(-1)!.headers['x-probe-config'])) as Record<
+      string,
+      unknown
+    >;
+    // defaults filled, the user's value kept, Kong's bookkeeping keys present
+    expect(config).toMatchObject({ mode: 'normal', limit: 7, report_url: `${sink.url}/report` });
+    expect(config.route_id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(config.__plugin_id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(config).toHaveProperty('__ws_id');
+    expect(config).toHaveProperty('__key__');
+    expect(typeof config.__seq__).toBe('number');
+    expect(config).not.toHaveProperty('service_id'); // nil in Lua → absent from cjson
+  });
+
+  it('sends unset optional fields as JSON null', async () => {
+    await fetch(`${gw.url}/sse`, { method: 'POST', body: JSON.stringify({ echoConfig: true }) });
+    const cfg = JSON.parse(String(sse.requests.at(-1)!.headers['x-probe-config'])) as Record<string, unknown>;
+    expect(cfg.report_url).toBeNull();
+    expect(cfg).toMatchObject({ mode: 'normal', limit: 5 });
+  });
+
+  it('delivers the raw body as a Uint8Array (msgpack bin) and proxies it unchanged', async () => {
+    const payload = { bodyType: true, pad: 'é'.repeat(3000) };
+    const r = await post('/probe', payload);
+    expect(r.status).toBe(200);
+    const got = main.requests.at(-1)!;
+    expect(got.headers['x-probe-body-type']).toBe(`[object Uint8Array]:${JSON.stringify(payload).length}`);
+    expect(JSON.parse(got.body.toString('utf8'))).toEqual(payload);
+  });
+
+  it('set_target sends the request to the target, with the bare target host as Host (kong.md §7 #15)', async () => {
+    const r = await post('/probe', { target: { host: '127.0.0.1', port: other.port } });
+    expect(await r.json()).toMatchObject({ served_by: 'other', path: '/probe' });
+    const got = other.requests.at(-1)!;
+    expect(got.headers.host).toBe('127.0.0.1');
+    expect(got.headers['x-forwarded-path']).toBe('/probe');
+    expect(got.headers['x-kong-request-id']).toMatch(/^[0-9a-f]{32}$/);
+    expect(lastAccess().outcome).toMatchObject({ kind: 'done', result: { end: 'ret' } });
+    const steps = (lastAccess().outcome as { result: { steps: { method: string }[] } }).result.steps;
+    expect(steps.map((s) => s.method)).toEqual(['kong.request.get_raw_body', 'kong.service.set_target']);
+  });
+
+  it('answers get_headers through StepMultiMap with every value an array', async () => {
+    await post(
+      '/probe',
+      { getHeaders: true, getHeader: 'X-Custom', missingHeader: true },
+      { 'x-custom': 'v1' },
+    );
+    const got = main.requests.at(-1)!;
+    const headers = JSON.parse(String(got.headers['x-probe-headers'])) as Record<string, unknown>;
+    expect(headers['x-custom']).toEqual(['v1']);
+    expect(headers['content-type']).toEqual(['application/json']);
+    expect(got.headers['x-probe-header']).toBe('v1');
+    expect(got.headers['x-probe-missing']).toBe('undefined'); // nil → no Data key → undefined in JS
+  });
+
+  it('kong.response.exit answers the client and is never stepped again', async () => {
+    const before = main.requests.length;
+    const r = await post('/probe', {
+      exit: { status: 429, body: '{"error":"slow down"}', headers: { 'Retry-After': '3' } },
+    });
+    expect(r.status).toBe(429);
+    expect(r.headers.get('retry-after')).toBe('3');
+    expect(await r.text()).toBe('{"error":"slow down"}');
+    expect(main.requests.length).toBe(before);
+    const res = (lastAccess().outcome as { result: { end: string; steps: { method: string }[] } }).result;
+    expect(res.end).toBe('exit');
+    expect(res.steps.at(-1)!.method).toBe('kong.response.exit');
+  });
+
+  it('an exception in the plugin fails open: the upstream answers', async () => {
+    const r = await post('/probe', { throw: true });
+    expect(r.status).toBe(200);
+    expect(await r.json()).toMatchObject({ served_by: 'main' });
+  });
+
+  it('a PDK call with bad arguments is a Lua error: 500, like Kong', async () => {
+    const r = await post('/probe', { badTarget: true });
+    expect(r.status).toBe(500);
+    expect(await r.json()).toMatchObject({ message: 'An unexpected error occurred' });
+    expect((lastAccess().outcome as { result: { end: string } }).result.end).toBe('pdk_error');
+  });
+
+  it('runs the log phase after the response with serialize() as a JSON string and ctx.shared kept', async () => {
+    await gw.idle(); // earlier requests' log phases report too
+    const n = sink.bodies.length;
+    await post('/probe', { shared: { pod: 'a', n: 3 } });
+    await waitFor('log report', () => sink.bodies.length > n);
+    await gw.idle();
+    expect(sink.bodies.length).toBe(n + 1);
+    const rep = sink.bodies.at(-1) as {
+      serializedType: string;
+      shared: unknown;
+      serialized: {
+        latencies: Record<string, number>;
+        tries: { ip: string; port: number }[];
+        response: { status: number };
+      };
+    };
+    expect(rep.serializedType).toBe('string');
+    expect(rep.shared).toEqual({ pod: 'a', n: 3 });
+    expect(Object.keys(rep.serialized.latencies).sort()).toEqual(['kong', 'proxy', 'receive', 'request']);
+    expect(rep.serialized.latencies.proxy).toBeGreaterThanOrEqual(0);
+    expect(rep.serialized.tries).toEqual([expect.objectContaining({ ip: '127.0.0.1', port: main.port })]);
+    expect(rep.serialized.response.status).toBe(200);
+  });
+
+  it('streams SSE through without buffering: the first event arrives while the upstream still holds', async () => {
+    const before = sse.requests.length;
+    const r = await fetch(`${gw.url}/sse/chat/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ stream: true, model: 'm' }),
+    });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('content-type')).toBe('text/event-stream');
+    const reader = r.body!.getReader();
+    const first = new TextDecoder().decode((await reader.read()).value);
+    expect(first).toContain('"role":"assistant"');
+    expect(sse.requests.length).toBe(before + 1);
+    expect(sse.requests.at(-1)!.url).toBe('/v1/chat/completions'); // service path + stripped route path
+    sse.release(); // only now may the upstream finish
+    let rest = '';
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      rest += new TextDecoder().decode(value);
+    }
+    expect(rest).toContain('data: [DONE]');
+  });
+
+  it('answers Kong errors: 404 without a route, 502 when the upstream is down (after retries)', async () => {
+    expect((await fetch(`${gw.url}/nowhere`)).status).toBe(404);
+    const r = await fetch(`${gw.url}/dead`);
+    expect(r.status).toBe(502);
+    expect(await r.json()).toMatchObject({
+      message: 'An invalid response was received from the upstream server',
+    });
+  });
+
+  it('strip_path and the service path build the upstream URI', async () => {
+    await fetch(`${gw.url}/plain/a/b?x=1`);
+    expect(main.requests.at(-1)!.url).toBe('/a/b?x=1');
+  });
+
+  it('fails open while the plugin server is down, and routes again after the respawn', async () => {
+    const proc = gw.plugins.get('probe')!.server;
+    const spawnsBefore = proc.spawns;
+    await proc.kill('SIGKILL');
+    // The server is gone: the cached instance's HandleEvent fails to connect → logged, request proxied.
+    const during = await post('/probe', { target: { host: '127.0.0.1', port: other.port } });
+    expect(during.status).toBe(200);
+    expect(await during.json()).toMatchObject({ served_by: 'main' });
+    expect(lastAccess().outcome.kind).toBe('failed_open');
+    await waitFor('respawn', () => proc.spawns > spawnsBefore, 5000);
+    await gw.pluginServersReady(5000);
+    // New server: "no plugin instance" → reset, StartInstance, retry once → routed again.
+    const after = await post('/probe', { target: { host: '127.0.0.1', port: other.port } });
+    expect(await after.json()).toMatchObject({ served_by: 'other' });
+  });
+
+  it('rejects an invalid plugin config at start, with Kong-style field errors', async () => {
+    const p2 = mkdtempSync(join(tmpdir(), 'kinf-probe-bad-'));
+    try {
+      await expect(
+        startGateway({
+          kongConfig: {
+            _format_version: '3.0',
+            services: [{ name: 's', url: main.url, routes: [{ paths: ['/x'] }] }],
+            plugins: [{ name: 'probe', config: { mode: 'loose', limit: 11, extra: 1 } }],
+          },
+          port: 0,
+          pluginServers: [jsPluginServerDef('probe', PROBE_DIR, p2)],
+          logger: () => undefined,
+        }),
+      ).rejects.toThrow(
+        /config\.mode: expected one of: normal, strict[\s\S]*config\.limit: value should be between 1 and 10[\s\S]*config\.extra: unknown field/,
+      );
+    } finally {
+      rmSync(p2, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('upstream helpers', () => {
+  it('startServer captures requests', async () => {
+    const s = await startServer((_req, res) => void res.end('ok'));
+    try {
+      await fetch(s.url + '/z', { method: 'PUT', body: 'b' });
+      expect(s.requests[0]).toMatchObject({ method: 'PUT', url: '/z' });
+    } finally {
+      await s.close();
+    }
+  });
+});

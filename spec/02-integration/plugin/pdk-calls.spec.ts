@@ -1,0 +1,227 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Gateway, GatewayEvent } from '../../../kong/stand-in/index.js';
+import type { BlockKey } from '../../../src/core/types.js';
+import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
+import { waitFor } from '../../helpers/ports.js';
+import { startNamedUpstream, startSink, type Sink, type TestServer } from '../kong/test-servers.js';
+import {
+  buildPlugin,
+  chatBody,
+  keysFor,
+  LONG_SYSTEM_PROMPT,
+  seedIndex,
+  type BuiltPlugin,
+} from './harness.js';
+import { startGateway } from '../../../kong/stand-in/index.js';
+
+/**
+ * The bundled plugin in the real plugin server, driven by the stand-in: which PDK calls it makes on each
+ * path (≤ 4 in access), that it routes to the pod holding the prefix, sheds only when asked, and fails open.
+ */
+
+const PREFIX = 'kinf-pdk';
+const MODEL = 'test-model';
+let redis: TestRedis;
+let plugin: BuiltPlugin;
+let gw: Gateway;
+let fallback: TestServer;
+const pods: Record<string, TestServer> = {};
+let sink: Sink;
+let faultOn: string | null = null;
+const events: GatewayEvent[] = [];
+let keys: BlockKey[];
+
+function baseConfig(): Record<string, unknown> {
+  return {
+    redis_url: redis.url,
+    redis_key_prefix: PREFIX,
+    tokenizer: 'tiktoken:o200k_base',
+    chat_template: 'chatml',
+  };
+}
+
+function route(name: string, config: Record<string, unknown>): Record<string, unknown> {
+  return {
+    name,
+    paths: [`/${name}/v1/chat/completions`],
+    methods: ['POST'],
+    strip_path: true,
+    response_buffering: false,
+    plugins: [{ name: 'kinference', config: { ...baseConfig(), ...config } }],
+  };
+}
+
+const body = chatBody(LONG_SYSTEM_PROMPT, 'What does rule 7 say?');
+
+async function send(
+  name: string,
+  payload: unknown = body,
+  headers: Record<string, string> = {},
+): Promise<Response> {
+  return fetch(`${gw.url}/${name}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: typeof payload === 'string' ? payload : JSON.stringify(payload),
+  });
+}
+
+/** PDK methods of the last `phase` event of the request answered with `res`. */
+function methods(res: Response, phase: 'access' | 'log'): string[] {
+  const id = res.headers.get('x-kong-request-id');
+  const e = events.find((x) => x.requestId === id && x.phase === phase);
+  if (!e) throw new Error(`no ${phase} event for ${id}`);
+  if (e.outcome.kind !== 'done') throw new Error(`event failed open: ${e.outcome.error}`);
+  return e.outcome.result.steps.map((s) => s.method);
+}
+
+beforeAll(async () => {
+  [redis, plugin, fallback, sink] = await Promise.all([
+    startRedis(),
+    buildPlugin(),
+    startNamedUpstream('fallback'),
+    startSink(),
+  ]);
+  for (const id of ['pod-a', 'pod-b', 'pod-c']) pods[id] = await startNamedUpstream(id);
+  keys = await keysFor(baseConfig(), body);
+  await seedIndex(
+    redis.url,
+    PREFIX,
+    MODEL,
+    Object.entries(pods).map(([id, s]) => ({
+      id,
+      address: `127.0.0.1:${s.port}`,
+      holds: id === 'pod-b' ? keys : [],
+    })),
+  );
+  gw = await startGateway({
+    kongConfig: {
+      _format_version: '3.0',
+      services: [
+        {
+          name: 'vllm',
+          url: fallback.url,
+          retries: 0,
+          routes: [
+            route('plain', {}),
+            route('exposed', { expose_headers: true }),
+            route('traced', { otlp_endpoint: `${sink.url}/v1/traces` }),
+            route('shed', { shed_ttft_slo_ms: 1 }),
+          ],
+        },
+      ],
+    },
+    port: 0,
+    pluginsDir: plugin.dir,
+    logger: process.env.KINF_TEST_LOG ? (l, m) => process.stderr.write(`[${l}] ${m}\n`) : () => undefined,
+    onEvent: (e) => events.push(e),
+    injectStepError: (method, phase) => (phase === 'access' && method === faultOn ? 'injected fault' : null),
+  });
+  // Each route's config gets its own router; its first lookup also opens the Redis connection and loads the
+  // script, which can exceed redis_timeout_ms (25 ms) and fall back by design. Warm each one up.
+  for (const name of ['plain', 'exposed', 'traced']) await send(name);
+  await gw.idle();
+  events.length = 0;
+});
+
+afterAll(async () => {
+  await gw?.close();
+  await Promise.all([
+    redis?.stop(),
+    fallback?.close(),
+    sink?.close(),
+    ...Object.values(pods).map((p) => p.close()),
+  ]);
+  plugin?.cleanup();
+});
+
+describe('kinference plugin PDK calls (real plugin server)', () => {
+  it('the prompt spans many blocks, all held by pod-b', () => {
+    expect(keys.length).toBeGreaterThan(20);
+  });
+
+  it('tracing off: get_raw_body → set_target → ctx.shared.set (3 round trips), routed to the holder', async () => {
+    const r = await send('plain');
+    expect(await r.json()).toMatchObject({ served_by: 'pod-b' });
+    expect(methods(r, 'access')).toEqual([
+      'kong.request.get_raw_body',
+      'kong.service.set_target',
+      'kong.ctx.shared.set',
+    ]);
+    await gw.idle();
+    expect(methods(r, 'log')).toEqual(['kong.log.serialize', 'kong.ctx.shared.get']);
+  });
+
+  it('expose_headers: one set_headers call carries every x-kinference header (4 round trips)', async () => {
+    const r = await send('exposed');
+    expect(await r.json()).toMatchObject({ served_by: 'pod-b' });
+    expect(methods(r, 'access')).toEqual([
+      'kong.request.get_raw_body',
+      'kong.service.set_target',
+      'kong.service.request.set_headers',
+      'kong.ctx.shared.set',
+    ]);
+    const h = pods['pod-b']!.requests.at(-1)!.headers;
+    expect(h['x-kinference-pod']).toBe('pod-b');
+    // vLLM recomputes the last prompt token, so at most ⌊(P−1)/16⌋·16 tokens count as cached.
+    const promptTokens = Number(h['x-kinference-prompt-tokens']);
+    expect(Number(h['x-kinference-cached-tokens'])).toBe(
+      Math.min(keys.length * 16, Math.floor((promptTokens - 1) / 16) * 16),
+    );
+    expect(Number(h['x-kinference-predicted-ttft-ms'])).toBeGreaterThan(0);
+    expect(h['x-kinference-fallback']).toBeUndefined();
+  });
+
+  it('tracing on: get_header(traceparent) → get_raw_body → set_target → set_headers (4), log needs 1', async () => {
+    const incoming = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const r = await send('traced', body, { traceparent: incoming });
+    expect(await r.json()).toMatchObject({ served_by: 'pod-b' });
+    expect(methods(r, 'access')).toEqual([
+      'kong.request.get_header',
+      'kong.request.get_raw_body',
+      'kong.service.set_target',
+      'kong.service.request.set_headers',
+    ]);
+    const tp = String(pods['pod-b']!.requests.at(-1)!.headers.traceparent);
+    expect(tp).toMatch(/^00-0af7651916cd43dd8448eb211c80319c-[0-9a-f]{16}-01$/);
+    expect(tp).not.toContain('b7ad6b7169203331'); // our span is the upstream's parent
+    await gw.idle();
+    expect(methods(r, 'log')).toEqual(['kong.log.serialize']);
+  });
+
+  it('shedding (opt-in): get_raw_body → response.exit(429) with Retry-After; nothing after exit', async () => {
+    const before = Object.values(pods).reduce((n, p) => n + p.requests.length, fallback.requests.length);
+    const r = await send('shed');
+    expect(r.status).toBe(429);
+    expect(Number(r.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(await r.json()).toMatchObject({ error: { code: 'ttft_slo_exceeded' } });
+    expect(methods(r, 'access')).toEqual(['kong.request.get_raw_body', 'kong.response.exit']);
+    expect(Object.values(pods).reduce((n, p) => n + p.requests.length, fallback.requests.length)).toBe(
+      before,
+    );
+  });
+
+  it('a body that is not JSON leaves Kong’s target: one round trip, the service url answers', async () => {
+    const r = await send('plain', '{not json');
+    expect(r.status).toBe(200);
+    expect(await r.json()).toMatchObject({ served_by: 'fallback' });
+    expect(methods(r, 'access')).toEqual(['kong.request.get_raw_body']);
+  });
+
+  it('an exception inside the plugin (a PDK call rejects) fails open to the service url', async () => {
+    faultOn = 'kong.service.set_target';
+    try {
+      const r = await send('plain');
+      expect(r.status).toBe(200);
+      expect(await r.json()).toMatchObject({ served_by: 'fallback' });
+      expect(methods(r, 'access')).toEqual(['kong.request.get_raw_body', 'kong.service.set_target']);
+    } finally {
+      faultOn = null;
+    }
+  });
+
+  it('every access path stays within 4 PDK round trips', async () => {
+    await waitFor('events recorded', () => events.length > 0);
+    for (const e of events.filter((x) => x.phase === 'access' && x.outcome.kind === 'done'))
+      if (e.outcome.kind === 'done') expect(e.outcome.result.steps.length).toBeLessThanOrEqual(4);
+  });
+});

@@ -1,0 +1,94 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SPAN_ROUTE, SPAN_TTFT } from '../../../src/telemetry/attributes.js';
+import { getDecisionTracer, shutdownAllTracers } from '../../../src/telemetry/tracer.js';
+import { waitFor } from '../../helpers/ports.js';
+import { startSink, type Sink } from '../kong/test-servers.js';
+import { decodeSpans } from './otlp.js';
+
+/** The SDK tracer against a real OTLP/HTTP receiver: what Jaeger would get. */
+
+let sink: Sink;
+beforeAll(async () => {
+  sink = await startSink();
+});
+afterAll(async () => {
+  await shutdownAllTracers();
+  await sink?.close();
+});
+
+describe('decision tracer (OTLP/HTTP)', () => {
+  it('exports a route span parented on the incoming traceparent, a TTFT child, and the upstream traceparent', async () => {
+    const tracer = getDecisionTracer({
+      endpoint: `${sink.url}/v1/traces`,
+      serviceName: 'kinference-test',
+      serviceVersion: '9.9.9',
+      sampleRatio: 1,
+    });
+    const incoming = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const t0 = Date.now();
+    const span = tracer.startRoute(incoming, t0, {
+      'gen_ai.request.model': 'm',
+      'kinference.candidates.pod_ids': ['a', 'b'],
+    });
+    span.end(t0 + 3);
+    expect(span.sampled).toBe(true);
+    expect(span.traceparent).toBe(`00-4bf92f3577b34da6a3ce929d0e0e4736-${span.ref.spanId}-01`);
+    tracer.recordTtft(span.ref, t0 + 3, t0 + 250, { 'kinference.ttft.actual_ms': 247 });
+    await tracer.flush();
+    await waitFor('spans', () => decodeSpans(sink.bodies).length >= 2);
+    const spans = decodeSpans(sink.bodies);
+    const route = spans.find((s) => s.name === SPAN_ROUTE)!;
+    const ttft = spans.find((s) => s.name === SPAN_TTFT)!;
+    expect(route.traceId).toBe('4bf92f3577b34da6a3ce929d0e0e4736');
+    expect(route.parentSpanId).toBe('00f067aa0ba902b7');
+    expect(route.spanId).toBe(span.ref.spanId);
+    expect(route.kind).toBe(1); // SPAN_KIND_INTERNAL
+    expect(route.attributes).toMatchObject({
+      'gen_ai.request.model': 'm',
+      'kinference.candidates.pod_ids': ['a', 'b'],
+    });
+    expect(route.resource).toMatchObject({ 'service.name': 'kinference-test', 'service.version': '9.9.9' });
+    expect(route.endMs - route.startMs).toBe(3);
+    expect(ttft.traceId).toBe(route.traceId);
+    expect(ttft.parentSpanId).toBe(route.spanId);
+    expect(ttft.attributes['kinference.ttft.actual_ms']).toBe(247);
+    expect(ttft.endMs - ttft.startMs).toBe(247);
+  });
+
+  it('starts a new trace without a parent, and follows an unsampled parent (no export, still propagated)', async () => {
+    const tracer = getDecisionTracer({
+      endpoint: `${sink.url}/v1/traces`,
+      serviceName: 's',
+      serviceVersion: '1.0.0',
+      sampleRatio: 1,
+    });
+    const root = tracer.startRoute(undefined, Date.now());
+    root.end();
+    expect(root.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+    const n = decodeSpans(sink.bodies).length;
+    const unsampled = tracer.startRoute(
+      '00-4bf92f3577b34da6a3ce929d0e0e4737-00f067aa0ba902b7-00',
+      Date.now(),
+    );
+    unsampled.end();
+    expect(unsampled.sampled).toBe(false);
+    expect(unsampled.traceparent).toMatch(/^00-4bf92f3577b34da6a3ce929d0e0e4737-[0-9a-f]{16}-00$/);
+    await tracer.flush();
+    await waitFor('root span', () => decodeSpans(sink.bodies).length > n);
+    const names = decodeSpans(sink.bodies)
+      .slice(n)
+      .map((s) => s.traceId);
+    expect(names).not.toContain('4bf92f3577b34da6a3ce929d0e0e4737');
+  });
+
+  it('hands out one tracer per configuration', () => {
+    const o = {
+      endpoint: `${sink.url}/v1/traces`,
+      serviceName: 'x',
+      serviceVersion: '1.0.0',
+      sampleRatio: 0.5,
+    };
+    expect(getDecisionTracer(o)).toBe(getDecisionTracer({ ...o }));
+    expect(getDecisionTracer(o)).not.toBe(getDecisionTracer({ ...o, sampleRatio: 0.25 }));
+  });
+});
