@@ -6,6 +6,7 @@ import type { Calibration, PodLookup, Reservation } from './types.js';
  *   prefill      = U·p + a·U·(C + P)/2          U uncached tokens, C cached, P prompt; a·Σcontext is attention
  *   load         = L·l                          L tokens found only in the CPU tier
  *   queue        = Q·p + W·overhead             Q queued prefill tokens (waiting work + our reservations)
+ *                                               and at least our own reservations' FCFS prefill backlog
  *   interference = steps·d if decodes run       steps = ⌈(Q+U)/(B−R)⌉ engine steps shared with R decodes
  * vLLM recomputes the last prompt token, so at most ⌊(P−1)/bs⌋·bs tokens can be cached.
  */
@@ -70,6 +71,26 @@ export function cacheCreditFactor(
   return resyncing ? f * 0.5 : f;
 }
 
+/**
+ * Uncached prompt tokens of this router's reservations on a pod that are not yet prefilled, if the pod
+ * works through them in arrival order at `msPerToken` (a work-conserving FCFS backlog).
+ */
+export function prefillBacklogTokens(
+  reservations: readonly Reservation[],
+  nowMs: number,
+  msPerToken: number,
+): number {
+  if (reservations.length === 0 || !(msPerToken > 0)) return 0;
+  const sorted = [...reservations].sort((a, b) => a.atMs - b.atMs);
+  let backlog = 0;
+  let t = sorted[0]!.atMs;
+  for (const r of sorted) {
+    backlog = Math.max(0, backlog - (r.atMs - t) / msPerToken) + r.uncachedTokens;
+    t = r.atMs;
+  }
+  return Math.max(0, backlog - (nowMs - t) / msPerToken);
+}
+
 export function predictTtft(pod: PodLookup, opts: PredictOptions): Prediction {
   const s = pod.state;
   const cal = s.calibration ?? opts.defaultCalibration ?? DEFAULT_CALIBRATION;
@@ -96,7 +117,10 @@ export function predictTtft(pod: PodLookup, opts: PredictOptions): Prediction {
 
   let reservedTokens = 0;
   for (const r of opts.reservations) if (r.atMs >= s.lastScrapeAtMs) reservedTokens += r.uncachedTokens;
-  const queuedTokens = s.waiting * s.meanQueuedPrefillTokens + reservedTokens;
+  // Metrics show a prefilling request as "running", not as queued work; our own recent assignments,
+  // drained first-come first-served at the prefill rate, say how much of that work is still to do.
+  const ownBacklog = prefillBacklogTokens(opts.reservations, opts.nowMs, cal.prefillMsPerToken);
+  const queuedTokens = Math.max(s.waiting * s.meanQueuedPrefillTokens + reservedTokens, ownBacklog);
   const waitingReqs = s.waiting + opts.reservations.filter((r) => r.atMs >= s.lastScrapeAtMs).length;
 
   const prefillMs = U * cal.prefillMsPerToken + (cal.attentionMsPerToken2 * U * (cached + P)) / 2;

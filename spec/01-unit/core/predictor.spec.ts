@@ -55,9 +55,18 @@ describe('TTFT predictor (hand-computed)', () => {
   it('reservations older than the last scrape are already in the metrics', () => {
     const p = predictTtft(pod({}, 0), {
       ...opts,
+      reservations: [{ podId: 'a', atMs: 900, uncachedTokens: 1000, promptTokens: 1000 }],
+    });
+    // 600 ms at 0.5 ms/token: its prefill is done, and the metrics show no queue.
+    expect(p.queuedTokens).toBe(0);
+  });
+
+  it('a reservation still prefilling counts even after the scrape (metrics show it as running)', () => {
+    const p = predictTtft(pod({}, 0), {
+      ...opts,
       reservations: [{ podId: 'a', atMs: 900, uncachedTokens: 5000, promptTokens: 5000 }],
     });
-    expect(p.queuedTokens).toBe(0);
+    expect(p.queuedTokens).toBe(5000 - 600 / 0.5);
   });
 
   it('CPU-tier blocks cost a load, not a prefill', () => {
