@@ -9,6 +9,7 @@ import {
 } from './support/pluginserver-env.js';
 import { environment, loadCompose, services } from './support/compose.js';
 import { obj, readYaml } from './support/repo.js';
+import { run } from './support/tools.js';
 
 // The research notes' working example (kong.md §4.1), with our plugin's name.
 const GOOD: Record<string, string> = {
@@ -150,6 +151,16 @@ describe('plugin-server settings we ship', () => {
     expect(r.problems).toEqual([]);
     expect(env.KONG_DATABASE).toBe('off');
     expect(r.servers[0]!.socket.startsWith('/kong_prefix/')).toBe(true);
+  });
+
+  it('uses only options the installed kong-js-pluginserver lists in --help', () => {
+    const help = run(process.execPath, ['node_modules/kong-pdk/bin/kong-js-pluginserver', '--help']);
+    expect(help.status, help.stderr).toBe(0);
+    const options = new Set([...help.stdout.matchAll(/(?<=^|[\s,])(--?[a-z][a-z-]*)/gm)].map((m) => m[1]!));
+    expect(options).toContain('--dump-all-plugins');
+    const server = checkPluginServerEnv(environment(services(loadCompose()).kong!)).servers[0]!;
+    for (const cmd of [server.startCmd, server.queryCmd])
+      for (const tok of cmd.slice(1).filter((t) => t.startsWith('-'))) expect(options, tok).toContain(tok);
   });
 
   it('Helm values and compose run the same server from the same plugin directory', () => {
