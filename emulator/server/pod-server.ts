@@ -69,6 +69,8 @@ export class EmulatedPod {
   #cores: LiveEngineCore[] = [];
   #publishers: KvEventPublisher[] = [];
   #metrics!: VllmMetrics;
+  /** Same for every rank and every restart (same options); kept so a restart never leaves it unknown. */
+  #maxModelLen = 0;
   #starts = 0;
   #ready = false;
   #rrStart = 0;
@@ -159,6 +161,7 @@ export class EmulatedPod {
       return new Engine(opts);
     });
     const first = engines[0] as Engine;
+    this.#maxModelLen = first.maxModelLen;
     const metrics = new VllmMetrics({
       modelName: o.pod.model,
       engineIndexes: engines.map((_, i) => i),
@@ -344,10 +347,6 @@ export class EmulatedPod {
     if (!Array.isArray(t) || !t.every((x) => typeof x === 'number' && Number.isInteger(x) && x >= 0))
       return sendError(res, 400, 'tokens must be a list of token ids', 'tokens');
     sendJson(res, 200, { prompt: await this.#o.tokenizer.decode(t as number[]) });
-  }
-
-  get #maxModelLen(): number {
-    return (this.#cores[0] as LiveEngineCore).engine.maxModelLen;
   }
 
   #models(): Json {

