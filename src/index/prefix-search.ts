@@ -36,14 +36,26 @@ export type TierRankAt = (block: number) => number | undefined;
  * Per-tier prefixes for one pod. Tier t counts blocks held in tier t or faster; each tier is searched on
  * its own and then clamped upward (GPU ≤ CPU ≤ STORAGE), since on a non-prefix-closed set the searches of
  * nested predicates need not be ordered.
+ *
+ * A slower tier is searched only if the previous search met a block of that tier on its path: otherwise
+ * both predicates agree on every probe, so the search would retrace the same path to the same answer.
+ * (The Lua lookup does the same to save work; here it also keeps the two implementations in step.)
  */
 export function tierPrefixes(count: number, rankAt: TierRankAt): PrefixBlocks {
-  const at = (t: number) => (i: number) => {
-    const r = rankAt(i);
-    return r !== undefined && r <= t;
+  let worst = 0;
+  const search = (t: number): number => {
+    worst = 0;
+    return gallopPrefix(count, (i) => {
+      const r = rankAt(i);
+      if (r === undefined) return false;
+      if (r > worst) worst = r;
+      return r <= t;
+    });
   };
-  const gpu = gallopPrefix(count, at(0));
-  const cpu = Math.max(gpu, gallopPrefix(count, at(1)));
-  const storage = Math.max(cpu, gallopPrefix(count, at(2)));
-  return { GPU: gpu, CPU: cpu, STORAGE: storage };
+  const gpu = search(0);
+  let cpu = gpu;
+  if (worst >= 1) cpu = search(1);
+  const storage = worst >= 2 ? search(2) : cpu;
+  const c = Math.max(gpu, cpu);
+  return { GPU: gpu, CPU: c, STORAGE: Math.max(c, storage) };
 }

@@ -7,7 +7,8 @@ import { createHash } from 'node:crypto';
  *   kinf:{T}:pods        HASH  podId → "idx:epoch"  every pod the index knows for M (apply or upsert)
  *   kinf:{T}:seq         STRING last pod index handed out for M (INCR; never reused)
  *   kinf:{T}:s:<idx>     HASH  pod state; exists only while the pod is registered (upsertPodState)
- *   kinf:{T}:b:<8 bytes> HASH  one block: pod idx → packed (epoch, refcount per tier); TTL refreshed on store
+ *   kinf:{T}:b:<8 bytes> STRING one block: "idx=entry,…", entry = packed (epoch, refcount per tier)
+ *                        (src/index/lua/entry.ts); TTL refreshed on store
  *
  * T = modelTag(M), a Redis Cluster hash tag: all keys of one model hash to one slot, so every script
  * touches a single slot (docs/redis-index.md says what that means for Cluster).

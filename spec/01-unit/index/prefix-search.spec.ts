@@ -54,6 +54,16 @@ describe('tierPrefixes', () => {
         expect(p.CPU).toBeLessThanOrEqual(p.STORAGE);
       }),
     );
+    // skipping a slower tier whose rank never showed on the path changes no answer
+    fc.assert(
+      fc.property(fc.array(rank, { maxLength: 200 }), (ranks) => {
+        const at = (t: number) => (i: number) => ranks[i] !== undefined && ranks[i]! <= t;
+        const g = gallopPrefix(ranks.length, at(0));
+        const c = Math.max(g, gallopPrefix(ranks.length, at(1)));
+        const naive = { GPU: g, CPU: c, STORAGE: Math.max(c, gallopPrefix(ranks.length, at(2))) };
+        expect(tierPrefixes(ranks.length, (i) => ranks[i])).toEqual(naive);
+      }),
+    );
     // GPU blocks 0..2, CPU 3..6, STORAGE 7..9, nothing after
     const ranks = [0, 0, 0, 1, 1, 1, 1, 2, 2, 2, undefined, undefined];
     expect(tierPrefixes(ranks.length, (i) => ranks[i])).toEqual({ GPU: 3, CPU: 7, STORAGE: 10 });

@@ -108,7 +108,7 @@ describe('RedisKvIndex key layout', () => {
     ]);
   });
 
-  it('stores one listpack hash per block whose values are small integers (epoch, refcounts)', async () => {
+  it('stores one short string per block: "idx=entry,…", entries packing epoch and refcounts', async () => {
     const ix = index();
     await ix.upsertPodState(A, {});
     await ix.upsertPodState(B, {});
@@ -116,12 +116,11 @@ describe('RedisKvIndex key layout', () => {
     await ix.apply(A, [{ op: 'store', keys: keys.slice(0, 1), tier: 'GPU' }]);
     await ix.apply(B, [{ op: 'clear' }, { op: 'store', keys: keys.slice(0, 1), tier: 'CPU' }]);
     const k0 = rawBlockKey(ix, keys[0]!);
-    expect(await redis.client.object('ENCODING', k0)).toBe('listpack');
-    const fields = await redis.client.hgetall(k0);
-    expect(Object.values(fields).sort()).toEqual(
-      [String(packEntry([2, 0, 0], 0)), String(packEntry([0, 1, 0], 1))].sort(),
-    );
-    expect(await redis.client.hgetall(rawBlockKey(ix, keys[1]!))).toEqual({ [Object.keys(fields)[0]!]: '1' });
+    expect(await redis.client.type(k0)).toBe('string');
+    expect(await redis.client.object('ENCODING', k0)).toBe('embstr'); // one allocation with its object header
+    const entries = (await redis.client.get(k0))!.split(',').map((e) => e.split('=')[1]);
+    expect(entries.sort()).toEqual([String(packEntry([2, 0, 0], 0)), String(packEntry([0, 1, 0], 1))].sort());
+    expect(await redis.client.get(rawBlockKey(ix, keys[1]!))).toMatch(/^\d+=1$/);
   });
 
   it('sets the block TTL on store and refreshes it; 0 means no TTL', async () => {
@@ -132,6 +131,10 @@ describe('RedisKvIndex key layout', () => {
     await redis.client.expire(k, 5);
     await withTtl.apply(B, [{ op: 'store', keys: keys.slice(0, 1), tier: 'GPU' }]);
     expect(await redis.client.ttl(k)).toBeGreaterThan(590);
+    await redis.client.expire(k, 300);
+    await withTtl.apply(B, [{ op: 'remove', keys: keys.slice(0, 1), tier: 'GPU' }]); // A still holds it
+    expect(await redis.client.ttl(k)).toBeGreaterThan(200);
+    expect(await redis.client.ttl(k)).toBeLessThanOrEqual(300);
     const noTtl = index({ blockTtlSeconds: 0 });
     await noTtl.apply(A, [{ op: 'store', keys: keys.slice(0, 1), tier: 'GPU' }]);
     expect(await redis.client.ttl(rawBlockKey(noTtl, keys[0]!))).toBe(-1);
@@ -146,13 +149,21 @@ describe('RedisKvIndex key layout', () => {
     await ix.apply(B, [{ op: 'store', keys: keys.slice(0, 2), tier: 'GPU' }]);
     await ix.apply(C, [{ op: 'store', keys: keys.slice(0, 2), tier: 'GPU' }]);
     const k0 = rawBlockKey(ix, keys[0]!);
-    expect(await redis.client.hlen(k0)).toBe(3);
+    const entries = async (k: Buffer) =>
+      ((await redis.client.get(k)) ?? '').split(',').filter(Boolean).length;
+    expect(await entries(k0)).toBe(3);
     await ix.apply(A, [{ op: 'clear' }]);
     await ix.removePod(B);
-    expect(await redis.client.hlen(k0)).toBe(3); // O(1): nothing touched yet
+    expect(await entries(k0)).toBe(3); // O(1): nothing touched yet
     await ix.apply(C, [{ op: 'remove', keys: keys.slice(0, 1), tier: 'GPU' }]);
     expect(await redis.client.exists(k0)).toBe(0); // C's entry removed, A's and B's stale ones dropped
-    expect(await redis.client.hlen(rawBlockKey(ix, keys[1]!))).toBe(3); // untouched block: TTL's job
+    expect(await entries(rawBlockKey(ix, keys[1]!))).toBe(3); // untouched block: TTL's job
+    // an ignored remove (C does not hold it) still drops stale entries it passes
+    await ix.apply(C, [{ op: 'remove', keys: keys.slice(5, 6), tier: 'GPU' }]);
+    await ix.apply(A, [{ op: 'store', keys: keys.slice(2, 3), tier: 'GPU' }]);
+    await ix.apply(A, [{ op: 'clear' }]);
+    await ix.apply(C, [{ op: 'remove', keys: keys.slice(2, 3), tier: 'GPU' }]);
+    expect(await redis.client.exists(rawBlockKey(ix, keys[2]!))).toBe(0);
   });
 });
 

@@ -12,10 +12,10 @@ import { LUA_ENTRY } from './entry.js';
  * Reply:   number of block entries changed
  *
  * Atomic because Redis runs a script alone: a lookup sees the batch entirely or not at all, and two
- * collectors cannot interleave increments. Refcount = read-modify-write of one hash field, which is
- * only safe inside a script. `clear` bumps the pod's epoch (O(1)); entries with an old epoch, or of a
+ * collectors cannot interleave increments. A refcount is a read-modify-write of the block's value, which
+ * is only safe inside a script. `clear` bumps the pod's epoch (O(1)); entries with an old epoch, or of a
  * pod no longer in KEYS[1], are dropped whenever a store or remove passes their block (lazy cleanup);
- * the TTL, refreshed on store, removes the rest.
+ * the TTL, refreshed on store (SET … EX), removes the rest. Two commands per block: GET, then SET or DEL.
  */
 export const APPLY_LUA = `${LUA_ENTRY}
 local base, pod_id, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
@@ -37,24 +37,6 @@ for i = 2, #refs, 2 do
   live[x] = e % EP
 end
 
--- the pod's live entry in block key k (nil if none); drops stale fields of any pod on the way
-local function own(k)
-  local flat = redis.call('HGETALL', k)
-  local mine, stale = nil, nil
-  for j = 1, #flat, 2 do
-    local f, v = flat[j], tonumber(flat[j + 1])
-    local e = live[f]
-    if e == nil or entry_epoch(v) ~= e then
-      stale = stale or {}
-      stale[#stale + 1] = f
-    elseif f == idx then
-      mine = v
-    end
-  end
-  if stale then redis.call('HDEL', k, unpack(stale)) end
-  return mine
-end
-
 local changed = 0
 for a = 4, #ARGV, 2 do
   local op, keys = ARGV[a], ARGV[a + 1]
@@ -66,22 +48,48 @@ for a = 4, #ARGV, 2 do
     local store, t = string.sub(op, 1, 1) == 's', tonumber(string.sub(op, 2)) + 1
     for off = 1, #keys, 8 do
       local k = block .. string.sub(keys, off, off + 7)
-      local v = own(k)
+      local old = redis.call('GET', k)
+      -- entries in their stored order (equal blocks keep equal strings: the lookup memoises on them);
+      -- ours decoded and its slot remembered; stale ones dropped
+      local list, mine, at, dropped = {}, nil, nil, false
+      if old then
+        for f, v in string.gmatch(old, ENTRY_PATTERN) do
+          local e, num = live[f], tonumber(v)
+          if e == nil or entry_epoch(num) ~= e then
+            dropped = true
+          else
+            list[#list + 1] = f .. '=' .. v
+            if f == idx then mine, at = num, #list end
+          end
+        end
+      end
       local rc = { 0, 0, 0 }
-      if v then rc[1], rc[2], rc[3] = entry_counts(v) end
+      if mine then rc[1], rc[2], rc[3] = entry_counts(mine) end
+      local write = dropped
       if store then
         rc[t] = math.min(RCMAX, rc[t] + 1)
-        redis.call('HSET', k, idx, entry_pack(rc[1], rc[2], rc[3], epoch))
-        if ttl > 0 then redis.call('EXPIRE', k, ttl) end
+        write = true
         changed = changed + 1
       elseif rc[t] > 0 then
         rc[t] = rc[t] - 1
-        if rc[1] + rc[2] + rc[3] == 0 then
-          redis.call('HDEL', k, idx)
-        else
-          redis.call('HSET', k, idx, entry_pack(rc[1], rc[2], rc[3], epoch))
-        end
+        write = true
         changed = changed + 1
+      end
+      if write then
+        local entry = nil
+        if rc[1] + rc[2] + rc[3] > 0 then entry = idx .. '=' .. entry_pack(rc[1], rc[2], rc[3], epoch) end
+        if at then
+          if entry then list[at] = entry else table.remove(list, at) end
+        elseif entry then
+          list[#list + 1] = entry
+        end
+        if #list == 0 then
+          redis.call('DEL', k)
+        elseif store and ttl > 0 then
+          redis.call('SET', k, table.concat(list, ','), 'EX', ttl)
+        else
+          redis.call('SET', k, table.concat(list, ','), 'KEEPTTL')
+        end
       end
     end
   end

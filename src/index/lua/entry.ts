@@ -1,12 +1,16 @@
 import { REFCOUNT_MAX } from '../kv-index.js';
 
 /**
- * One (block, pod) entry is ONE integer in the block's hash, so listpack stores it in 1–9 bytes:
+ * A block's Redis value is one short string, "idx=value,idx=value,…", an entry per pod holding it (idx is
+ * the pod's small per-model index). Each (block, pod) entry packs the pod's epoch and a refcount per tier
+ * into ONE integer:
  *
  *   value = gpu + 2^10·epoch + 2^30·cpu + 2^40·storage      (refcounts 10 bits each, epoch 20 bits)
  *
- * The common case (GPU only, refcount 1, epoch < 8) stays below 2^13, the smallest listpack integer.
- * Max value < 2^50: exact in Lua's doubles. Lua writes it with %.0f, never tostring() (%.14g rounds).
+ * The common case (GPU only, refcount 1, epoch 0) is "3=1": three bytes. A string rather than a hash per
+ * block, because MGET reads many blocks in one call (the lookup batches its probes) and SET … EX writes
+ * value and TTL at once. Max value < 2^50: exact in Lua's doubles. Lua writes it with %.0f, never
+ * tostring() (%.14g rounds).
  * An epoch is compared modulo 2^20: an entry would only come back to life after 2^20 clears of its pod,
  * and the block TTL removes it long before.
  */
@@ -21,6 +25,7 @@ export const LUA_ENTRY = `
 local RC = ${2 ** ENTRY.rcBits}
 local EP = ${2 ** ENTRY.epochBits}
 local RCMAX = ${ENTRY.rcMax}
+local ENTRY_PATTERN = '(%d+)=(%d+)'
 local function entry_epoch(v) return math.floor(v / RC) % EP end
 -- refcounts per tier (GPU, CPU, STORAGE)
 local function entry_counts(v)
@@ -42,7 +47,7 @@ local function pod_ref(v)
 end
 `;
 
-/** The same packing in TypeScript, for tests that inspect raw Redis values. */
+/** The same packing in TypeScript, for tests and tools that inspect raw Redis values. */
 export function packEntry(counts: readonly [number, number, number], epoch: number): number {
   const rc = 2 ** ENTRY.rcBits;
   const ep = 2 ** ENTRY.epochBits;

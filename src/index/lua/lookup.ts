@@ -13,9 +13,13 @@ import { LUA_ENTRY } from './entry.js';
  *          state hash exists (registered), in pods-hash order (the client sorts by podId)
  *
  * Atomic because Redis runs a script alone: pod list, epochs, blocks and states are one snapshot, never
- * half of a concurrent apply. Read-only. Each probe of block i is ONE HGETALL that answers for every pod
- * (fields are pod indexes), cached, so the per-pod searches share probes; the search is gallopPrefix of
- * src/index/prefix-search.ts, line for line, and the clamp of tierPrefixes.
+ * half of a concurrent apply. Read-only.
+ *
+ * Cost: every pod and tier runs gallopPrefix (src/index/prefix-search.ts) with tierPrefixes' skip of
+ * slower tiers and its clamp, so both indexes agree on every input. The searches share probes (a block
+ * read once answers for every pod), one MGET fetches the whole gallop path (blocks 0, 1, 3, 7, …) up
+ * front, and a binary search fetches its next three levels of bisection points in one MGET. Decoding is
+ * memoised per distinct block value. A 1,000-block prompt costs a handful of MGETs whatever the pods.
  */
 export const LOOKUP_LUA = `${LUA_ENTRY}
 local base = ARGV[1]
@@ -28,59 +32,112 @@ for i = 1, #refs, 2 do
   local idx, epoch = pod_ref(refs[i + 1])
   local state = redis.call('HGETALL', base .. '${KEY_SUFFIX.state}' .. idx)
   if #state > 0 then
-    local p = { id = refs[i], idx = idx, epoch = epoch % EP, state = state }
+    local e = epoch % EP
+    -- a GPU-only entry of the live epoch is a value in (lo, hi): the hot path decodes with two compares
+    local p = { id = refs[i], idx = idx, epoch = e, lo = e * RC, hi = (e + 1) * RC, state = state }
     pods[#pods + 1] = p
     by_idx[idx] = p
   end
 end
 
--- probe(i): pod idx -> fastest tier holding block i (0-based), live entries only
-local probes = {}
-local function probe(i)
-  local c = probes[i]
+-- decode(value): pod idx -> fastest tier, for live entries of registered pods. Memoised by the value
+-- string: blocks held by the same pods with the same counts have the same value (a shared system
+-- prompt is one string on all its blocks), so a lookup decodes a handful of distinct strings.
+local decoded = {}
+local none = {}
+local function decode(val)
+  if not val then return none end
+  local c = decoded[val]
   if c then return c end
   c = {}
-  local flat = redis.call('HGETALL', block .. string.sub(blob, i * 8 + 1, i * 8 + 8))
-  for j = 1, #flat, 2 do
-    local p = by_idx[flat[j]]
+  for idx, v in string.gmatch(val, ENTRY_PATTERN) do
+    local p = by_idx[idx]
     if p then
-      local v = tonumber(flat[j + 1])
-      if entry_epoch(v) == p.epoch then c[flat[j]] = entry_rank(v) end
+      v = tonumber(v)
+      if v > p.lo and v < p.hi then
+        c[idx] = 0
+      elseif entry_epoch(v) == p.epoch then
+        c[idx] = entry_rank(v)
+      end
     end
   end
-  probes[i] = c
+  decoded[val] = c
   return c
 end
 
+-- probes[i]: decode() of block i (0-based); one MGET per batch of blocks
+local probes = {}
+local function fetch(list)
+  local keys = {}
+  for k, i in ipairs(list) do keys[k] = block .. string.sub(blob, i * 8 + 1, i * 8 + 8) end
+  local vals = redis.call('MGET', unpack(keys))
+  for k, i in ipairs(list) do probes[i] = decode(vals[k]) end
+end
+
+-- Bisection points of (lo, hi] down to depth levels, not yet probed: fetched together, so a binary
+-- search makes one call per LOOKAHEAD steps instead of one per step.
+local LOOKAHEAD = 3
+local function collect(list, lo, hi, depth)
+  if depth == 0 or lo >= hi then return end
+  local mid = lo + math.ceil((hi - lo) / 2)
+  if probes[mid - 1] == nil then list[#list + 1] = mid - 1 end
+  collect(list, mid, hi, depth - 1)
+  collect(list, lo, mid - 1, depth - 1)
+end
+
+-- gallopPrefix (src/index/prefix-search.ts) for one pod and tier; also returns the slowest tier rank
+-- met on the path (a slower tier that never showed up needs no search of its own)
 local function prefix(idx, tier)
-  if n == 0 then return 0 end
-  local function held(i)
-    local r = probe(i)[idx]
-    return r ~= nil and r <= tier
-  end
-  local lo, hi, len = 0, n, 1
+  if n == 0 then return 0, 0 end
+  local worst, lo, hi, len = 0, 0, n, 1
   while true do
-    local m = math.min(len, n)
-    if not held(m - 1) then
+    local m = len < n and len or n
+    local r = probes[m - 1][idx] -- the gallop path is fetched up front
+    if r ~= nil and r > worst then worst = r end
+    if r == nil or r > tier then
       hi = m - 1
       break
     end
     lo = m
-    if m == n then return n end
+    if m == n then return n, worst end
     len = len * 2
   end
   while lo < hi do
     local mid = lo + math.ceil((hi - lo) / 2)
-    if held(mid - 1) then lo = mid else hi = mid - 1 end
+    local c = probes[mid - 1]
+    if c == nil then
+      local list = {}
+      collect(list, lo, hi, LOOKAHEAD)
+      fetch(list)
+      c = probes[mid - 1]
+    end
+    local r = c[idx]
+    if r ~= nil and r > worst then worst = r end
+    if r ~= nil and r <= tier then lo = mid else hi = mid - 1 end
   end
-  return lo
+  return lo, worst
+end
+
+-- the gallop path (blocks 0, 1, 3, 7, …, count−1), shared by every search, in one MGET
+if n > 0 and #pods > 0 then
+  local path, len = {}, 1
+  while true do
+    local m = len < n and len or n
+    path[#path + 1] = m - 1
+    if m == n then break end
+    len = len * 2
+  end
+  fetch(path)
 end
 
 local out = {}
 for k, p in ipairs(pods) do
-  local g = prefix(p.idx, 0)
-  local c = math.max(g, prefix(p.idx, 1))
-  local s = math.max(c, prefix(p.idx, 2))
+  local g, worst = prefix(p.idx, 0)
+  local c, s = g, g
+  if worst >= 1 then c, worst = prefix(p.idx, 1) end
+  if worst >= 2 then s = prefix(p.idx, 2) else s = c end
+  c = math.max(g, c)
+  s = math.max(c, s)
   out[k] = { p.id, g, c, s, p.state }
 end
 return out

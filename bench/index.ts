@@ -1,0 +1,492 @@
+/**
+ * bench:index — the Redis KV-location index on a real redis-server (started here, on a free port).
+ *
+ * Fills the index with 8 pods and ~100k (block, pod) entries shaped like real prompts (shared 15k-token
+ * system prompts, multiturn conversations with their own history, a few single-shot prompts), then
+ * measures:
+ *   - apply throughput (block ops/s): the fill, then a steady state of evictions and stores;
+ *   - bytes per (block, pod) entry: INFO used_memory delta / entries (with and without the block TTL,
+ *     and for the worst case where no block is shared);
+ *   - lookups of 1,000-block prompts: round trip from Node (p50/p99) and Redis server time per call
+ *     (INFO commandstats usec_per_call of EVALSHA, after CONFIG RESETSTAT).
+ * Prints a table and writes bench/results/index.json. Run: npm run bench:index
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { cpus, loadavg } from 'node:os';
+import { Redis } from 'ioredis';
+import { blockKeys, keySeed } from '../src/core/block-keys.js';
+import type { BlockKey } from '../src/core/types.js';
+import type { IndexOp, PodRef } from '../src/index/kv-index.js';
+import { RedisKvIndex } from '../src/index/redis-index.js';
+
+const MODEL = 'Qwen/Qwen3-8B';
+const BLOCK = 16;
+const PODS = Array.from({ length: 8 }, (_, i) => `pod-${i}`);
+const TARGET_ENTRIES = 100_000;
+const SYSTEM_PROMPTS = [15_000, 15_000, 12_000, 4_000]; // tokens; popularity falls with the index
+const LOOKUP_BLOCKS = 1000;
+const LOOKUPS = 3000;
+const BATCH_KEYS = 256; // block keys per apply call, like a busy collector batch
+
+// ---------- deterministic workload ----------
+
+function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+const rnd = mulberry32(20260901);
+const randInt = (lo: number, hi: number) => lo + Math.floor(rnd() * (hi - lo + 1));
+const tokens = (n: number) => Array.from({ length: n }, () => randInt(0, 151_000));
+const SEED = keySeed({ model: MODEL });
+
+/** Picks index i with weight 1/(i+1) (a Zipf-like popularity). */
+function zipf(n: number): number {
+  const w = Array.from({ length: n }, (_, i) => 1 / (i + 1));
+  let r = rnd() * w.reduce((a, b) => a + b, 0);
+  for (let i = 0; i < n; i++) if ((r -= w[i]!) <= 0) return i;
+  return n - 1;
+}
+
+interface Conversation {
+  system: number;
+  history: BlockKey[]; // blocks after the system prompt
+  pods: string[];
+}
+
+interface Workload {
+  systemKeys: BlockKey[][];
+  conversations: Conversation[];
+  /** Per pod, the ordered stores the collector would send (one BlockStored run per turn). */
+  stores: Map<string, BlockKey[][]>;
+  entries: number;
+  distinctBlocks: number;
+}
+
+function buildWorkload(): Workload {
+  const systemKeys = SYSTEM_PROMPTS.map((n) => blockKeys(tokens(n), BLOCK, SEED));
+  const held = new Map(PODS.map((p) => [p, new Set<BlockKey>()]));
+  const stores = new Map(PODS.map((p) => [p, [] as BlockKey[][]]));
+  const conversations: Conversation[] = [];
+  let entries = 0;
+  const hold = (pod: string, run: BlockKey[]) => {
+    const h = held.get(pod)!;
+    const fresh = run.filter((k) => !h.has(k));
+    for (const k of fresh) h.add(k);
+    entries += fresh.length;
+    if (fresh.length) stores.get(pod)!.push(fresh);
+  };
+  while (entries < TARGET_ENTRIES) {
+    if (rnd() < 0.15) {
+      // single-shot prompt, no shared prefix (the control traffic)
+      hold(PODS[randInt(0, PODS.length - 1)]!, blockKeys(tokens(randInt(1_000, 8_000)), BLOCK, SEED));
+      continue;
+    }
+    const system = zipf(systemKeys.length);
+    const sys = systemKeys[system]!;
+    const turns = randInt(1, 6);
+    let parent = sys.at(-1)!;
+    const history: BlockKey[] = [];
+    const home = PODS[randInt(0, PODS.length - 1)]!;
+    // a fifth of conversations were rerouted once under load: their prefix lives on two pods
+    const pods = rnd() < 0.2 ? [home, PODS[randInt(0, PODS.length - 1)]!] : [home];
+    for (const pod of new Set(pods)) hold(pod, sys);
+    for (let t = 0; t < turns; t++) {
+      const turn = blockKeys(tokens(randInt(150, 1_200)), BLOCK, parent);
+      parent = turn.at(-1) ?? parent;
+      history.push(...turn);
+      for (const pod of new Set(pods)) hold(pod, turn);
+    }
+    conversations.push({ system, history, pods: [...new Set(pods)] });
+  }
+  const distinct = new Set<BlockKey>();
+  for (const h of held.values()) for (const k of h) distinct.add(k);
+  return { systemKeys, conversations, stores, entries, distinctBlocks: distinct.size };
+}
+
+/** Cuts each pod's store runs into apply batches of at most BATCH_KEYS keys. */
+function batches(runs: BlockKey[][], op: 'store' | 'remove'): IndexOp[][] {
+  const out: IndexOp[][] = [];
+  let cur: IndexOp[] = [];
+  let n = 0;
+  for (const run of runs) {
+    if (n + run.length > BATCH_KEYS && cur.length) {
+      out.push(cur);
+      cur = [];
+      n = 0;
+    }
+    cur.push({ op, keys: run, tier: 'GPU' });
+    n += run.length;
+  }
+  if (cur.length) out.push(cur);
+  return out;
+}
+
+// ---------- redis-server ----------
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      s.close(() => (a && typeof a !== 'string' ? resolve(a.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+async function startRedisServer(): Promise<{
+  url: string;
+  admin: Redis;
+  proc: ChildProcess;
+  version: string;
+}> {
+  const port = await freePort();
+  const proc = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    {
+      stdio: 'ignore',
+    },
+  );
+  const deadline = Date.now() + 10_000;
+  let admin: Redis;
+  for (;;) {
+    admin = new Redis({
+      port,
+      host: '127.0.0.1',
+      lazyConnect: true,
+      retryStrategy: () => null,
+      maxRetriesPerRequest: 0,
+    });
+    admin.on('error', () => {});
+    try {
+      await admin.connect();
+      break;
+    } catch (e) {
+      admin.disconnect();
+      if (Date.now() > deadline) throw e;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  const info = await admin.info('server');
+  return {
+    url: `redis://127.0.0.1:${port}/0`,
+    admin,
+    proc,
+    version: /redis_version:(\S+)/.exec(info)?.[1] ?? '?',
+  };
+}
+
+async function usedMemory(admin: Redis): Promise<number> {
+  return Number(/used_memory:(\d+)/.exec(await admin.info('memory'))![1]);
+}
+
+async function evalshaStats(admin: Redis): Promise<{ calls: number; usecPerCall: number }> {
+  const m = /cmdstat_evalsha:calls=(\d+),usec=\d+,usec_per_call=([\d.]+)/.exec(
+    await admin.info('commandstats'),
+  );
+  return { calls: Number(m?.[1] ?? 0), usecPerCall: Number(m?.[2] ?? NaN) };
+}
+
+const pct = (sorted: number[], p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+const round = (v: number, d = 1) => Math.round(v * 10 ** d) / 10 ** d;
+
+// ---------- phases ----------
+
+async function fill(ix: RedisKvIndex, w: Workload): Promise<{ ops: number; calls: number; seconds: number }> {
+  const perPod = PODS.map((p) => ({
+    pod: { model: MODEL, podId: p } as PodRef,
+    bs: batches(w.stores.get(p)!, 'store'),
+  }));
+  let ops = 0;
+  let calls = 0;
+  const t0 = performance.now();
+  // One ordered queue per pod, pods in parallel: how the collector writes.
+  await Promise.all(
+    perPod.map(async ({ pod, bs }) => {
+      for (const b of bs) {
+        await ix.apply(pod, b);
+        calls++;
+        for (const op of b) if (op.op !== 'clear') ops += op.keys.length;
+      }
+    }),
+  );
+  return { ops, calls, seconds: (performance.now() - t0) / 1000 };
+}
+
+/** Steady state: each pod evicts the tail of an old conversation and stores a new turn elsewhere. */
+async function churn(ix: RedisKvIndex, w: Workload): Promise<{ ops: number; seconds: number }> {
+  const work = PODS.map((podId) => {
+    const convs = w.conversations.filter((c) => c.pods.includes(podId));
+    const batchesOut: IndexOp[][] = [];
+    for (let i = 0; i < 40; i++) {
+      const c = convs[randInt(0, convs.length - 1)]!;
+      const tail = c.history.slice(-randInt(8, 64));
+      const fresh = blockKeys(tokens(tail.length * BLOCK), BLOCK, SEED);
+      batchesOut.push([
+        { op: 'remove', keys: tail, tier: 'GPU' },
+        { op: 'store', keys: fresh, tier: 'GPU' },
+      ]);
+    }
+    return { pod: { model: MODEL, podId } as PodRef, batchesOut };
+  });
+  let ops = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    work.map(async ({ pod, batchesOut }) => {
+      for (const b of batchesOut) {
+        await ix.apply(pod, b);
+        for (const op of b) if (op.op !== 'clear') ops += op.keys.length;
+      }
+    }),
+  );
+  return { ops, seconds: (performance.now() - t0) / 1000 };
+}
+
+function lookupPrompts(w: Workload): { kind: string; keys: BlockKey[] }[] {
+  const out: { kind: string; keys: BlockKey[] }[] = [];
+  const long = w.conversations.filter((c) => w.systemKeys[c.system]!.length + c.history.length >= 300);
+  for (let i = 0; i < LOOKUPS; i++) {
+    const r = rnd();
+    if (r < 0.1) {
+      // control: a prompt nobody has seen
+      out.push({ kind: 'unseen', keys: blockKeys(tokens(LOOKUP_BLOCKS * BLOCK), BLOCK, SEED) });
+      continue;
+    }
+    const c = long[randInt(0, long.length - 1)]!;
+    let keys = [...w.systemKeys[c.system]!, ...c.history];
+    if (r < 0.25) {
+      // a new conversation on a known system prompt
+      keys = w.systemKeys[c.system]!.slice();
+    }
+    // next turn: what is cached, then the new message; exactly LOOKUP_BLOCKS blocks
+    if (keys.length < LOOKUP_BLOCKS)
+      keys.push(...blockKeys(tokens((LOOKUP_BLOCKS - keys.length) * BLOCK), BLOCK, keys.at(-1)!));
+    out.push({ kind: r < 0.25 ? 'new-conversation' : 'next-turn', keys: keys.slice(0, LOOKUP_BLOCKS) });
+  }
+  return out;
+}
+
+/** Server time of each EVALSHA, from SLOWLOG with threshold 0 (commandstats only gives the mean). */
+async function withSlowlog<T>(
+  admin: Redis,
+  maxLen: number,
+  work: () => Promise<T>,
+): Promise<{ result: T; usec: number[] }> {
+  await admin.config('SET', 'slowlog-log-slower-than', '0');
+  await admin.config('SET', 'slowlog-max-len', String(maxLen + 100));
+  await admin.slowlog('RESET');
+  const result = await work();
+  const log = (await admin.slowlog('GET', maxLen + 100)) as [number, number, number, (string | Buffer)[]][];
+  await admin.config('SET', 'slowlog-log-slower-than', '10000');
+  const usec = log
+    .filter((e) => String(e[3][0]).toLowerCase() === 'evalsha')
+    .map((e) => e[2])
+    .sort((a, b) => a - b);
+  return { result, usec };
+}
+
+async function lookups(ix: RedisKvIndex, admin: Redis, prompts: { kind: string; keys: BlockKey[] }[]) {
+  for (const p of prompts.slice(0, 200)) await ix.lookup(MODEL, p.keys); // warm up
+  await admin.config('RESETSTAT');
+  const rtt: number[] = [];
+  let hitBlocks = 0;
+  const { usec } = await withSlowlog(admin, prompts.length, async () => {
+    for (const p of prompts) {
+      const t0 = performance.now();
+      const r = await ix.lookup(MODEL, p.keys);
+      rtt.push(performance.now() - t0);
+      hitBlocks += Math.max(...r.pods.map((x) => x.prefixBlocks.GPU));
+    }
+  });
+  const server = await evalshaStats(admin);
+  rtt.sort((a, b) => a - b);
+  return {
+    count: prompts.length,
+    mix: Object.fromEntries(
+      ['next-turn', 'new-conversation', 'unseen'].map((k) => [k, prompts.filter((p) => p.kind === k).length]),
+    ),
+    meanBestPrefixBlocks: round(hitBlocks / prompts.length),
+    roundTripMs: {
+      p50: round(pct(rtt, 50), 3),
+      p99: round(pct(rtt, 99), 3),
+      mean: round(rtt.reduce((a, b) => a + b, 0) / rtt.length, 3),
+    },
+    serverUsec: {
+      p50: pct(usec, 50),
+      p99: pct(usec, 99),
+      slowlogMean: round(usec.reduce((a, b) => a + b, 0) / usec.length),
+      commandstatsMean: round(server.usecPerCall, 2),
+      calls: server.calls,
+    },
+  };
+}
+
+/** Server time of an EVALSHA that does nothing, with the same 8 KB argument: what this machine charges per call. */
+async function trivialEvalshaUsec(admin: Redis): Promise<number> {
+  const sha = (await admin.script('LOAD', 'return 1')) as string;
+  const arg = Buffer.alloc(LOOKUP_BLOCKS * 8, 7);
+  const { usec } = await withSlowlog(admin, 1000, async () => {
+    for (let i = 0; i < 1000; i++) await admin.evalsha(sha, 1, 'k', 'x', arg);
+  });
+  return pct(usec, 50);
+}
+
+/** Bytes per entry when no block is shared at all (every block on exactly one pod). */
+async function worstCaseBytes(url: string, admin: Redis, ttl: number): Promise<number> {
+  await admin.flushall();
+  const ix = new RedisKvIndex({ url, keyPrefix: 'bench', blockTtlSeconds: ttl, commandTimeoutMs: 60_000 });
+  await ix.apply({ model: 'warm-up', podId: 'x' }, [
+    { op: 'store', keys: blockKeys(tokens(16), BLOCK, SEED), tier: 'GPU' },
+  ]);
+  await ix.lookup('warm-up', []);
+  const before = await usedMemory(admin);
+  const n = 40_000;
+  const per = n / PODS.length;
+  for (const podId of PODS) {
+    const keys = blockKeys(tokens(per * BLOCK), BLOCK, SEED);
+    for (let i = 0; i < keys.length; i += BATCH_KEYS)
+      await ix.apply({ model: MODEL, podId }, [
+        { op: 'store', keys: keys.slice(i, i + BATCH_KEYS), tier: 'GPU' },
+      ]);
+  }
+  const bytes = (await usedMemory(admin)) - before;
+  await ix.close();
+  return round(bytes / n);
+}
+
+interface MemoryFigures {
+  entries: number;
+  distinctBlocks: number;
+  blockKeysInRedis: number;
+  meanPodsPerBlock: number;
+  usedMemoryDeltaBytes: number;
+  bytesPerEntry: number;
+  bytesPerBlockKey: number;
+}
+
+/** Fills a fresh database with the workload; returns the fill's throughput and the memory it took. */
+async function fillAndMeasure(url: string, admin: Redis, w: Workload, ttl: number) {
+  await admin.flushall();
+  const ix = new RedisKvIndex({
+    url,
+    keyPrefix: 'bench',
+    blockTtlSeconds: ttl,
+    lookupTimeoutMs: 5000,
+    commandTimeoutMs: 60_000,
+  });
+  for (const podId of PODS)
+    await ix.upsertPodState({ model: MODEL, podId }, { address: `${podId}:8000`, running: 2 });
+  await ix.lookup(MODEL, []); // scripts loaded, pod keys written: the baseline holds everything but blocks
+  await ix.apply({ model: MODEL, podId: PODS[0]! }, [{ op: 'clear' }]);
+  const before = await usedMemory(admin);
+  const f = await fill(ix, w);
+  const bytes = (await usedMemory(admin)) - before;
+  const blockKeysInRedis = (await admin.dbsize()) - 2 - PODS.length;
+  const memory: MemoryFigures = {
+    entries: w.entries,
+    distinctBlocks: w.distinctBlocks,
+    blockKeysInRedis,
+    meanPodsPerBlock: round(w.entries / w.distinctBlocks, 2),
+    usedMemoryDeltaBytes: bytes,
+    bytesPerEntry: round(bytes / w.entries),
+    bytesPerBlockKey: round(bytes / blockKeysInRedis),
+  };
+  const applyFill = {
+    ops: f.ops,
+    calls: f.calls,
+    seconds: round(f.seconds, 3),
+    opsPerSecond: Math.round(f.ops / f.seconds),
+  };
+  return { ix, memory, applyFill };
+}
+
+async function main(): Promise<void> {
+  const t0 = performance.now();
+  const loadStart = loadavg()[0]!;
+  const w = buildWorkload();
+  const { url, admin, proc, version } = await startRedisServer();
+  try {
+    const noTtl = await fillAndMeasure(url, admin, w, 0);
+    await noTtl.ix.close();
+    const withTtl = await fillAndMeasure(url, admin, w, 86_400);
+    const c = await churn(withTtl.ix, w);
+    const applyChurn = {
+      ops: c.ops,
+      seconds: round(c.seconds, 3),
+      opsPerSecond: Math.round(c.ops / c.seconds),
+    };
+    const lookup = await lookups(withTtl.ix, admin, lookupPrompts(w));
+    await withTtl.ix.close();
+    const trivialUsec = await trivialEvalshaUsec(admin);
+    const worst = {
+      withTtl: await worstCaseBytes(url, admin, 86_400),
+      noTtl: await worstCaseBytes(url, admin, 0),
+    };
+    const out = {
+      bench: 'index',
+      date: new Date().toISOString(),
+      redisVersion: version,
+      node: process.version,
+      loadAverage1m: { start: round(loadStart, 2), end: round(loadavg()[0]!, 2) },
+      trivialEvalshaServerUsecP50: trivialUsec,
+      workload: {
+        model: MODEL,
+        pods: PODS.length,
+        blockSize: BLOCK,
+        systemPromptTokens: SYSTEM_PROMPTS,
+        conversations: w.conversations.length,
+        batchKeys: BATCH_KEYS,
+        lookupBlocks: LOOKUP_BLOCKS,
+      },
+      withTtl: {
+        blockTtlSeconds: 86_400,
+        memory: withTtl.memory,
+        applyFill: withTtl.applyFill,
+        applyChurn,
+        lookup,
+      },
+      noTtl: { memory: noTtl.memory, applyFill: noTtl.applyFill },
+      worstCaseBytesPerEntry: worst,
+      targets: { serverUsecPerLookup: 200, bytesPerEntry: 120 },
+      cpus: cpus().length,
+      wallSeconds: round((performance.now() - t0) / 1000),
+    };
+    mkdirSync('bench/results', { recursive: true });
+    writeFileSync('bench/results/index.json', `${JSON.stringify(out, null, 2)}\n`);
+    console.log(
+      `Redis ${version}, ${PODS.length} pods, ${w.entries} (block, pod) entries on ${w.distinctBlocks} blocks; ` +
+        `load average ${out.loadAverage1m.start} → ${out.loadAverage1m.end} on ${cpus().length} CPUs`,
+    );
+    console.table({
+      'lookup round trip p50 (ms)': lookup.roundTripMs.p50,
+      'lookup round trip p99 (ms)': lookup.roundTripMs.p99,
+      'lookup Redis time p50 (µs)': lookup.serverUsec.p50,
+      'lookup Redis time p99 (µs)': lookup.serverUsec.p99,
+      'lookup Redis time mean (µs)': lookup.serverUsec.commandstatsMean,
+      'empty EVALSHA Redis time p50 (µs)': trivialUsec,
+      'lookup mean best prefix (blocks)': lookup.meanBestPrefixBlocks,
+      'bytes/entry, TTL on': withTtl.memory.bytesPerEntry,
+      'bytes/entry, no TTL': noTtl.memory.bytesPerEntry,
+      'bytes/entry, no sharing, TTL on': worst.withTtl,
+      'bytes/entry, no sharing, no TTL': worst.noTtl,
+      'apply fill (block ops/s)': withTtl.applyFill.opsPerSecond,
+      'apply churn (block ops/s)': applyChurn.opsPerSecond,
+    });
+    console.log('wrote bench/results/index.json');
+  } finally {
+    admin.disconnect();
+    proc.kill('SIGTERM');
+  }
+}
+
+await main();
