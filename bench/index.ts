@@ -276,23 +276,32 @@ function lookupPrompts(w: Workload): { kind: string; keys: BlockKey[] }[] {
   return out;
 }
 
-/** Server time of each EVALSHA, from SLOWLOG with threshold 0 (commandstats only gives the mean). */
-async function withSlowlog<T>(
+/**
+ * Server time of each EVALSHA, from SLOWLOG with threshold 0 (commandstats only gives the mean). Redis 7
+ * also logs the commands a script runs, so the log is read and reset every `chunk` calls of `work`.
+ */
+async function withSlowlog(
   admin: Redis,
-  maxLen: number,
-  work: () => Promise<T>,
-): Promise<{ result: T; usec: number[] }> {
+  calls: number,
+  work: (i: number) => Promise<void>,
+  chunk = 200,
+): Promise<number[]> {
   await admin.config('SET', 'slowlog-log-slower-than', '0');
-  await admin.config('SET', 'slowlog-max-len', String(maxLen + 100));
+  await admin.config('SET', 'slowlog-max-len', '20000');
+  const usec: number[] = [];
+  const drain = async () => {
+    const log = (await admin.slowlog('GET', 20000)) as [number, number, number, (string | Buffer)[]][];
+    await admin.slowlog('RESET');
+    for (const e of log) if (String(e[3][0]).toLowerCase() === 'evalsha') usec.push(e[2]);
+  };
   await admin.slowlog('RESET');
-  const result = await work();
-  const log = (await admin.slowlog('GET', maxLen + 100)) as [number, number, number, (string | Buffer)[]][];
+  for (let i = 0; i < calls; i++) {
+    await work(i);
+    if ((i + 1) % chunk === 0) await drain();
+  }
+  await drain();
   await admin.config('SET', 'slowlog-log-slower-than', '10000');
-  const usec = log
-    .filter((e) => String(e[3][0]).toLowerCase() === 'evalsha')
-    .map((e) => e[2])
-    .sort((a, b) => a - b);
-  return { result, usec };
+  return usec.sort((a, b) => a - b);
 }
 
 async function lookups(ix: RedisKvIndex, admin: Redis, prompts: { kind: string; keys: BlockKey[] }[]) {
@@ -300,13 +309,11 @@ async function lookups(ix: RedisKvIndex, admin: Redis, prompts: { kind: string; 
   await admin.config('RESETSTAT');
   const rtt: number[] = [];
   let hitBlocks = 0;
-  const { usec } = await withSlowlog(admin, prompts.length, async () => {
-    for (const p of prompts) {
-      const t0 = performance.now();
-      const r = await ix.lookup(MODEL, p.keys);
-      rtt.push(performance.now() - t0);
-      hitBlocks += Math.max(...r.pods.map((x) => x.prefixBlocks.GPU));
-    }
+  const usec = await withSlowlog(admin, prompts.length, async (i) => {
+    const t0 = performance.now();
+    const r = await ix.lookup(MODEL, prompts[i]!.keys);
+    rtt.push(performance.now() - t0);
+    hitBlocks += Math.max(...r.pods.map((x) => x.prefixBlocks.GPU));
   });
   const server = await evalshaStats(admin);
   rtt.sort((a, b) => a - b);
@@ -325,6 +332,7 @@ async function lookups(ix: RedisKvIndex, admin: Redis, prompts: { kind: string; 
       p50: pct(usec, 50),
       p99: pct(usec, 99),
       slowlogMean: round(usec.reduce((a, b) => a + b, 0) / usec.length),
+      slowlogCount: usec.length,
       commandstatsMean: round(server.usecPerCall, 2),
       calls: server.calls,
     },
@@ -335,8 +343,8 @@ async function lookups(ix: RedisKvIndex, admin: Redis, prompts: { kind: string; 
 async function trivialEvalshaUsec(admin: Redis): Promise<number> {
   const sha = (await admin.script('LOAD', 'return 1')) as string;
   const arg = Buffer.alloc(LOOKUP_BLOCKS * 8, 7);
-  const { usec } = await withSlowlog(admin, 1000, async () => {
-    for (let i = 0; i < 1000; i++) await admin.evalsha(sha, 1, 'k', 'x', arg);
+  const usec = await withSlowlog(admin, 1000, async () => {
+    await admin.evalsha(sha, 1, 'k', 'x', arg);
   });
   return pct(usec, 50);
 }
@@ -350,7 +358,7 @@ async function worstCaseBytes(url: string, admin: Redis, ttl: number): Promise<n
   ]);
   await ix.lookup('warm-up', []);
   const before = await usedMemory(admin);
-  const n = 40_000;
+  const n = TARGET_ENTRIES; // as many entries as the realistic fill: same hash-table sizing
   const per = n / PODS.length;
   for (const podId of PODS) {
     const keys = blockKeys(tokens(per * BLOCK), BLOCK, SEED);

@@ -74,7 +74,7 @@ describe('differential harness self-test', () => {
     it(`catches an index that ${what}`, async () => {
       // Fixed seed: the self-test must be deterministic; the harness prints the seed of any failure.
       await expect(
-        assertSameAsReference(() => new MemoryKvIndex(), make, { numRuns: 300, seed: 42 }),
+        assertSameAsReference(() => new MemoryKvIndex(), make, { numRuns: 300, seed: 42, quiet: true }),
       ).rejects.toThrow(/differential test failed \(replay: KINF_DIFF_SEED=42\)[\s\S]*reference:/);
     });
   }

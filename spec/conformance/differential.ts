@@ -181,6 +181,8 @@ export async function compareOn(
 export interface DifferentialOptions {
   numRuns: number;
   seed?: number;
+  /** No console line on failure (the self-test expects failures); the error message has the seed anyway. */
+  quiet?: boolean;
 }
 
 /**
@@ -207,7 +209,7 @@ export async function assertSameAsReference(
     await fc.assert(property, { numRuns: opts.numRuns, seed });
   } catch (e) {
     const msg = `differential test failed (replay: KINF_DIFF_SEED=${seed})`;
-    console.error(msg);
+    if (!opts.quiet) console.error(msg);
     const cause = e instanceof Error && e.cause instanceof Error ? `\n${e.cause.message}` : '';
     throw new Error(`${msg}\n${e instanceof Error ? e.message : String(e)}${cause}`, { cause: e });
   }

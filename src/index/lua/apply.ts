@@ -17,7 +17,9 @@ import { LUA_ENTRY } from './entry.js';
  * pod no longer in KEYS[1], are dropped whenever a store or remove passes their block (lazy cleanup);
  * the TTL, refreshed on store (SET … EX), removes the rest. Two commands per block: GET, then SET or DEL.
  */
-export const APPLY_LUA = `${LUA_ENTRY}
+export const APPLY_LUA = `-- kinference apply. KEYS[1] = <base>pods, KEYS[2] = <base>seq; ARGV[1] = <base>, ARGV[2] = pod id,
+-- ARGV[3] = block TTL s, then (op, keys) pairs. Atomic as every script: lookups see all of a batch or none.
+${LUA_ENTRY}
 local base, pod_id, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local block = base .. '${KEY_SUFFIX.block}'
 local idx, epoch

@@ -21,7 +21,9 @@ import { LUA_ENTRY } from './entry.js';
  * front, and a binary search fetches its next three levels of bisection points in one MGET. Decoding is
  * memoised per distinct block value. A 1,000-block prompt costs a handful of MGETs whatever the pods.
  */
-export const LOOKUP_LUA = `${LUA_ENTRY}
+export const LOOKUP_LUA = `-- kinference lookup. KEYS[1] = <base>pods; ARGV[1] = <base>, ARGV[2] = block keys (8 bytes each).
+-- Read-only; atomic as every script: one consistent snapshot of pods, epochs, blocks and states.
+${LUA_ENTRY}
 local base = ARGV[1]
 local blob = ARGV[2]
 local n = math.floor(#blob / 8)

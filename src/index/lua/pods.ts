@@ -12,7 +12,9 @@ import { LUA_ENTRY } from './entry.js';
  * Atomic: index allocation and the first state write happen together, so a concurrent lookup never sees
  * a registered pod without an index, and two writers cannot hand out the same index.
  */
-export const UPSERT_POD_LUA = `${LUA_ENTRY}
+export const UPSERT_POD_LUA = `-- kinference upsert-pod. KEYS[1] = <base>pods, KEYS[2] = <base>seq; ARGV[1] = <base>,
+-- ARGV[2] = pod id, then state field/value pairs. Atomic: index allocation and first state write together.
+${LUA_ENTRY}
 local base, pod_id = ARGV[1], ARGV[2]
 local idx
 local ref = redis.call('HGET', KEYS[1], pod_id)
@@ -35,7 +37,9 @@ return tonumber(idx)
  * O(1): deletes the pod's index mapping and its state. Its block entries become stale at once (their
  * index is no longer live and is never handed out again), are dropped lazily by apply, and expire by TTL.
  */
-export const REMOVE_POD_LUA = `${LUA_ENTRY}
+export const REMOVE_POD_LUA = `-- kinference remove-pod. KEYS[1] = <base>pods; ARGV[1] = <base>, ARGV[2] = pod id.
+-- O(1) and atomic: mapping and state go together; the pod's blocks become stale at once.
+${LUA_ENTRY}
 local base, pod_id = ARGV[1], ARGV[2]
 local ref = redis.call('HGET', KEYS[1], pod_id)
 if not ref then return 0 end
