@@ -71,7 +71,10 @@ describe('parseVllmBatch', () => {
 
   it('decodes the worked example (tagged maps) into the same events, plus the newer optional fields', () => {
     const b = ok(readHexFixture('worked-example-map.hex'));
-    const [stored, removed] = expected.events as [Record<string, unknown>, Record<string, unknown>];
+    const [stored, removed] = expected.events as unknown as [
+      Record<string, unknown>,
+      Record<string, unknown>,
+    ];
     expect(b.events).toEqual([
       { ...stored, extraKeys: [null], groupIdx: 0, specKind: 'full_attention' },
       { ...removed, groupIdx: 0 },

@@ -55,6 +55,7 @@ export class KubernetesDiscovery implements Discovery {
     informer.on('update', emit);
     informer.on('delete', emit);
     informer.on('error', (err: unknown) => {
+      if (this.#stopped) return; // stop() aborts the watch, which reports an error
       // The informer stops on errors other than 410/timeouts; restart it after a pause.
       this.log.warn('kubernetes watch failed; restarting', { err });
       setTimeout(() => {
