@@ -28,11 +28,19 @@ export class FakeVllmPublisher {
 
   async bind(): Promise<this> {
     const host = this.opts.host ?? '127.0.0.1';
-    this.endpoint = `tcp://${host}:${await freePort()}`;
-    await this.pub.bind(this.endpoint);
+    return this.bindAt(
+      `tcp://${host}:${await freePort()}`,
+      this.router ? `tcp://${host}:${await freePort()}` : '',
+    );
+  }
+
+  /** Binds at given endpoints (e.g. port + rank, as a data-parallel vLLM does). */
+  async bindAt(endpoint: string, replayEndpoint: string): Promise<this> {
+    this.endpoint = endpoint;
+    await this.pub.bind(endpoint);
     if (this.router) {
-      this.replayEndpoint = `tcp://${host}:${await freePort()}`;
-      await this.router.bind(this.replayEndpoint);
+      this.replayEndpoint = replayEndpoint;
+      await this.router.bind(replayEndpoint);
       this.#loop = this.#serveReplay(this.router);
     }
     return this;

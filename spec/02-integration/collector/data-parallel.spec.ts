@@ -1,0 +1,90 @@
+import { createServer } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Collector } from '../../../src/collector/collector.js';
+import { createKvIndex } from '../../../src/index/index.js';
+import type { KvIndex } from '../../../src/index/kv-index.js';
+import { freePort } from '../../helpers/ports.js';
+import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
+import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
+import {
+  BS,
+  MODEL,
+  cachedBlocks,
+  freshTokens,
+  startCollector,
+  waitCached,
+  waitSubscribed,
+} from '../../helpers/collector/collector-harness.js';
+
+/** Two consecutive free ports (vLLM's rank r publishes on port + r). */
+async function portPair(): Promise<number> {
+  for (;;) {
+    const p = await freePort();
+    const nextFree = await new Promise<boolean>((resolve) => {
+      const s = createServer();
+      s.once('error', () => resolve(false));
+      s.listen(p + 1, '127.0.0.1', () => s.close(() => resolve(true)));
+    });
+    if (nextFree) return p;
+  }
+}
+
+describe('data-parallel pods: one stream and one index entry per rank', () => {
+  let redis: TestRedis;
+  let index: KvIndex;
+  let ranks: FakeVllmPublisher[];
+  let collector: Collector;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kdp' });
+    const [kv, rep] = [await portPair(), await portPair()];
+    ranks = await Promise.all(
+      [0, 1].map((r) =>
+        new FakeVllmPublisher({ format: 'map', dpRank: r }).bindAt(
+          `tcp://127.0.0.1:${kv + r}`,
+          `tcp://127.0.0.1:${rep + r}`,
+        ),
+      ),
+    );
+    collector = startCollector(index, [
+      {
+        id: 'pod-dp',
+        model: MODEL,
+        address: '127.0.0.1:18050',
+        kv_events: `tcp://127.0.0.1:${kv}`,
+        kv_events_replay: `tcp://127.0.0.1:${rep}`,
+        data_parallel_size: 2,
+      },
+    ]);
+    await collector.start();
+    await waitSubscribed(ranks[0]!, () => collector.worker('pod-dp@dp0'));
+    await waitSubscribed(ranks[1]!, () => collector.worker('pod-dp@dp1'));
+  });
+
+  afterAll(async () => {
+    await collector?.stop();
+    for (const r of ranks ?? []) await r.close();
+    await index?.close();
+    await redis?.stop();
+  });
+
+  it('indexes each rank as <id>@dp<r> at the pod address, from port + rank', async () => {
+    const t0 = freshTokens(2);
+    const t1 = freshTokens(3);
+    await ranks[0]!.publish([
+      { type: 'BlockStored', hashes: [1n, 2n], parent: null, tokens: t0, blockSize: BS },
+    ]);
+    await ranks[1]!.publish([
+      { type: 'BlockStored', hashes: [1n, 2n, 3n], parent: null, tokens: t1, blockSize: BS },
+    ]);
+    await waitCached(index, 'pod-dp@dp0', t0, 2);
+    await waitCached(index, 'pod-dp@dp1', t1, 3);
+    expect(await cachedBlocks(index, 'pod-dp@dp1', t0)).toBe(0);
+    expect((await index.listPods(MODEL)).map((p) => [p.podId, p.address])).toEqual([
+      ['pod-dp@dp0', '127.0.0.1:18050'],
+      ['pod-dp@dp1', '127.0.0.1:18050'],
+    ]);
+    expect(collector.worker('pod-dp@dp1')!.stats.dpRankMismatches).toBe(0);
+  });
+});
