@@ -10,7 +10,10 @@ import { SEED_SCHEDULE } from './lib/schedule.js';
 const argv = process.argv.slice(2);
 const { schedule, workers } = scheduleFromArgs({ ...SEED_SCHEDULE, name: 'des' }, argv);
 const out = await runBench(schedule, {
-  command: ['npm run bench:des --', ...argv].join(' '),
+  command: (import.meta.url.endsWith('.ts')
+    ? ['npx tsx bench/des.ts', ...argv]
+    : ['npm run bench:des --', ...argv]
+  ).join(' '),
   workers,
   progress: true,
   resultsDir: 'bench/results',

@@ -10,7 +10,11 @@ import { SEED_SCHEDULE } from './lib/schedule.js';
 const argv = process.argv.slice(2);
 const { schedule, workers } = scheduleFromArgs(SEED_SCHEDULE, argv);
 const out = await runBench(schedule, {
-  command: ['npm run bench:seed', ...(argv.length ? ['--', ...argv] : [])].join(' '),
+  // The exact command: the npm script runs the compiled file; tsx runs this source directly.
+  command: (import.meta.url.endsWith('.ts')
+    ? ['npx tsx bench/seed.ts', ...argv]
+    : ['npm run bench:seed', ...(argv.length ? ['--', ...argv] : [])]
+  ).join(' '),
   workers,
   progress: true,
   resultsDir: 'bench/results',

@@ -34,6 +34,9 @@ export async function runSchedule(
           format: ' {bar} {value}/{total} cells | {eta_formatted} left | {cell}',
           hideCursor: true,
           etaBuffer: 20,
+          // Also when stderr is a file or pipe (CI logs): a line every 30 s instead of a redraw.
+          noTTYOutput: true,
+          notTTYSchedule: 30_000,
         },
         cliProgress.Presets.shades_classic,
       )

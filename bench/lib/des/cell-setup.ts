@@ -31,7 +31,7 @@ export async function runArmCell(opts: {
   seed: number;
   trial: number;
   onProgress?: (virtualMs: number) => void;
-}): Promise<CellResult & { fallbacks?: Record<string, number> }> {
+}): Promise<CellResult & { fallbacks?: Record<string, number>; indexStats?: Record<string, number> }> {
   const { fleet, model, seed, trial } = opts;
   // Same pod seeds for every arm of a trial: the arms differ only in routing.
   const pods = Array.from(
@@ -105,5 +105,11 @@ export async function runArmCell(opts: {
       opts.onProgress?.(t);
     },
   });
-  return fallbacks ? { ...result, fallbacks: Object.fromEntries(fallbacks) } : result;
+  if (!fallbacks || !feed) return result;
+  const indexStats = {
+    indexedBlocks: feed.counters.indexedBlocks,
+    unindexedBlocks: feed.counters.unindexedBlocks,
+    decodeErrors: feed.decodeErrors,
+  };
+  return { ...result, fallbacks: Object.fromEntries(fallbacks), indexStats };
 }

@@ -1,47 +1,14 @@
 import type { KvCacheEvent } from '../../../emulator/engine/types.js';
-import type { KvEvent } from '../../../src/collector/events.js';
+import { encodeKvEventBatch } from '../../../emulator/wire/kv-event-batch.js';
 import { KeyMapper, newMapperCounters, type MapperCounters } from '../../../src/collector/key-mapper.js';
-import type { VllmBlockHash } from '../../../src/core/types.js';
+import { parseVllmBatch } from '../../../src/collector/wire/vllm-events.js';
 import type { KvIndex } from '../../../src/index/kv-index.js';
 import type { SimPod } from './pod.js';
 
 /**
- * The engine's KV events as the collector's decoder would hand them over (collector/events.ts domain
- * events): the fields the emulator publishes in vLLM's map encoding. The engine's hash is opaque to the
- * collector, exactly as vLLM's is.
- */
-export function toCollectorEvents(events: readonly KvCacheEvent[]): KvEvent[] {
-  return events.map((e): KvEvent => {
-    switch (e.type) {
-      case 'BlockStored':
-        return {
-          kind: 'stored',
-          hashes: e.blockHashes as unknown as VllmBlockHash[],
-          parent: e.parentBlockHash as unknown as VllmBlockHash | null,
-          tokenIds: e.tokenIds,
-          blockSize: e.blockSize,
-          loraName: e.loraName,
-          loraNameMissing: false,
-          tier: 'GPU',
-          extraKeys: e.extraKeys.map((x) => (x === null ? null : { strings: [...x], opaque: false })),
-          groupIdx: 0,
-          specKind: 'full_attention',
-        };
-      case 'BlockRemoved':
-        return {
-          kind: 'removed',
-          hashes: e.blockHashes as unknown as VllmBlockHash[],
-          tier: 'GPU',
-          groupIdx: 0,
-        };
-      case 'AllBlocksCleared':
-        return { kind: 'cleared' };
-    }
-  });
-}
-
-/**
- * The collector's write path in virtual time: per-pod KeyMapper (our keys from token_ids, chained through
+ * The collector's write path in virtual time: each step's KV events are encoded exactly as the emulator
+ * publishes them (vLLM's msgpack map encoding, uint64 hashes), decoded by the collector's wire decoder,
+ * then the per-pod KeyMapper (our keys from token_ids, chained through
  * the vLLM-hash → key map) → index.apply, plus the metrics scrape → upsertPodState. The router reads only
  * this index, so it sees what a real deployment sees: KV events after the event-path delay, load only as
  * of the last scrape.
@@ -49,6 +16,7 @@ export function toCollectorEvents(events: readonly KvCacheEvent[]): KvEvent[] {
 export class CollectorFeed {
   readonly #mappers = new Map<string, KeyMapper>();
   readonly counters: MapperCounters = newMapperCounters();
+  decodeErrors = 0;
 
   constructor(
     readonly index: KvIndex,
@@ -66,7 +34,12 @@ export class CollectorFeed {
   async applyKvBatch(podId: string, events: readonly KvCacheEvent[], nowMs: number): Promise<void> {
     let m = this.#mappers.get(podId);
     if (!m) this.#mappers.set(podId, (m = new KeyMapper(this.model, this.blockSize, 1_000_000)));
-    const ops = m.toOps(toCollectorEvents(events), this.counters);
+    const parsed = parseVllmBatch(encodeKvEventBatch(nowMs / 1000, events, { format: 'map' }));
+    if (!parsed.ok) {
+      this.decodeErrors++;
+      return;
+    }
+    const ops = m.toOps(parsed.batch.events, this.counters);
     const ref = { model: this.model, podId };
     if (ops.length) await this.index.apply(ref, ops);
     await this.index.upsertPodState(ref, { lastEventAtMs: nowMs });

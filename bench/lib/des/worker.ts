@@ -20,6 +20,8 @@ export interface CellOutput {
   wallMs: number;
   pods: { id: string; steps: number; busyMs: number; preemptions: number; requests: number }[];
   fallbacks: Record<string, number>;
+  /** Kinference arm: blocks the collector path indexed / could not index, wire decode errors. */
+  indexStats: Record<string, number>;
 }
 
 export function fleetOf(s: BenchSchedule, m: ModelSetup): FleetSpec {
@@ -63,6 +65,7 @@ export async function runSpec(
     wallMs: r.wallMs,
     pods: r.pods,
     fallbacks: r.fallbacks ?? {},
+    indexStats: r.indexStats ?? {},
   };
 }
 

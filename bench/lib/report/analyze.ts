@@ -38,6 +38,7 @@ export interface CellGroup {
   hitRate: number;
   wallMs: number;
   fallbacks: Record<string, number>;
+  indexStats: Record<string, number>;
 }
 
 export interface Comparison {
@@ -116,6 +117,9 @@ export function analyze(
     const fallbacks: Record<string, number> = {};
     for (const c of list)
       for (const [r, n] of Object.entries(c.fallbacks)) fallbacks[r] = (fallbacks[r] ?? 0) + n;
+    const indexStats: Record<string, number> = {};
+    for (const c of list)
+      for (const [r, n] of Object.entries(c.indexStats)) indexStats[r] = (indexStats[r] ?? 0) + n;
     groups.push({
       workload,
       profile,
@@ -134,6 +138,7 @@ export function analyze(
         : Number.NaN,
       wallMs: list.reduce((n, c) => n + c.wallMs, 0),
       fallbacks,
+      indexStats,
     });
   }
 

@@ -11,6 +11,19 @@ export interface PreparedRequest {
   firstMessageText: string;
 }
 
+/** The OpenAI chat body GuideLLM sends for a turn (output_tokens set: max_tokens, ignore_eos, usage). */
+export function chatBody(t: Turn, model: string): string {
+  return JSON.stringify({
+    model,
+    messages: t.messages,
+    max_tokens: t.conv.outputTokens,
+    ignore_eos: true,
+    stop: null,
+    stream: true,
+    stream_options: { include_usage: true, continuous_usage_stats: true },
+  });
+}
+
 /**
  * GuideLLM's request body with output_tokens set (bench.md §1.5): max_tokens=N, ignore_eos, stream with
  * usage. Prompt ids come from the same chat template and tokenizer the pods use (vLLM renders and
@@ -23,15 +36,7 @@ export async function prepareRequest(
   tokenizer: PromptTokenizer,
 ): Promise<PreparedRequest> {
   const maxTokens = t.conv.outputTokens;
-  const body = JSON.stringify({
-    model,
-    messages: t.messages,
-    max_tokens: maxTokens,
-    ignore_eos: true,
-    stop: null,
-    stream: true,
-    stream_options: { include_usage: true, continuous_usage_stats: true },
-  });
+  const body = chatBody(t, model);
   const chat: ChatRequest = {
     model,
     messages: t.messages,

@@ -1,0 +1,211 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { freeLoopbackPort, startRedisServer, type RedisServer } from '../../../src/util/redis-server.js';
+import type { ModelSetup } from '../setup.js';
+
+/** The whole live fleet on loopback: Redis, N emulated pods, the collector, the Kong stand-in with the plugin. */
+export interface LiveStack {
+  pods: { id: string; host: string; port: number }[];
+  gateway: { host: string; port: number };
+  redis: RedisServer;
+  dir: string;
+  stop(): Promise<void>;
+}
+
+export interface LiveStackOptions {
+  pods: number;
+  profile: string;
+  kvCapacityTokens: number;
+  timeScale: number;
+  seed: number;
+  /** Collector scrape interval in virtual ms (divided by the time scale). */
+  scrapeIntervalMs: number;
+  model: ModelSetup;
+  /** Path of bin/kinference.js (runs the built CLI). */
+  cli: string;
+}
+
+function get(host: string, port: number, path: string): Promise<number> {
+  return new Promise((resolve) => {
+    const req = request({ host, port, path, method: 'GET', timeout: 1000 }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', () => resolve(0));
+    req.on('timeout', () => req.destroy());
+    req.end();
+  });
+}
+
+async function until(
+  what: string,
+  ok: () => Promise<boolean>,
+  timeoutMs: number,
+  procs: ChildProcess[],
+): Promise<void> {
+  const t0 = Date.now();
+  for (;;) {
+    if (await ok()) return;
+    const dead = procs.find((p) => p.exitCode !== null);
+    if (dead) throw new Error(`${what}: ${dead.spawnargs.join(' ')} exited with ${dead.exitCode}`);
+    if (Date.now() - t0 > timeoutMs) throw new Error(`${what}: not ready after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+export async function startLiveStack(o: LiveStackOptions): Promise<LiveStack> {
+  const dir = mkdtempSync(join(tmpdir(), 'kinf-live-'));
+  const redis = await startRedisServer();
+  const procs: ChildProcess[] = [];
+  const stop = async (): Promise<void> => {
+    await Promise.all(
+      procs.map(
+        (p) =>
+          new Promise<void>((resolve) => {
+            if (p.exitCode !== null || p.signalCode !== null) return resolve();
+            const t = setTimeout(() => p.kill('SIGKILL'), 5000);
+            p.once('exit', () => {
+              clearTimeout(t);
+              resolve();
+            });
+            p.kill('SIGTERM');
+          }),
+      ),
+    );
+    await redis.stop();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    const pods: { id: string; host: string; port: number; kv: number }[] = [];
+    for (let i = 0; i < o.pods; i++)
+      pods.push({
+        id: `pod-${i}`,
+        host: '127.0.0.1',
+        port: await freeLoopbackPort(),
+        kv: await freeLoopbackPort(),
+      });
+    const collectorPort = await freeLoopbackPort();
+    const gatewayPort = await freeLoopbackPort();
+    const fleet = {
+      redis_url: redis.url,
+      models: {
+        [o.model.model]: {
+          tokenizer: o.model.tokenizerSpec,
+          chat_template: o.model.templateSpec,
+          block_size: 16,
+        },
+      },
+      pods: pods.map((p) => ({
+        id: p.id,
+        model: o.model.model,
+        address: `${p.host}:${p.port}`,
+        kv_events: `tcp://${p.host}:${p.kv}`,
+        metrics: `http://${p.host}:${p.port}/metrics`,
+      })),
+      collector: {
+        listen: `127.0.0.1:${collectorPort}`,
+        scrape_interval_ms: Math.max(50, Math.round(o.scrapeIntervalMs / o.timeScale)),
+      },
+      emulator: {
+        profile: o.profile,
+        time_scale: o.timeScale,
+        kv_capacity_tokens: o.kvCapacityTokens,
+        seed: o.seed,
+      },
+    };
+    const kong = {
+      _format_version: '3.0',
+      services: [
+        {
+          name: 'vllm',
+          url: `http://${pods[0]!.host}:${pods[0]!.port}`,
+          retries: 0,
+          read_timeout: 600000,
+          routes: [
+            {
+              name: 'chat',
+              paths: ['/v1/chat/completions'],
+              methods: ['POST'],
+              strip_path: false,
+              response_buffering: false,
+              plugins: [
+                {
+                  name: 'kinference',
+                  config: {
+                    redis_url: redis.url,
+                    index: 'redis',
+                    tokenizer: o.model.tokenizerSpec,
+                    chat_template: o.model.templateSpec,
+                    block_size: 16,
+                    model_pods: { [o.model.model]: pods.map((p) => `${p.host}:${p.port}`) },
+                  },
+                },
+              ],
+            },
+          ],
+        },
+      ],
+    };
+    const fleetPath = join(dir, 'fleet.yaml');
+    const kongPath = join(dir, 'kong.yaml');
+    writeFileSync(fleetPath, stringify(fleet));
+    writeFileSync(kongPath, stringify(kong));
+    const run = (args: string[]): ChildProcess => {
+      const p = spawn(process.execPath, [o.cli, ...args], { stdio: ['ignore', 'ignore', 'inherit'] });
+      procs.push(p);
+      return p;
+    };
+    run(['emulator', '--config', fleetPath]);
+    await until(
+      'emulator',
+      async () =>
+        (await Promise.all(pods.map((p) => get(p.host, p.port, '/health')))).every((s) => s === 200),
+      60_000,
+      procs,
+    );
+    run(['collector', '--config', fleetPath]);
+    await until(
+      'collector',
+      async () => (await get('127.0.0.1', collectorPort, '/healthz')) === 200,
+      60_000,
+      procs,
+    );
+    run(['gateway', '--kong-config', kongPath, '--listen', `127.0.0.1:${gatewayPort}`, '--prefix', dir]);
+    // Any HTTP answer means the proxy listens (a GET on the POST-only route is 404).
+    await until('gateway', async () => (await get('127.0.0.1', gatewayPort, '/')) > 0, 60_000, procs);
+    return {
+      pods: pods.map(({ id, host, port }) => ({ id, host, port })),
+      gateway: { host: '127.0.0.1', port: gatewayPort },
+      redis,
+      dir,
+      stop,
+    };
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+}
+
+/** POST /reset_prefix_cache on every pod (vLLM answers 200 once no request holds blocks). */
+export async function resetPrefixCaches(stack: LiveStack): Promise<void> {
+  for (const p of stack.pods)
+    for (let i = 0; i < 100; i++) {
+      const status = await new Promise<number>((resolve) => {
+        const req = request(
+          { host: p.host, port: p.port, path: '/reset_prefix_cache', method: 'POST' },
+          (res) => {
+            res.resume();
+            res.on('end', () => resolve(res.statusCode ?? 0));
+          },
+        );
+        req.on('error', () => resolve(0));
+        req.end();
+      });
+      if (status === 200) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+}

@@ -1,0 +1,123 @@
+/**
+ * `npm run bench:live`: the same cell run twice — in virtual time (DES) and against real processes (Redis,
+ * `kinference emulator` pods time-scaled, `kinference collector`, `kinference gateway` with the plugin in the
+ * real kong-js-pluginserver) — for random and kinference, to show the two modes agree within noise.
+ * Writes bench/results/live.{json,md}.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { runSpec } from './lib/des/worker.js';
+import { compareModes, type ArmAgreement } from './lib/live/agreement.js';
+import { runLiveCell, type LiveArm } from './lib/live/run-live-cell.js';
+import { resetPrefixCaches, startLiveStack } from './lib/live/stack.js';
+import { SEED_SCHEDULE } from './lib/schedule.js';
+import { loadModelSetup } from './lib/setup.js';
+import type { Profile, WorkloadName } from './lib/types.js';
+import { WorkloadFactory } from './lib/workload/workloads.js';
+
+const { values } = parseArgs({
+  options: {
+    workload: { type: 'string', default: 'multiturn' },
+    'time-scale': { type: 'string', default: '2' },
+    'measure-s': { type: 'string', default: '150' },
+    trial: { type: 'string', default: '0' },
+  },
+});
+const workload = values.workload as WorkloadName;
+const timeScale = Number(values['time-scale']);
+const trial = Number(values.trial);
+const s = SEED_SCHEDULE;
+const profile: Extract<Profile, { kind: 'poisson' }> = {
+  kind: 'poisson',
+  rate: s.poissonRate[workload],
+  warmupS: 60,
+  measureS: Number(values['measure-s']),
+  cooldownS: 20,
+};
+const command = `npm run bench:live -- ${process.argv.slice(2).join(' ')}`.trim();
+const model = await loadModelSetup();
+const cli = fileURLToPath(new URL('../../bin/kinference.js', import.meta.url));
+const arms: LiveArm[] = ['random', 'kinference'];
+
+const results: ArmAgreement[] = [];
+const wall: Record<string, { des: number; live: number }> = {};
+const stack = await startLiveStack({
+  pods: s.pods,
+  profile: s.emulatorProfile,
+  kvCapacityTokens: s.kvCapacityTokens,
+  timeScale,
+  seed: s.seed,
+  scrapeIntervalMs: s.latency.scrapeIntervalMs,
+  model,
+  cli,
+});
+try {
+  for (const arm of arms) {
+    await resetPrefixCaches(stack);
+    console.error(
+      `live: ${workload} ${arm} (${((profile.warmupS + profile.measureS + profile.cooldownS) / timeScale) | 0} s)…`,
+    );
+    const live = await runLiveCell({
+      arm,
+      stack,
+      factory: new WorkloadFactory(workload, s.shapes, model.synth, s.seed, trial),
+      profile,
+      timeScale,
+      model,
+      seed: s.seed,
+      trial,
+    });
+    console.error(`des: ${workload} ${arm}…`);
+    const des = await runSpec(s, model, { id: 0, workload, profile, arm, trial });
+    results.push(compareModes(arm, des, live, s.bootstrapResamples, s.seed));
+    wall[arm] = { des: des.wallMs, live: live.wallMs };
+  }
+} finally {
+  await stack.stop();
+}
+
+const f = (ms: number): string => (ms / 1000).toFixed(2);
+const pct = (x: number): string => `${x >= 0 ? '+' : '−'}${Math.abs(x * 100).toFixed(1)}%`;
+const L = [
+  '# Kinference benchmark: live vs discrete-event agreement',
+  '',
+  `Command: \`${command}\`  `,
+  `Cell: ${workload}, Poisson ${profile.rate}/s (virtual), windows ${profile.warmupS}/${profile.measureS}/${profile.cooldownS} s, seed ${s.seed}, trial ${trial}. ` +
+    `Live: Redis + ${s.pods} \`kinference emulator\` pods at time_scale ${timeScale} + \`kinference collector\` + \`kinference gateway\` (plugin in kong-js-pluginserver); ` +
+    `client timestamps × ${timeScale}. random = client picks a pod uniformly (kube-proxy); kinference = through the gateway.`,
+  '',
+  '| arm | metric | DES | live | live vs DES | 95% CI | agree |',
+  '|---|---|---|---|---|---|---|',
+];
+for (const r of results) {
+  for (const q of ['median', 'p95'] as const)
+    L.push(
+      `| ${r.arm} | TTFT ${q} (s) | ${f(r.ttft[q].baseline)} | ${f(r.ttft[q].treatment)} | ${pct(r.ttft[q].change)} | [${pct(r.ttft[q].ci95[0])}, ${pct(r.ttft[q].ci95[1])}] | ${r.agree ? 'yes' : '**no**'} |`,
+    );
+  L.push(
+    `| ${r.arm} | ITL median (ms) | ${r.des.itl_ms.median.toFixed(1)} | ${r.live.itl_ms.median.toFixed(1)} | | | |`,
+  );
+  L.push(`| ${r.arm} | requests in window | ${r.desN} | ${r.liveN} | | | |`);
+}
+const byArm = (a: string): ArmAgreement | undefined => results.find((r) => r.arm === a);
+const kr = byArm('kinference');
+const rr = byArm('random');
+if (kr && rr) {
+  L.push('', 'kinference vs random, median TTFT:');
+  L.push(
+    `- DES: ${pct(kr.des.ttft_ms.median / rr.des.ttft_ms.median - 1)}; live: ${pct(kr.live.ttft_ms.median / rr.live.ttft_ms.median - 1)}`,
+  );
+}
+const md = L.join('\n');
+mkdirSync('bench/results', { recursive: true });
+writeFileSync('bench/results/live.md', md + '\n');
+writeFileSync(
+  'bench/results/live.json',
+  JSON.stringify(
+    { meta: { command, date: new Date().toISOString(), timeScale, workload, profile, trial, wall }, results },
+    null,
+    1,
+  ) + '\n',
+);
+console.log(md);

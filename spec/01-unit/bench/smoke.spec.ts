@@ -1,0 +1,46 @@
+import { describe, expect, it } from 'vitest';
+import { runBench } from '../../../bench/lib/main.js';
+import { SMOKE_SCHEDULE } from '../../../bench/lib/schedule.js';
+import { profileLabel } from '../../../bench/lib/types.js';
+
+// The CI configuration of the discrete-event benchmark: emulator engine, real router, collector key path.
+describe('bench:smoke (discrete-event, tiny schedule)', () => {
+  it('produces a complete, sane report', { timeout: 240_000 }, async () => {
+    const { results: r, markdown } = await runBench(SMOKE_SCHEDULE, {
+      command: 'vitest smoke',
+      workers: 0,
+      progress: false,
+    });
+    const s = r.schedule;
+    // One group per workload × profile × arm, each with measured requests.
+    expect(r.groups).toHaveLength(s.workloads.length * (1 + s.concurrency.length) * s.arms.length);
+    for (const g of r.groups) {
+      expect(g.requests).toBeGreaterThan(0);
+      expect(g.errored).toBe(0);
+      expect(g.summary.ttft_ms.median).toBeGreaterThan(0);
+      expect(g.summary.ttft_ms.percentiles.p95).toBeGreaterThanOrEqual(g.summary.ttft_ms.median);
+      expect(g.summary.itl_ms.median).toBeGreaterThan(10);
+    }
+    // Every non-random arm compared with random on every profile, CIs ordered.
+    expect(r.comparisons).toHaveLength(s.workloads.length * (1 + s.concurrency.length) * (s.arms.length - 1));
+    for (const c of r.comparisons) expect(c.ttft.median.ci95[0]).toBeLessThanOrEqual(c.ttft.median.ci95[1]);
+    for (const w of s.workloads) {
+      expect(r.slo[w].ttftMs).toBeGreaterThan(1000);
+      const lp = profileLabel({ kind: 'poisson', rate: s.poissonRate[w], ...s.latencyWindows });
+      const med = (arm: string): number =>
+        r.groups.find((g) => g.workload === w && g.profile === lp && g.arm === arm)!.summary.ttft_ms.median;
+      // The limit is never worse than random at the median.
+      expect(med('oracle')).toBeLessThanOrEqual(med('random') * 1.001);
+    }
+    // Multiturn: routing on the KV index finds the conversation's pod; random mostly does not.
+    const mt = profileLabel({ kind: 'poisson', rate: s.poissonRate.multiturn, ...s.latencyWindows });
+    const k = r.groups.find((g) => g.workload === 'multiturn' && g.profile === mt && g.arm === 'kinference')!;
+    const rnd = r.groups.find((g) => g.workload === 'multiturn' && g.profile === mt && g.arm === 'random')!;
+    expect(k.hitRate).toBeGreaterThan(rnd.hitRate);
+    expect(k.summary.ttft_ms.median).toBeLessThan(rnd.summary.ttft_ms.median);
+    expect(k.fallbacks).toEqual({});
+    expect(r.goodput.length).toBe(s.workloads.length * s.arms.length);
+    expect(r.cdf.length).toBe(s.workloads.length * s.arms.length);
+    expect(markdown).toContain('| target | wanted | measured | met |');
+  });
+});

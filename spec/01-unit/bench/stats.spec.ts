@@ -1,0 +1,181 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { bootstrapQuantileChange, bootstrapRateRatio } from '../../../bench/lib/stats/bootstrap.js';
+import { goodputPerMin, meetsSlo } from '../../../bench/lib/stats/goodput.js';
+import { inMeasureWindow, requestMetrics, summarizeRequests } from '../../../bench/lib/stats/metrics.js';
+import { percentile, summarize, weightedPercentile } from '../../../bench/lib/stats/percentile.js';
+import type { RequestRecord } from '../../../bench/lib/types.js';
+
+function rec(
+  p: Partial<RequestRecord> & { startMs: number; ttft: number; out?: number; itl?: number },
+): RequestRecord {
+  const out = p.out ?? 11;
+  const first = p.startMs + p.ttft;
+  const last = first + (out - 1) * (p.itl ?? 10);
+  return {
+    key: p.key ?? `k${p.startMs}`,
+    conversationId: 'c',
+    turnIndex: 0,
+    cluster: p.cluster ?? p.key ?? `k${p.startMs}`,
+    pod: 'pod-0',
+    status: p.status ?? 'successful',
+    startMs: p.startMs,
+    firstTokenMs: first,
+    lastTokenMs: last,
+    endMs: last + 1,
+    promptTokens: 100,
+    outputTokens: out,
+    cachedTokens: 0,
+  };
+}
+
+describe('nearest-rank percentiles (GuideLLM rule)', () => {
+  it('takes the lower middle value for an even-sized median and never interpolates', () => {
+    expect(percentile([4, 1, 3, 2], 0.5)).toBe(2);
+    expect(percentile([1, 2, 3], 0.5)).toBe(2);
+    expect(
+      percentile(
+        Array.from({ length: 100 }, (_, i) => i + 1),
+        0.95,
+      ),
+    ).toBe(95);
+    expect(percentile([7], 0.999)).toBe(7);
+    expect(Number.isNaN(percentile([], 0.5))).toBe(true);
+  });
+
+  it('weights move the percentile to where the cumulative weight reaches q', () => {
+    expect(
+      weightedPercentile(
+        [
+          { value: 1, weight: 1 },
+          { value: 10, weight: 3 },
+        ],
+        0.5,
+      ),
+    ).toBe(10);
+    expect(
+      weightedPercentile(
+        [
+          { value: 1, weight: 3 },
+          { value: 10, weight: 1 },
+        ],
+        0.5,
+      ),
+    ).toBe(1);
+    // Equal weights reproduce the unweighted rule.
+    expect(
+      weightedPercentile(
+        [4, 1, 3, 2].map((value) => ({ value, weight: 5 })),
+        0.5,
+      ),
+    ).toBe(2);
+  });
+
+  it('is a member of the sample and monotone in q', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.double({ min: -1e6, max: 1e6, noNaN: true }), { minLength: 1, maxLength: 60 }),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        (xs, a, b) => {
+          const [lo, hi] = a <= b ? [a, b] : [b, a];
+          const pl = percentile(xs, lo);
+          expect(xs).toContain(pl);
+          expect(pl).toBeLessThanOrEqual(percentile(xs, hi));
+        },
+      ),
+    );
+  });
+
+  it('summaries carry GuideLLM fields', () => {
+    const s = summarize([1, 2, 3, 4]);
+    expect(s).toMatchObject({ count: 4, mean: 2.5, median: 2, min: 1, max: 4, total_sum: 10 });
+    expect(s.percentiles.p99).toBe(4);
+  });
+});
+
+describe('GuideLLM request metrics', () => {
+  it('computes TTFT, ITL (excluding the first token), TPOT (including TTFT) and E2E', () => {
+    const r = rec({ startMs: 1000, ttft: 500, out: 11, itl: 20 });
+    expect(requestMetrics(r)).toEqual({ ttftMs: 500, itlMs: 20, tpotMs: (500 + 200) / 11, e2eMs: 701 });
+    expect(requestMetrics(rec({ startMs: 0, ttft: 5, out: 1 }))!.itlMs).toBeNull();
+    expect(requestMetrics({ ...r, status: 'incomplete' })).toBeNull();
+  });
+
+  it('counts a request when it overlaps the measure window', () => {
+    const r = rec({ startMs: 50, ttft: 20 });
+    expect(inMeasureWindow(r, 60, 300)).toBe(true); // started before, ended inside
+    expect(inMeasureWindow(rec({ startMs: 300, ttft: 5 }), 60, 300)).toBe(true);
+    expect(inMeasureWindow(rec({ startMs: 301, ttft: 5 }), 60, 300)).toBe(false);
+    expect(inMeasureWindow(rec({ startMs: 0, ttft: 5, out: 2 }), 60, 300)).toBe(false);
+  });
+
+  it('weights ITL by output_tokens − 1', () => {
+    const s = summarizeRequests([
+      rec({ startMs: 0, ttft: 1, out: 2, itl: 100 }),
+      rec({ startMs: 1, ttft: 1, out: 101, itl: 10 }),
+    ]);
+    expect(s.itl_ms.median).toBe(10);
+  });
+
+  it('goodput counts SLO-meeting completions inside the window, per minute', () => {
+    const slo = { ttftMs: 100, itlMs: 50, basis: 'test' };
+    const recs = [
+      rec({ startMs: 0, ttft: 50, out: 2 }), // ends at 61: inside [60, 120060]
+      rec({ startMs: 1000, ttft: 150 }), // TTFT too slow
+      rec({ startMs: 2000, ttft: 10, itl: 60 }), // ITL too slow
+      rec({ startMs: 200_000, ttft: 10 }), // ends after the window
+    ];
+    expect(meetsSlo(recs[0]!, slo)).toBe(true);
+    expect(goodputPerMin(recs, slo, 60, 120_060)).toBe(0.5);
+  });
+});
+
+describe('paired hierarchical bootstrap', () => {
+  const run = (shift: number, n: number, seed: number): RequestRecord[] =>
+    Array.from({ length: n }, (_, i) =>
+      rec({ startMs: i, key: `r${i}`, ttft: 1000 + ((i * 7919 + seed) % 997) + shift }),
+    );
+
+  it('finds no change between identical arms and a clear change when there is one', () => {
+    const A = [run(0, 200, 1), run(0, 200, 2)];
+    const same = bootstrapQuantileChange(A, A, (r) => requestMetrics(r)!.ttftMs, [0.5, 0.95], {
+      resamples: 300,
+      seed: 1,
+      paired: true,
+    });
+    for (const q of same) {
+      expect(q.change).toBe(0);
+      expect(q.ci95[0]).toBeLessThanOrEqual(0);
+      expect(q.ci95[1]).toBeGreaterThanOrEqual(0);
+    }
+    const B = [run(-500, 200, 1), run(-500, 200, 2)];
+    const [m] = bootstrapQuantileChange(A, B, (r) => requestMetrics(r)!.ttftMs, [0.5], {
+      resamples: 300,
+      seed: 1,
+      paired: true,
+    });
+    expect(m!.change).toBeLessThan(-0.2);
+    expect(m!.ci95[1]).toBeLessThan(0);
+    expect(m!.pNotBetter).toBe(0);
+  });
+
+  it('is reproducible for a seed and works unpaired', () => {
+    const A = [run(0, 50, 3)];
+    const B = [run(-100, 60, 4)];
+    const opts = { resamples: 200, seed: 9, paired: false };
+    const a = bootstrapQuantileChange(A, B, (r) => requestMetrics(r)!.ttftMs, [0.5], opts);
+    const b = bootstrapQuantileChange(A, B, (r) => requestMetrics(r)!.ttftMs, [0.5], opts);
+    expect(a).toEqual(b);
+  });
+
+  it('estimates rate ratios with a CI around the point estimate', () => {
+    const base = [Array.from({ length: 100 }, (_, i) => i % 4 === 0)];
+    const treat = [Array.from({ length: 100 }, (_, i) => i % 2 === 0)];
+    const r = bootstrapRateRatio(base, treat, 1, { resamples: 500, seed: 1 });
+    expect(r.ratio).toBe(2);
+    expect(r.ci95[0]!).toBeLessThan(2);
+    expect(r.ci95[1]!).toBeGreaterThan(2);
+    expect(bootstrapRateRatio([[false]], [[true]], 1, { resamples: 10, seed: 1 }).ratio).toBeNull();
+  });
+});
