@@ -48,6 +48,12 @@ export interface GatewayOptions {
   prefix?: string;
   logger?: Logger;
   rpcTimeoutMs?: number;
+  /**
+   * nginx client_body_buffer_size in bytes. Kong's default is 8k; deployments of this plugin must raise it to
+   * their largest body (docs/plugin.md), so the stand-in defaults to KONG_NGINX_HTTP_CLIENT_BODY_BUFFER_SIZE
+   * when set, else 8 MiB. Bodies above it make get_raw_body fail as in Kong (500).
+   */
+  clientBodyBufferBytes?: number;
   /** Called after every plugin event (tests count PDK round trips with it). */
   onEvent?: (e: GatewayEvent) => void;
   /**
@@ -98,6 +104,14 @@ function socketAccepts(path: string): Promise<boolean> {
     });
     s.once('error', () => resolve(false));
   });
+}
+
+/** nginx size syntax: 8k, 4m, 1g or bytes. */
+export function parseSize(v: string | undefined): number | undefined {
+  const m = /^\s*(\d+)\s*([kKmMgG]?)\s*$/.exec(v ?? '');
+  if (!m) return undefined;
+  const unit = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3 }[m[2]!.toLowerCase() as '' | 'k' | 'm' | 'g'];
+  return Number(m[1]) * unit;
 }
 
 function readBody(req: IncomingMessage): Promise<Buffer> {
@@ -205,6 +219,8 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     throw e;
   }
 
+  const bodyBufferBytes =
+    opts.clientBodyBufferBytes ?? parseSize(process.env.KONG_NGINX_HTTP_CLIENT_BODY_BUFFER_SIZE) ?? 8 << 20;
   const nodeId = randomUUID();
   const host = hostname();
   const pendingLogs = new Set<Promise<void>>();
@@ -286,6 +302,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
       httpVersion: Number(req.httpVersion),
       headers,
       body,
+      bodyBufferBytes,
       route: match.route,
       service: match.service,
       target: null,

@@ -134,6 +134,11 @@ export class StandInPdk implements PdkHandler {
     switch (method) {
       // ---- kong.request
       case 'kong.request.get_raw_body':
+        // The body went to a temp file: Lua returns nil, err and fix_raw(nil) raises while packing.
+        if (ctx.body.length > ctx.bodyBufferBytes)
+          throw new LuaError(
+            "request body did not fit into client body buffer, consider raising 'client_body_buffer_size'",
+          );
         return { kind: 'raw', value: ctx.body };
       case 'kong.request.get_header': {
         const name = luaStr(a[0]);

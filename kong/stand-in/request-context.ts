@@ -32,6 +32,11 @@ export interface RequestContext {
   /** Client request headers; kong.service.request.* change these (ngx.req.set_header), as in Kong. */
   headers: HeaderMap;
   body: Buffer;
+  /**
+   * nginx client_body_buffer_size: a larger body is spooled to a file, and kong.request.get_raw_body() then
+   * returns nil, which the msgpack bridge cannot pack (fix_raw) → a Lua error → 500.
+   */
+  bodyBufferBytes: number;
   route: RouteEntity;
   service: ServiceEntity;
   /** balancer_data host/port after kong.service.set_target; null = the service's own host. */

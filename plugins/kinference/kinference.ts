@@ -15,6 +15,7 @@ import { validateConfig } from '../../src/config/validate.js';
 import { getRouter } from '../../src/router/index.js';
 import { getDecisionTracer } from '../../src/telemetry/index.js';
 import { runAccess, type PhaseDeps } from './access.js';
+import { installBinaryJsonShortcut } from './kong-pdk-workaround.js';
 import { runLog } from './log-phase.js';
 import { logOnce } from './log-once.js';
 import { PendingDecisions } from './pending.js';
@@ -47,6 +48,7 @@ class KinferencePlugin {
 
   #phaseDeps(): PhaseDeps | null {
     if (this.#deps || !this.#config) return this.#deps;
+    installBinaryJsonShortcut();
     const config = this.#config;
     this.#deps = {
       config,

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { fixMultiMap, luaShape, stepMethodFor } from '../../../kong/stand-in/bridge.js';
 import { parseListen } from '../../../kong/stand-in/cli.js';
+import { parseSize } from '../../../kong/stand-in/gateway.js';
 
 describe("Kong's side of the bridge: value rules", () => {
   it('picks the Step method as mp_rpc.lua get_step_method does', () => {
@@ -24,6 +25,14 @@ describe("Kong's side of the bridge: value rules", () => {
     expect(luaShape([1, null, 'x'])).toEqual([1, null, 'x']);
     const bytes = new Uint8Array([1, 2]);
     expect(luaShape(bytes)).toBe(bytes);
+  });
+
+  it('parses nginx sizes', () => {
+    expect(parseSize('8k')).toBe(8192);
+    expect(parseSize('4m')).toBe(4 << 20);
+    expect(parseSize('100')).toBe(100);
+    expect(parseSize('x')).toBeUndefined();
+    expect(parseSize(undefined)).toBeUndefined();
   });
 
   it('parses --listen', () => {

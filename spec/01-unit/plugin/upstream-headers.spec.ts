@@ -25,7 +25,7 @@ const base: RouteOutcome = {
     totalMs: 1.23456,
   },
   shed: null,
-  reservedAtMs: 1,
+  reservationId: 1,
 };
 
 describe('upstream headers and the shed answer', () => {

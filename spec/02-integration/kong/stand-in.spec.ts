@@ -268,6 +268,35 @@ describe('Kong stand-in with the real plugin server', () => {
     expect(await after.json()).toMatchObject({ served_by: 'other' });
   });
 
+  it('a body larger than client_body_buffer_size makes get_raw_body fail: 500, as in Kong', async () => {
+    const p2 = mkdtempSync(join(tmpdir(), 'kinf-probe-buf-'));
+    const small = await startGateway({
+      kongConfig: {
+        _format_version: '3.0',
+        services: [{ name: 's', url: main.url, routes: [{ paths: ['/x'], plugins: [{ name: 'probe' }] }] }],
+      },
+      port: 0,
+      clientBodyBufferBytes: 1024,
+      pluginServers: [jsPluginServerDef('probe', PROBE_DIR, p2)],
+      logger: () => undefined,
+    });
+    try {
+      const ok = await fetch(`${small.url}/x`, {
+        method: 'POST',
+        body: JSON.stringify({ pad: 'x'.repeat(500) }),
+      });
+      expect(ok.status).toBe(200);
+      const big = await fetch(`${small.url}/x`, {
+        method: 'POST',
+        body: JSON.stringify({ pad: 'x'.repeat(2000) }),
+      });
+      expect(big.status).toBe(500);
+    } finally {
+      await small.close();
+      rmSync(p2, { recursive: true, force: true });
+    }
+  });
+
   it('rejects an invalid plugin config at start, with Kong-style field errors', async () => {
     const p2 = mkdtempSync(join(tmpdir(), 'kinf-probe-bad-'));
     try {

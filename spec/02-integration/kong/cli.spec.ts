@@ -1,0 +1,104 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadDeclarative, packageRoot, processPluginConfig } from '../../../kong/stand-in/index.js';
+import { toKongSchema } from '../../../src/config/to-kong-schema.js';
+import { PluginConfigSchema } from '../../../src/config/plugin-config.js';
+import { validateConfig } from '../../../src/config/validate.js';
+import { freePort, waitFor } from '../../helpers/ports.js';
+import { buildPlugin, kongConfigFor, type BuiltPlugin } from '../plugin/harness.js';
+import { startNamedUpstream, type TestServer } from './test-servers.js';
+
+/** `kinference gateway` as users run it: a kong.yaml file, a listen address, SIGTERM to stop. */
+
+let plugin: BuiltPlugin;
+let upstream: TestServer;
+let dir: string;
+let child: ChildProcess | null = null;
+
+beforeAll(async () => {
+  [plugin, upstream] = await Promise.all([buildPlugin(), startNamedUpstream('service')]);
+  dir = mkdtempSync(join(packageRoot(), '.tmp', 'cli-'));
+});
+
+afterAll(async () => {
+  if (child && child.exitCode === null) child.kill('SIGKILL');
+  await upstream?.close();
+  plugin?.cleanup();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('kinference gateway (CLI)', () => {
+  it('serves a kong.yaml through the plugin and stops cleanly on SIGTERM', async () => {
+    const yamlPath = join(dir, 'kong.yaml');
+    // index: memory, no pods known → the plugin leaves Kong's target: the service answers.
+    writeFileSync(
+      yamlPath,
+      stringify(kongConfigFor(upstream.url, { index: 'memory', expose_headers: true })),
+    );
+    const port = await freePort();
+    const proc = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        'src/cli/main.ts',
+        'gateway',
+        '--kong-config',
+        yamlPath,
+        '--listen',
+        `127.0.0.1:${port}`,
+        '--plugins-dir',
+        plugin.dir,
+      ],
+      { cwd: packageRoot(), stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    child = proc;
+    let stderr = '';
+    proc.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
+    await waitFor('gateway listening', () => stderr.includes('listening on'), 30_000);
+    const r = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+    });
+    expect(await r.json()).toMatchObject({ served_by: 'service' });
+    expect(upstream.requests.at(-1)!.headers['x-kinference-fallback']).toBe('no_pods_in_index');
+    const code = await new Promise<number | null>((resolve) => {
+      proc.once('exit', (c) => resolve(c));
+      proc.kill('SIGTERM');
+    });
+    expect(code).toBe(0);
+  });
+
+  it('fails with a clear message on a bad kong.yaml', async () => {
+    const yamlPath = join(dir, 'bad.yaml');
+    writeFileSync(yamlPath, '_format_version: "9.9"\n');
+    const proc = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'src/cli/main.ts', 'gateway', '--kong-config', yamlPath],
+      {
+        cwd: packageRoot(),
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    );
+    let stderr = '';
+    proc.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    const code = await new Promise<number | null>((resolve) => proc.once('exit', resolve));
+    expect(code).toBe(2);
+    expect(stderr).toMatch(/_format_version must be "3.0"/);
+  });
+
+  it("accepts the repository's kong/kong.yaml: it parses, and its plugin config passes Kong's and our checks", () => {
+    const cfg = loadDeclarative(join(packageRoot(), 'kong/kong.yaml'));
+    const k = cfg.plugins.filter((p) => p.name === 'kinference');
+    expect(k.length).toBeGreaterThan(0);
+    for (const p of k) {
+      const processed = processPluginConfig(toKongSchema(PluginConfigSchema), p.config);
+      expect(processed.ok ? [] : processed.errors).toEqual([]);
+      if (processed.ok)
+        expect(() => validateConfig(PluginConfigSchema, processed.config, 'kong.yaml')).not.toThrow();
+    }
+  });
+});
