@@ -4,6 +4,7 @@
  *   - lag:        a fixed 20k block events/s; event-to-index lag = apply() resolved − publisher ts;
  *   - throughput: offered loads stepped up; achieved = block events decoded and written to Redis / time
  *                 until every write queue drained; the collector's CPU use per wall second is reported.
+ *   - cpu-only:   decode + key pre-encoded batches on one thread, no ZMQ or Redis (per-core capacity).
  * Then memory: RSS, heap, and block-map entries (bounded by block_map_max_entries).
  * Prints a table and writes bench/results/collector.json. Run: npm run bench:collector
  */
@@ -14,6 +15,8 @@ import { fileURLToPath } from 'node:url';
 import { Packr } from 'msgpackr';
 import { Publisher, Router } from 'zeromq';
 import { Collector } from '../src/collector/collector.js';
+import { KeyMapper, newMapperCounters } from '../src/collector/key-mapper.js';
+import { parseVllmBatch } from '../src/collector/wire/vllm-events.js';
 import { StaticDiscovery } from '../src/collector/discovery/static.js';
 import { silentLogger } from '../src/collector/logger.js';
 import { CollectorSectionSchema } from '../src/config/collector-section.js';
@@ -197,6 +200,33 @@ async function publisherMain(): Promise<void> {
 // ---------------------------------------------------------------------------------------------------
 // Collector side.
 
+/**
+ * The collector's own per-core cost, without ZMQ or Redis: decode + key one stream's pre-encoded batches
+ * on this thread. Shows how much of one core the collector needs per block event.
+ */
+function cpuOnlyCapacity(): { blockEventsPerSec: number; batches: number; blockEvents: number } {
+  const packr = new Packr({ useRecords: false, useFloat32: 0 });
+  const sim = new SimPod(9, packr);
+  sim.pub.close();
+  sim.router.close();
+  const payloads: Buffer[] = [];
+  let blocks = 0;
+  for (let i = 0; i < 2000; i++) {
+    const st = sim.step(250);
+    blocks += st.blocks;
+    payloads.push(packr.pack([Date.now() / 1000 + 1e-7, st.events, 0]));
+  }
+  const mapper = new KeyMapper(MODEL, BS, 100_000);
+  const c = newMapperCounters();
+  const t0 = performance.now();
+  for (const p of payloads) {
+    const r = parseVllmBatch(p);
+    if (r.ok) mapper.toOps(r.batch.events, c);
+  }
+  const s = (performance.now() - t0) / 1000;
+  return { blockEventsPerSec: Math.round(blocks / s), batches: payloads.length, blockEvents: blocks };
+}
+
 function request<T>(child: ChildProcess, msg: Msg): Promise<T> {
   return new Promise((resolve) => {
     child.once('message', (r) => resolve(r as T));
@@ -299,6 +329,10 @@ async function main(): Promise<void> {
   const entries = (): number => [...workers()].reduce((a, w) => a + w.mapper.size, 0);
   const memory = [memorySnapshot('subscribed', entries())];
 
+  progress('cpu-only phase: decode + key on this thread');
+  cpuOnlyCapacity(); // warm-up (JIT)
+  const cpuOnly = cpuOnlyCapacity();
+
   // Phase 1: lag at a fixed 20k block events/s.
   progress(`lag phase: ${LAG_RATE} block events/s for ${LAG_SECONDS}s`);
   lags = [];
@@ -380,12 +414,15 @@ async function main(): Promise<void> {
     blockMapMaxEntriesPerPod: settings.block_map_max_entries,
     podCapacityBlocks: POD_CAPACITY_BLOCKS,
     lag,
+    cpuOnly,
     throughput,
     memory,
     skipped,
   };
   console.log('\nEvent-to-index lag at a fixed load');
   console.table([lag]);
+  console.log('Decode + key on one thread, no I/O (the collector’s own per-core capacity)');
+  console.table([cpuOnly]);
   console.log('Sustained ingest (block events decoded, keyed and written to Redis)');
   console.table(throughput);
   console.log('Memory after the run');

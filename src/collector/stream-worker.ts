@@ -155,9 +155,11 @@ export class StreamWorker {
     await this.#drainDone;
     const deadline = new Promise<false>((r) => setTimeout(() => r(false), flushTimeoutMs).unref());
     const flushed = await Promise.race([this.queue.drained().then(() => true as const), deadline]);
-    this.queue.close();
     await Promise.race([this.writer.settled(), deadline]);
-    this.writer.close();
+    // Nothing of this stream may land after stop() returns (a removed pod must stay removed); writes in
+    // flight are bounded by the index's command timeout.
+    await this.queue.close();
+    await this.writer.close();
     return flushed;
   }
 

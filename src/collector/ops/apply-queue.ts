@@ -43,6 +43,7 @@ export class ApplyQueue {
   #head = 0;
   #queuedOps = 0;
   #inFlight: QueuedBatch[] | null = null;
+  #inFlightDone: Promise<void> = Promise.resolve();
   #retry: QueuedBatch[] | null = null;
   #retryTimer: NodeJS.Timeout | null = null;
   #attempt = 0;
@@ -97,12 +98,14 @@ export class ApplyQueue {
     return new Promise((resolve) => this.#roomWaiters.push({ below, resolve }));
   }
 
-  close(): void {
+  /** Drops what is queued; resolves once a write already sent has settled (nothing lands after that). */
+  close(): Promise<void> {
     this.#closed = true;
     if (this.#retryTimer) clearTimeout(this.#retryTimer);
     this.#retryTimer = null;
     this.#dropAll();
     this.#wake();
+    return this.#inFlightDone;
   }
 
   #idle(): boolean {
@@ -164,7 +167,7 @@ export class ApplyQueue {
     let n = 0;
     for (const b of taken) n += countOps(b.ops);
     const t0 = performance.now();
-    this.index.apply(this.pod, ops).then(
+    this.#inFlightDone = this.index.apply(this.pod, ops).then(
       () => {
         this.#inFlight = null;
         if (this.#suspended || this.#closed) return this.#wake();

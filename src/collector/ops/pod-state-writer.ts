@@ -30,9 +30,11 @@ export class PodStateWriter {
     while (this.#inFlight !== null) await this.#inFlight;
   }
 
-  close(): void {
+  /** Drops pending patches; resolves once a write already sent has settled. */
+  async close(): Promise<void> {
     this.#closed = true;
     this.#pending = null;
+    await this.settled();
   }
 
   #flush(): void {
