@@ -43,6 +43,7 @@ export class ApplyQueue {
   #head = 0;
   #queuedOps = 0;
   #inFlight: QueuedBatch[] | null = null;
+  #inFlightOps = 0;
   #inFlightDone: Promise<void> = Promise.resolve();
   #retry: QueuedBatch[] | null = null;
   #retryTimer: NodeJS.Timeout | null = null;
@@ -166,6 +167,7 @@ export class ApplyQueue {
     const ops = mergeOps(taken.map((b) => b.ops));
     let n = 0;
     for (const b of taken) n += countOps(b.ops);
+    this.#inFlightOps = n;
     const t0 = performance.now();
     this.#inFlightDone = this.index.apply(this.pod, ops).then(
       () => {
@@ -196,9 +198,10 @@ export class ApplyQueue {
     return Math.min(this.opts.retryMaxMs, this.opts.retryMinMs * 2 ** Math.min(this.#attempt - 1, 16));
   }
 
+  /** Drops everything not yet sent (a write in flight may still land: it is not counted as dropped). */
   #dropAll(): { ops: number; batches: number } {
     const batches = this.queuedBatches - (this.#inFlight?.length ?? 0);
-    const ops = this.#queuedOps;
+    const ops = this.#queuedOps - (this.#inFlight ? this.#inFlightOps : 0);
     this.#pending = [];
     this.#head = 0;
     this.#retry = null;
