@@ -9,6 +9,7 @@ import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
 import {
   BS,
   MODEL,
+  cachedBlocks,
   freshTokens,
   startCollector,
   waitCached,
@@ -97,6 +98,50 @@ describe('collector resilience (real Redis, ZMQ, HTTP)', () => {
     expect(w().stats.droppedOps).toBeGreaterThan(0);
     const [state] = await index.listPods(MODEL);
     expect(state).toMatchObject({ podId: 'pod-r', address: '127.0.0.1:18010', resyncing: false });
+  });
+
+  it('a gap older than the replay buffer: clears the pod, keeps what the buffer still holds', async () => {
+    pub = await new FakeVllmPublisher({ format: 'array' }, { bufferSteps: 2 }).bind();
+    collector = startCollector(index, [
+      {
+        id: 'pod-p',
+        model: MODEL,
+        address: '127.0.0.1:18012',
+        kv_events: pub.endpoint,
+        kv_events_replay: pub.replayEndpoint,
+      },
+    ]);
+    await collector.start();
+    await waitSubscribed(pub, () => collector!.worker('pod-p'));
+    const before = freshTokens(2);
+    await pub.publish([
+      { type: 'BlockStored', hashes: hashes(2), parent: null, tokens: before, blockSize: BS },
+    ]);
+    await waitCached(index, 'pod-p', before, 2);
+
+    const lost = freshTokens(1);
+    await pub.publish(
+      [{ type: 'BlockStored', hashes: hashes(1), parent: null, tokens: lost, blockSize: BS }],
+      { drop: true },
+    );
+    for (let i = 0; i < 3; i++) await pub.publish([], { drop: true }); // pushes `lost` out of the 2-batch buffer
+    const kept = freshTokens(1);
+    await pub.publish(
+      [{ type: 'BlockStored', hashes: hashes(1), parent: null, tokens: kept, blockSize: BS }],
+      { drop: true },
+    );
+    const live = freshTokens(1);
+    await pub.publish([
+      { type: 'BlockStored', hashes: hashes(1), parent: null, tokens: live, blockSize: BS },
+    ]);
+
+    await waitCached(index, 'pod-p', live, 1);
+    const w = collector.worker('pod-p')!;
+    expect(w.stats.replays.partial).toBe(1);
+    expect(w.stats.podClears.gap).toBe(1);
+    expect(await cachedBlocks(index, 'pod-p', kept)).toBe(1); // in the buffer: replayed
+    expect(await cachedBlocks(index, 'pod-p', lost)).toBe(0); // gone from the buffer: never indexed
+    expect(await cachedBlocks(index, 'pod-p', before)).toBe(0); // may have been evicted meanwhile: cleared
   });
 
   it('scrapes /metrics into pod state; K failures → unhealthy, success → healthy; a new process start time → restart', async () => {
