@@ -37,8 +37,9 @@ export async function runLog(pdk: LogPdk, deps: PhaseDeps): Promise<void> {
   if (!p) return;
 
   const actualMs = s.latencies?.proxy;
+  // ngx.var.upstream_status lists every try ("502, 200"); the last one answered the client.
   const upstreamStatus =
-    s.upstream_status === undefined ? undefined : Number(s.upstream_status.split(/[ ,:]/)[0]);
+    s.upstream_status === undefined ? undefined : Number(String(s.upstream_status).split(',').pop()!.trim());
   const streaming = /^text\/event-stream/i.test(header(s.response?.headers, 'content-type') ?? '');
   const measured = typeof actualMs === 'number' && actualMs >= 0;
   // Non-streamed responses put the whole generation before the first byte: not a TTFT.

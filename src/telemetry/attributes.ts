@@ -11,7 +11,9 @@ export const SPAN_ROUTE = 'kinference.route' as const;
 /** The log-phase span (INTERNAL; child of kinference.route): the upstream's measured time to first byte. */
 export const SPAN_TTFT = 'kinference.ttft' as const;
 
-// --- OpenTelemetry semantic conventions (gen_ai, server, http) -------------------------------------------
+// --- OpenTelemetry semantic conventions (resource, gen_ai, server, http) -------------------------------------
+export const ATTR_SERVICE_NAME = 'service.name' as const;
+export const ATTR_SERVICE_VERSION = 'service.version' as const;
 /** `chat` for chat completions. */
 export const ATTR_GEN_AI_OPERATION_NAME = 'gen_ai.operation.name' as const;
 /** The model name the client asked for (a base model, or a LoRA adapter name). */

@@ -18,8 +18,7 @@ import {
   ParentBasedSampler,
   TraceIdRatioBasedSampler,
 } from '@opentelemetry/sdk-trace-base';
-import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
-import { SPAN_ROUTE, SPAN_TTFT } from './attributes.js';
+import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION, SPAN_ROUTE, SPAN_TTFT } from './attributes.js';
 
 /**
  * The plugin's OpenTelemetry: one SDK tracer provider per (endpoint, service, version, ratio), built on first
