@@ -29,7 +29,7 @@ export async function bundlePlugin(outRoot = join(ROOT, 'dist', 'plugins')) {
     outfile: join(dir, 'kinference.js'),
     bundle: true,
     platform: 'node',
-    target: 'node18',
+    target: 'node20',
     format: 'cjs',
     external: PLUGIN_EXTERNALS,
     logLevel: 'warning',
