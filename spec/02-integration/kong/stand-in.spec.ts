@@ -297,6 +297,30 @@ describe('Kong stand-in with the real plugin server', () => {
     }
   });
 
+  it('like Kong, answers 500 when no instance is cached and StartInstance cannot reach the server', async () => {
+    const p2 = mkdtempSync(join(tmpdir(), 'kinf-probe-start-'));
+    const gw2 = await startGateway({
+      kongConfig: {
+        _format_version: '3.0',
+        services: [{ name: 's', url: main.url, routes: [{ paths: ['/x'], plugins: [{ name: 'probe' }] }] }],
+      },
+      port: 0,
+      pluginServers: [jsPluginServerDef('probe', PROBE_DIR, p2)],
+      logger: () => undefined,
+    });
+    try {
+      const proc = gw2.plugins.get('probe')!.server;
+      await proc.kill('SIGKILL'); // before any request: no instance cached yet
+      const r = await fetch(`${gw2.url}/x`, { method: 'POST', body: '{}' });
+      expect(r.status).toBe(500); // get_instance_id raises in Kong (kong.md §2.3)
+      await gw2.pluginServersReady(10_000);
+      expect((await fetch(`${gw2.url}/x`, { method: 'POST', body: '{}' })).status).toBe(200);
+    } finally {
+      await gw2.close();
+      rmSync(p2, { recursive: true, force: true });
+    }
+  });
+
   it('rejects an invalid plugin config at start, with Kong-style field errors', async () => {
     const p2 = mkdtempSync(join(tmpdir(), 'kinf-probe-bad-'));
     try {
