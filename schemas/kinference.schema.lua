@@ -90,7 +90,7 @@ return {
             tokenizer = {
               type = "string",
               required = true,
-              default = "tiktoken:o200k_base",
+              default = "tiktoken:o200k_harmony",
               match_any = {
                 patterns = {
                   "^tiktoken:[a-z0-9_]+$",
@@ -98,14 +98,14 @@ return {
                 },
                 err = "must match ^(tiktoken:[a-z0-9_]+|hf:.+)$",
               },
-              description = "Tokenizer matching the served model: tiktoken:<encoding> or hf:<path to tokenizer.json>. Must match vLLM or nothing is ever cached.",
+              description = "Tokenizer matching the served model: tiktoken:<encoding> or hf:<path to tokenizer.json>. Must match vLLM or nothing is ever cached. The default fits gpt-oss.",
             },
           },
           {
             chat_template = {
               type = "string",
               required = true,
-              default = "chatml",
+              default = "harmony",
               match_any = {
                 patterns = {
                   "^chatml$",
@@ -116,7 +116,7 @@ return {
                 },
                 err = "must match ^(chatml|harmony|llama3|none|hf:.+)$",
               },
-              description = "Chat template matching the served model: chatml, harmony, llama3, none, or hf:<path to tokenizer_config.json>.",
+              description = "Chat template matching the served model: chatml, harmony, llama3, none, or hf:<path to tokenizer_config.json>. The default fits gpt-oss.",
             },
           },
           {

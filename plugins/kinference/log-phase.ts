@@ -44,7 +44,8 @@ export async function runLog(pdk: LogPdk, deps: PhaseDeps): Promise<void> {
   const measured = typeof actualMs === 'number' && actualMs >= 0;
   // Non-streamed responses put the whole generation before the first byte: not a TTFT.
   const observe = measured && streaming && upstreamStatus === 200 && p.outcome.target !== null;
-  if (observe) deps.router.observe(p.outcome, actualMs);
+  // Every outcome releases its reservation; only a streamed first byte is a TTFT worth learning from.
+  deps.router.observe(p.outcome, observe ? actualMs : null);
 
   if (deps.tracer && p.span && measured) {
     const predicted = p.outcome.decision.chosen?.predictedTtftMs;

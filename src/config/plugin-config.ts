@@ -48,16 +48,16 @@ export const PluginConfigSchema = Type.Object(
       }),
     ),
     tokenizer: Type.String({
-      default: 'tiktoken:o200k_base',
+      default: 'tiktoken:o200k_harmony',
       pattern: TOKENIZER_PATTERN,
       description:
-        'Tokenizer matching the served model: tiktoken:<encoding> or hf:<path to tokenizer.json>. Must match vLLM or nothing is ever cached.',
+        'Tokenizer matching the served model: tiktoken:<encoding> or hf:<path to tokenizer.json>. Must match vLLM or nothing is ever cached. The default fits gpt-oss.',
     }),
     chat_template: Type.String({
-      default: 'chatml',
+      default: 'harmony',
       pattern: TEMPLATE_PATTERN,
       description:
-        'Chat template matching the served model: chatml, harmony, llama3, none, or hf:<path to tokenizer_config.json>.',
+        'Chat template matching the served model: chatml, harmony, llama3, none, or hf:<path to tokenizer_config.json>. The default fits gpt-oss.',
     }),
     block_size: Type.Integer({
       default: 16,

@@ -1,9 +1,13 @@
 import { createHash } from 'node:crypto';
 import { PluginConfigSchema, type PluginConfig } from '../config/plugin-config.js';
-import { createKvIndex } from '../index/index.js';
-import { createPromptTokenizer, loadChatTemplate, loadTokenizer } from '../tokenize/index.js';
+import { createKvIndex } from '../index/create.js';
+// Narrow imports: the tokenize barrel also exports verify-tokenizer (YAML, fleet config), which the plugin
+// bundle must not carry.
+import { loadChatTemplate } from '../tokenize/load-chat-template.js';
+import { loadTokenizer } from '../tokenize/load-tokenizer.js';
+import { createPromptTokenizer } from '../tokenize/prompt-tokenizer.js';
 import type { ChatTemplate, PromptTokenizer } from '../tokenize/types.js';
-import { createRouter, type Router, type RouterResources } from './router.js';
+import { FIRST_LOOKUP_BUDGET_MS, createRouter, type Router, type RouterResources } from './router.js';
 
 /** Segment cache size per tokenizer; shared by every router using that tokenizer spec. */
 const SEGMENT_CACHE_BYTES = 64 * 1024 * 1024;
@@ -29,7 +33,9 @@ export function defaultResources(config: PluginConfig): RouterResources {
             kind: 'redis',
             url: config.redis_url,
             keyPrefix: config.redis_key_prefix,
-            lookupTimeoutMs: config.redis_timeout_ms,
+            // The router enforces redis_timeout_ms itself; the index's own deadline must allow the first
+            // lookup, which also connects.
+            lookupTimeoutMs: Math.max(config.redis_timeout_ms, FIRST_LOOKUP_BUDGET_MS),
           },
     ),
     template: () => (template ??= loadChatTemplate(config.chat_template)),

@@ -61,9 +61,19 @@ export interface RouterOptions {
 
 export interface Router {
   route(body: Uint8Array | string): Promise<RouteOutcome>;
-  observe(outcome: RouteOutcome, actualTtftMs: number): void;
+  /**
+   * The log phase's feedback: releases the outcome's reservation, and with a measured TTFT (streamed
+   * responses only; null otherwise) teaches the pod's latency correction.
+   */
+  observe(outcome: RouteOutcome, actualTtftMs: number | null): void;
   close(): Promise<void>;
 }
+
+/**
+ * The first lookup of a router also opens the Redis connection and loads the script: it gets this much
+ * time at least, so the first request after a deploy is routed on the index rather than failing open.
+ */
+export const FIRST_LOOKUP_BUDGET_MS = 1000;
 
 class LookupTimeout extends Error {}
 
@@ -96,6 +106,7 @@ export function createRouter(
   const correction = new TtftCorrection();
   /** Last pods seen per model, so an index outage can still spread load (fail open, not fail blind). */
   const lastKnownPods = new Map<string, PodState[]>();
+  let lookedUp = false;
 
   function staticPods(model: string): PodState[] {
     return (config.model_pods?.[model] ?? []).map((address) => ({
@@ -287,7 +298,14 @@ export function createRouter(
 
       let lookup: LookupResult;
       try {
-        lookup = await withTimeout(resources.index.lookup(model, keys), config.redis_timeout_ms);
+        const budget = lookedUp
+          ? config.redis_timeout_ms
+          : Math.max(config.redis_timeout_ms, FIRST_LOOKUP_BUDGET_MS);
+        try {
+          lookup = await withTimeout(resources.index.lookup(model, keys), budget);
+        } finally {
+          lookedUp = true;
+        }
       } catch (e) {
         timings.lookupMs = performance.now() - t;
         const timeout = e instanceof LookupTimeout || isKinferenceError(e, 'KINF_ERR_REDIS_TIMEOUT');
@@ -365,12 +383,12 @@ export function createRouter(
     }
   }
 
-  function observe(outcome: RouteOutcome, actualTtftMs: number): void {
-    const chosen = outcome.decision.chosen;
-    if (!outcome.target || !chosen) return;
+  function observe(outcome: RouteOutcome, actualTtftMs: number | null): void {
     if (outcome.reservationId !== null) reservations.release(outcome.reservationId);
+    const chosen = outcome.decision.chosen;
     // Only full predictions teach the model; fallbacks had no cache information.
-    if (outcome.fallbackReason === null) correction.observe(chosen.podId, chosen.modelTtftMs, actualTtftMs);
+    if (outcome.target && chosen && actualTtftMs !== null && outcome.fallbackReason === null)
+      correction.observe(chosen.podId, chosen.modelTtftMs, actualTtftMs);
   }
 
   return {

@@ -117,7 +117,7 @@ describe('router pipeline (real tokenizer, real template, both indexes)', () => 
     expect(new Set(picks.map((p) => p.target?.podId)).size).toBe(3);
     // The first token arrived on one pod: its reserved work is done, so it is the least busy again.
     const released = picks[1]!;
-    router.observe(released, 500);
+    router.observe(released, null); // a non-streamed answer: released, nothing learned
     const next = await router.route(body('cold question 3'));
     expect(next.target?.podId).toBe(released.target?.podId);
   });
@@ -162,6 +162,20 @@ describe('router pipeline (real tokenizer, real template, both indexes)', () => 
 
     const kongDefault = createRouter(config({ fallback: 'kong-default' }), { ...res, index: flaky });
     expect((await kongDefault.route(body('z'))).target).toBeNull();
+  });
+
+  it('gives the first lookup (which also connects) a startup budget, later ones redis_timeout_ms', async () => {
+    const cfg = config({ redis_timeout_ms: 20 });
+    const res = defaultResources(cfg);
+    await fleet(res.index);
+    const slow: KvIndex = {
+      ...res.index,
+      lookup: (m, k) => new Promise((resolve) => setTimeout(() => resolve(res.index.lookup(m, k)), 150)),
+      close: () => res.index.close(),
+    };
+    const router = createRouter(cfg, { ...res, index: slow }, { clock: () => NOW });
+    expect((await router.route(body('first'))).fallbackReason).toBeNull();
+    expect((await router.route(body('second'))).fallbackReason).toBe('index_timeout');
   });
 
   it('a broken tokenizer or template is a fallback reason, not an exception', async () => {
