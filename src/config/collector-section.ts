@@ -38,9 +38,10 @@ export const CollectorSectionSchema = Type.Object({
       'Live batches held per stream while a replay runs; beyond it they are dropped and repaired later.',
   }),
   zmq_receive_hwm: Type.Integer({
-    default: 100000,
+    default: 10000,
     minimum: 0,
-    description: 'ZMQ receive high-water mark (messages) of each subscriber; 0 is unlimited.',
+    description:
+      'ZMQ receive high-water mark (messages) of each subscriber; 0 is unlimited. Bounds native memory when the collector falls behind: messages past it are dropped, and the gap is replayed.',
   }),
   max_queued_ops: Type.Integer({
     default: 2000000,
