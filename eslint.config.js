@@ -1,12 +1,23 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import globals from 'globals';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'schemas/**', 'bench/results/**', 'spec/fixtures/**'] },
+  {
+    ignores: [
+      'dist/**',
+      'node_modules/**',
+      'schemas/**',
+      'bench/results/**',
+      'spec/fixtures/**',
+      '.tmp/**',
+      'coverage/**',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
-    languageOptions: { globals: { process: 'readonly', console: 'readonly', Buffer: 'readonly' } },
+    languageOptions: { globals: { ...globals.node } },
     rules: {
       '@typescript-eslint/no-explicit-any': 'error',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
@@ -19,7 +30,18 @@ export default tseslint.config(
     rules: {
       'no-restricted-imports': [
         'error',
-        { patterns: ['node:fs', 'node:net', 'node:http', 'ioredis', 'zeromq', '@opentelemetry/*', 'fs', 'net'] },
+        {
+          patterns: [
+            'node:fs',
+            'node:net',
+            'node:http',
+            'ioredis',
+            'zeromq',
+            '@opentelemetry/*',
+            'fs',
+            'net',
+          ],
+        },
       ],
     },
   },
