@@ -50,7 +50,7 @@ export const SEED_SCHEDULE: BenchSchedule = {
   arms: [...ARM_NAMES],
   workloads: [...WORKLOAD_NAMES],
   shapes: PUBLISHED_SHAPES,
-  poissonRate: { control: 0.25, 'shared-prefix': 0.2, multiturn: 0.5 },
+  poissonRate: { control: 0.2, 'shared-prefix': 0.25, multiturn: 0.5 },
   latencyWindows: { warmupS: 60, measureS: 240, cooldownS: 45 },
   concurrency: [4, 8, 16, 24, 32],
   capacityWindows: { warmupS: 60, measureS: 180, cooldownS: 60 },
