@@ -182,10 +182,19 @@ async function main(): Promise<void> {
       warmTimes.push(out.timings.totalMs);
       warmTokenize.push(out.timings.tokenizeMs);
       warmLookup.push(out.timings.lookupMs);
-      if (out.reservationId !== null) router.observe(out, 1000);
+      if (out.reservationId !== null) router.observe(out, null);
       last = out;
     }
     const statsAfter = await commandStats(admin);
+
+    // Warm, short turn: the same 15k system prompt and a ~50-token new message (a chat follow-up), which
+    // shows the fixed cost of the path apart from tokenizing new text.
+    const shortTimes: number[] = [];
+    for (let i = 1; i <= WARM_RUNS; i++) {
+      const out = await router.route(body(system, prose(rng, 40)));
+      shortTimes.push(out.timings.totalMs);
+      if (out.reservationId !== null) router.observe(out, null);
+    }
     const serverUsPerLookup =
       (statsAfter.usec - statsBefore.usec) / Math.max(1, statsAfter.calls - statsBefore.calls);
 
@@ -214,7 +223,11 @@ async function main(): Promise<void> {
         cold_runs: COLD_RUNS,
       },
       chosen_cached_tokens: last!.decision.chosen?.cachedTokens,
-      decision_ms: { warm: summary(warmTimes), cold: summary(coldTimes) },
+      decision_ms: {
+        warm: summary(warmTimes),
+        warm_short_turn: summary(shortTimes),
+        cold: summary(coldTimes),
+      },
       breakdown_warm_ms: {
         tokenize: summary(warmTokenize),
         lookup_round_trip: summary(warmLookup),
@@ -238,6 +251,7 @@ async function main(): Promise<void> {
       `prompt ${promptTokens} tokens, ${last!.blocks} blocks; ${PODS} pods, ${entries} (block, pod) entries`,
     );
     console.log(`decision warm: ${fmt(results.decision_ms.warm)}`);
+    console.log(`decision warm, ~50-token new turn: ${fmt(results.decision_ms.warm_short_turn)}`);
     console.log(`decision cold: ${fmt(results.decision_ms.cold)}`);
     console.log(
       `  warm tokenize: ${fmt(results.breakdown_warm_ms.tokenize)}; lookup round trip: ${fmt(results.breakdown_warm_ms.lookup_round_trip)}`,
