@@ -3,6 +3,7 @@
  *   schemas/plugin-config.schema.json   JSON Schema (editor completion, CI checks of kong.yaml plugin config)
  *   schemas/kinference.kong-schema.json Kong's plugin schema, exactly what --dump-all-plugins reports
  *   schemas/kinference.schema.lua       the same as a Lua schema.lua (Konnect/hybrid control planes need Lua)
+ *   docs/configuration.md               the configuration reference, also spliced into README.md
  * Usage: `npm run gen:schemas` to write, `npm run gen:schemas -- --check` to fail when a file is stale.
  * spec/01-unit/kong/schemas-fresh.spec.ts runs the check in the test suite.
  */
@@ -53,6 +54,43 @@ function renderLua(fields: KongFieldEntry[]): string {
   ].join('\n');
 }
 
+function describeType(f: Record<string, unknown>): string {
+  if (Array.isArray(f.anyOf)) return (f.anyOf as { const?: unknown }[]).map((x) => `\`${String(x.const)}\``).join(' \\| ');
+  const t = String(f.type ?? 'object');
+  if (t === 'object' && f.patternProperties) return 'map';
+  const bounds: string[] = [];
+  if (f.minimum !== undefined || f.maximum !== undefined) bounds.push(`${f.minimum ?? ''}–${f.maximum ?? ''}`);
+  return bounds.length > 0 ? `${t} (${bounds.join(', ')})` : t;
+}
+
+/** The configuration reference as a Markdown table, from the same source as the schemas. */
+export function renderConfigReference(): string {
+  const rows = Object.entries(PluginConfigSchema.properties).map(([name, field]) => {
+    const f = field as Record<string, unknown>;
+    const def = f.default === undefined ? '*(unset)*' : `\`${JSON.stringify(f.default)}\``;
+    const desc = String(f.description ?? '').replace(/\|/g, '\\|');
+    return `| \`${name}\` | ${describeType(f)} | ${def} | ${desc} |`;
+  });
+  return [
+    `<!-- ${HEADER} -->`,
+    '| field | type | default | meaning |',
+    '|---|---|---|---|',
+    ...rows,
+    '',
+  ].join('\n');
+}
+
+export const README_START = '<!-- config-reference:start -->';
+export const README_END = '<!-- config-reference:end -->';
+
+/** README.md with the reference spliced between its markers (unchanged when the markers are absent). */
+export function spliceReadme(readme: string): string {
+  const a = readme.indexOf(README_START);
+  const b = readme.indexOf(README_END);
+  if (a < 0 || b < a) return readme;
+  return `${readme.slice(0, a + README_START.length)}\n${renderConfigReference()}${readme.slice(b)}`;
+}
+
 /** Path (relative to the repo root) → file content. Pure: the freshness test calls it. */
 export function renderSchemaFiles(): Record<string, string> {
   const kong = toKongPluginSchema(PLUGIN_NAME, PluginConfigSchema);
@@ -66,21 +104,25 @@ export function renderSchemaFiles(): Record<string, string> {
     'schemas/plugin-config.schema.json': `${JSON.stringify(jsonSchema, null, 2)}\n`,
     'schemas/kinference.kong-schema.json': `${JSON.stringify(kong, null, 2)}\n`,
     'schemas/kinference.schema.lua': renderLua(kong.fields[0].config.fields),
+    'docs/configuration.md': `# Plugin configuration\n\n${renderConfigReference()}`,
   };
+}
+
+function readOrNull(path: string): string | null {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return null;
+  }
 }
 
 /** Files whose checked-in content differs from what the config source generates. */
 export function staleSchemaFiles(root = ROOT): string[] {
   const stale: string[] = [];
-  for (const [rel, content] of Object.entries(renderSchemaFiles())) {
-    let current: string | null;
-    try {
-      current = readFileSync(join(root, rel), 'utf8');
-    } catch {
-      current = null;
-    }
-    if (current !== content) stale.push(rel);
-  }
+  for (const [rel, content] of Object.entries(renderSchemaFiles()))
+    if (readOrNull(join(root, rel)) !== content) stale.push(rel);
+  const readme = readOrNull(join(root, 'README.md'));
+  if (readme === null || spliceReadme(readme) !== readme) stale.push('README.md');
   return stale;
 }
 
@@ -98,6 +140,12 @@ function main(): void {
     mkdirSync(dirname(path), { recursive: true });
     writeFileSync(path, content);
     process.stdout.write(`wrote ${rel}\n`);
+  }
+  const readmePath = join(ROOT, 'README.md');
+  const readme = readOrNull(readmePath);
+  if (readme !== null && spliceReadme(readme) !== readme) {
+    writeFileSync(readmePath, spliceReadme(readme));
+    process.stdout.write('wrote README.md (configuration reference)\n');
   }
 }
 

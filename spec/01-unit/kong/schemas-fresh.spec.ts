@@ -12,6 +12,7 @@ describe('generated schemas', () => {
   it('say they are generated, and the JSON ones parse', () => {
     const files = renderSchemaFiles();
     expect(Object.keys(files).sort()).toEqual([
+      'docs/configuration.md',
       'schemas/kinference.kong-schema.json',
       'schemas/kinference.schema.lua',
       'schemas/plugin-config.schema.json',
@@ -31,6 +32,6 @@ describe('generated schemas', () => {
   });
 
   it('detects a stale file', () => {
-    expect(staleSchemaFiles('/nonexistent-root')).toHaveLength(3);
+    expect(staleSchemaFiles('/nonexistent-root')).toHaveLength(5);
   });
 });
