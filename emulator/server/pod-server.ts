@@ -453,8 +453,16 @@ export class EmulatedPod {
         details,
         nullDetails,
       );
+    // Streaming headers go out once, at submit or with the first chunk if the engine emits during submit.
+    const startStream = (): void => {
+      if (res.headersSent) return;
+      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+      res.flushHeaders();
+    };
     const write = (s: string): void => {
-      if (!res.writableEnded) res.write(s);
+      if (res.writableEnded) return;
+      startStream();
+      res.write(s);
     };
 
     const listener: RequestListener = g.sp.stream
@@ -530,11 +538,8 @@ export class EmulatedPod {
       done = true;
       return sendError(res, 400, r.message, r.reason === 'context_too_long' ? 'max_tokens' : null);
     }
-    if (g.sp.stream) {
-      // Headers go out at once (as uvicorn does); the first body byte only with the first token.
-      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
-      res.flushHeaders();
-    }
+    // Headers go out at once (as uvicorn does); the first body byte only with the first token.
+    if (g.sp.stream && !res.writableEnded) startStream();
   }
 }
 

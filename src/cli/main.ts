@@ -1,6 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { isKinferenceError } from '../core/errors.js';
 import { registerCollector } from './commands/collector.js';
+import { registerDemo } from './commands/demo.js';
 import { registerEmulator } from './commands/emulator.js';
 import { registerExplain } from './commands/explain.js';
 import { registerGateway } from '../../kong/stand-in/cli-command.js';
@@ -13,6 +14,7 @@ const program = new Command('kinference')
   .exitOverride();
 
 registerCollector(program);
+registerDemo(program);
 registerEmulator(program);
 registerExplain(program);
 registerGateway(program);

@@ -11,7 +11,7 @@ import type { ModelSetup } from '../setup.js';
 export interface LiveStack {
   pods: { id: string; host: string; port: number }[];
   gateway: { host: string; port: number };
-  redis: RedisServer;
+  redis: { url: string };
   dir: string;
   stop(): Promise<void>;
 }
@@ -27,6 +27,10 @@ export interface LiveStackOptions {
   model: ModelSetup;
   /** Path of bin/kinference.js (runs the built CLI). */
   cli: string;
+  /** Export the plugin's decision spans here (OTLP/HTTP traces endpoint). */
+  otlpEndpoint?: string;
+  /** Use this Redis instead of starting a private redis-server (keys go under a run-specific prefix). */
+  redisUrl?: string;
 }
 
 function get(host: string, port: number, path: string): Promise<number> {
@@ -59,7 +63,9 @@ async function until(
 
 export async function startLiveStack(o: LiveStackOptions): Promise<LiveStack> {
   const dir = mkdtempSync(join(tmpdir(), 'kinf-live-'));
-  const redis = await startRedisServer();
+  const own: RedisServer | null = o.redisUrl ? null : await startRedisServer();
+  const redis = { url: o.redisUrl ?? own!.url };
+  const keyPrefix = o.redisUrl ? `kinf-live-${process.pid}` : 'kinf';
   const procs: ChildProcess[] = [];
   const stop = async (): Promise<void> => {
     await Promise.all(
@@ -76,7 +82,7 @@ export async function startLiveStack(o: LiveStackOptions): Promise<LiveStack> {
           }),
       ),
     );
-    await redis.stop();
+    await own?.stop();
     rmSync(dir, { recursive: true, force: true });
   };
   try {
@@ -92,6 +98,7 @@ export async function startLiveStack(o: LiveStackOptions): Promise<LiveStack> {
     const gatewayPort = await freeLoopbackPort();
     const fleet = {
       redis_url: redis.url,
+      redis_key_prefix: keyPrefix,
       models: {
         [o.model.model]: {
           tokenizer: o.model.tokenizerSpec,
@@ -137,7 +144,9 @@ export async function startLiveStack(o: LiveStackOptions): Promise<LiveStack> {
                   name: 'kinference',
                   config: {
                     redis_url: redis.url,
+                    redis_key_prefix: keyPrefix,
                     index: 'redis',
+                    ...(o.otlpEndpoint ? { otlp_endpoint: o.otlpEndpoint } : {}),
                     tokenizer: o.model.tokenizerSpec,
                     chat_template: o.model.templateSpec,
                     block_size: 16,

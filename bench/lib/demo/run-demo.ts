@@ -1,0 +1,179 @@
+import cliProgress from 'cli-progress';
+import { fileURLToPath } from 'node:url';
+import { percentile } from '../stats/percentile.js';
+import { Rng } from '../rng.js';
+import { loadModelSetup } from '../setup.js';
+import { PUBLISHED_SHAPES, WorkloadFactory, type WorkloadShapes } from '../workload/workloads.js';
+import { ConversationClient } from '../workload/client.js';
+import { chatBody } from '../workload/prepare.js';
+import { streamChat, type StreamTiming } from '../live/http-client.js';
+import { resetPrefixCaches, startLiveStack, type LiveStack } from '../live/stack.js';
+
+export interface DemoOptions {
+  timeScale: number;
+  requests: number;
+  concurrency: number;
+  prefixes: number;
+  prefixTokens: number;
+  otlpEndpoint?: string;
+  /** A Redis to use when redis-server cannot be started here. */
+  redisUrl?: string;
+  seed: number;
+}
+
+type Arm = 'random' | 'kinference';
+
+interface ArmResult {
+  arm: Arm;
+  ok: number;
+  failed: number;
+  ttftS: number[];
+  cachedFraction: number;
+}
+
+/** One arm, closed loop: `concurrency` clients send the shared-prefix conversations one after another. */
+async function runArm(
+  arm: Arm,
+  stack: LiveStack,
+  factory: WorkloadFactory,
+  model: string,
+  o: DemoOptions,
+  bar: cliProgress.SingleBar,
+): Promise<ArmResult> {
+  const client = new ConversationClient(factory);
+  const pick = Rng.derive(o.seed, 0, 'demo-random');
+  const out: ArmResult = { arm, ok: 0, failed: 0, ttftS: [], cachedFraction: 0 };
+  let sent = 0;
+  let cached = 0;
+  let prompt = 0;
+  const worker = async (): Promise<void> => {
+    while (sent < o.requests) {
+      sent++;
+      const turn = await client.next();
+      const target = arm === 'kinference' ? stack.gateway : pick.pick(stack.pods);
+      const t: StreamTiming = await streamChat(target.host, target.port, chatBody(turn, model));
+      client.complete(turn, t.ok ? t.text : null);
+      if (t.ok && t.firstTokenMs !== null) {
+        out.ok++;
+        out.ttftS.push(((t.firstTokenMs - t.startMs) * o.timeScale) / 1000);
+        cached += t.cachedTokens;
+        prompt += t.promptTokens;
+      } else out.failed++;
+      bar.increment(1, { arm });
+    }
+  };
+  await Promise.all(Array.from({ length: o.concurrency }, worker));
+  out.cachedFraction = prompt > 0 ? cached / prompt : 0;
+  return out;
+}
+
+const fmtS = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(2)} s` : 'n/a');
+
+function table(results: ArmResult[]): string {
+  const [r, k] = results as [ArmResult, ArmResult];
+  const row = (name: string, a: string, b: string, change = ''): string =>
+    `| ${name.padEnd(24)} | ${a.padStart(12)} | ${b.padStart(12)} | ${change.padStart(8)} |`;
+  const change = (a: number, b: number): string => (a > 0 ? `${(((b - a) / a) * 100).toFixed(0)}%` : '');
+  const lines = [
+    row('', 'random', 'kinference', 'change'),
+    `|${'-'.repeat(26)}|${'-'.repeat(14)}|${'-'.repeat(14)}|${'-'.repeat(10)}|`,
+  ];
+  for (const [name, q] of [
+    ['median TTFT', 0.5],
+    ['p95 TTFT', 0.95],
+  ] as const) {
+    const a = percentile(r.ttftS, q);
+    const b = percentile(k.ttftS, q);
+    lines.push(row(name, fmtS(a), fmtS(b), change(a, b)));
+  }
+  lines.push(
+    row(
+      'prompt tokens from cache',
+      `${(r.cachedFraction * 100).toFixed(0)}%`,
+      `${(k.cachedFraction * 100).toFixed(0)}%`,
+    ),
+  );
+  lines.push(row('requests ok / failed', `${r.ok} / ${r.failed}`, `${k.ok} / ${k.failed}`));
+  return lines.join('\n');
+}
+
+export async function runDemo(o: DemoOptions): Promise<void> {
+  const log = (s: string): void => void process.stderr.write(`${s}\n`);
+  log('kinference demo: loading the Qwen3 tokenizer and starting the local fleet…');
+  const model = await loadModelSetup();
+  const shapes: WorkloadShapes = {
+    ...PUBLISHED_SHAPES,
+    'shared-prefix': {
+      prefixCount: o.prefixes,
+      prefixTokens: o.prefixTokens,
+      promptTokens: 128,
+      outputTokens: 64,
+    },
+  };
+  const cli = fileURLToPath(new URL('../../../../bin/kinference.js', import.meta.url));
+  const stack = await startLiveStack({
+    pods: 3,
+    profile: 'l40s-27b-fp8',
+    kvCapacityTokens: 94_208,
+    timeScale: o.timeScale,
+    seed: o.seed,
+    scrapeIntervalMs: 1000,
+    model,
+    cli,
+    ...(o.otlpEndpoint ? { otlpEndpoint: o.otlpEndpoint } : {}),
+    ...(o.redisUrl ? { redisUrl: o.redisUrl } : {}),
+  });
+  const stopOnSignal = (): void => {
+    void stack.stop().finally(() => process.exit(130));
+  };
+  process.once('SIGINT', stopOnSignal);
+  process.once('SIGTERM', stopOnSignal);
+  try {
+    log(`  redis ${stack.redis.url}`);
+    log(
+      `  pods ${stack.pods.map((p) => `${p.id}=${p.host}:${p.port}`).join('  ')} (emulated L40S, 27B FP8, ${o.timeScale}× faster)`,
+    );
+    log(`  Kong stand-in with the kinference plugin on http://${stack.gateway.host}:${stack.gateway.port}`);
+    log(
+      `workload: ${o.requests} chat requests per arm, ${o.concurrency} at a time, each on one of ${o.prefixes} system prompts of ${o.prefixTokens} tokens + a 128-token question`,
+    );
+    const bar = new cliProgress.SingleBar(
+      {
+        format: ' {bar} {value}/{total} requests | {arm}',
+        hideCursor: true,
+        noTTYOutput: true,
+        notTTYSchedule: 5000,
+      },
+      cliProgress.Presets.shades_classic,
+    );
+    bar.start(o.requests * 2, 0, { arm: 'random' });
+    const results: ArmResult[] = [];
+    for (const arm of ['random', 'kinference'] as const) {
+      // Both arms start from cold pods (AllBlocksCleared reaches the index through the collector).
+      await resetPrefixCaches(stack);
+      const factory = new WorkloadFactory('shared-prefix', shapes, model.synth, o.seed, 0);
+      results.push(await runArm(arm, stack, factory, model.model, o, bar));
+    }
+    bar.stop();
+    console.log('');
+    console.log(
+      `Time to first token, in model time (the emulated pods run ${o.timeScale}× faster than an L40S):`,
+    );
+    console.log(table(results));
+    console.log('');
+    console.log('Where to look next:');
+    console.log(
+      o.otlpEndpoint
+        ? `  traces: every routing decision was exported to ${o.otlpEndpoint}; in Jaeger (http://localhost:16686) pick service "kinference".`
+        : '  traces: start Jaeger (`docker compose up jaeger`) and rerun with --otlp-endpoint http://localhost:4318/v1/traces, then open http://localhost:16686.',
+    );
+    console.log(
+      '  one decision, explained: node bin/kinference.js explain --config examples/fleet.yaml --body examples/chat-request.json',
+    );
+    console.log('  the full benchmark (all arms, three workloads): npm run bench:seed');
+  } finally {
+    await stack.stop();
+    process.removeListener('SIGINT', stopOnSignal);
+    process.removeListener('SIGTERM', stopOnSignal);
+  }
+}

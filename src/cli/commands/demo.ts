@@ -1,0 +1,52 @@
+import type { Command } from 'commander';
+import { KinferenceError } from '../../core/errors.js';
+
+function positiveInt(name: string): (v: string) => number {
+  return (v) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 1)
+      throw new KinferenceError('KINF_ERR_CONFIG', `--${name}: expected a positive integer, got "${v}"`);
+    return n;
+  };
+}
+
+export function registerDemo(program: Command): void {
+  program
+    .command('demo')
+    .description(
+      'run a local fleet (Redis, 3 emulated vLLM pods, collector, Kong stand-in + plugin) and compare random routing with kinference on a shared-prefix workload',
+    )
+    .option(
+      '--time-scale <n>',
+      'how much faster than real time the emulated pods run',
+      (v) => {
+        const n = Number(v);
+        if (!(n > 0))
+          throw new KinferenceError('KINF_ERR_CONFIG', `--time-scale: expected a number > 0, got "${v}"`);
+        return n;
+      },
+      4,
+    )
+    .option('--requests <n>', 'requests per arm', positiveInt('requests'), 48)
+    .option('--concurrency <n>', 'requests in flight at once', positiveInt('concurrency'), 6)
+    .option('--prefixes <n>', 'distinct shared system prompts', positiveInt('prefixes'), 6)
+    .option('--prefix-tokens <n>', 'tokens per shared system prompt', positiveInt('prefix-tokens'), 6000)
+    .option('--otlp-endpoint <url>', 'export decision spans here, e.g. http://localhost:4318/v1/traces')
+    .option('--seed <n>', 'workload seed', positiveInt('seed'), 7)
+    .action(
+      async (opts: {
+        timeScale: number;
+        requests: number;
+        concurrency: number;
+        prefixes: number;
+        prefixTokens: number;
+        otlpEndpoint?: string;
+        seed: number;
+      }) => {
+        const { preflight } = await import('../demo-preflight.js');
+        const redisUrl = await preflight();
+        const { runDemo } = await import('../../../bench/lib/demo/run-demo.js');
+        await runDemo({ ...opts, ...(redisUrl ? { redisUrl } : {}) });
+      },
+    );
+}
