@@ -204,6 +204,14 @@ return {
             },
           },
           {
+            latency_feedback = {
+              type = "boolean",
+              required = true,
+              default = false,
+              description = "Correct each pod's predictions from Kong's measured time to the upstream's first byte. Only when pods send response headers with the first token; vLLM sends them at once, so leave off for vLLM.",
+            },
+          },
+          {
             expose_headers = {
               type = "boolean",
               required = true,

@@ -105,6 +105,11 @@ export const PluginConfigSchema = Type.Object(
       description:
         'Opt-in load shedding: when every pod is predicted over this TTFT, answer 429 with Retry-After. 0 disables shedding.',
     }),
+    latency_feedback: Type.Boolean({
+      default: false,
+      description:
+        "Correct each pod's predictions from Kong's measured time to the upstream's first byte. Only when pods send response headers with the first token; vLLM sends them at once, so leave off for vLLM.",
+    }),
     expose_headers: Type.Boolean({
       default: false,
       description:

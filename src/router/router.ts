@@ -387,7 +387,15 @@ export function createRouter(
     if (outcome.reservationId !== null) reservations.release(outcome.reservationId);
     const chosen = outcome.decision.chosen;
     // Only full predictions teach the model; fallbacks had no cache information.
-    if (outcome.target && chosen && actualTtftMs !== null && outcome.fallbackReason === null)
+    // Kong sees the time to the upstream's first byte; vLLM sends headers before the first token, so that
+    // is a TTFT only for upstreams that do not (latency_feedback opts in).
+    if (
+      config.latency_feedback &&
+      outcome.target &&
+      chosen &&
+      actualTtftMs !== null &&
+      outcome.fallbackReason === null
+    )
       correction.observe(chosen.podId, chosen.modelTtftMs, actualTtftMs);
   }
 

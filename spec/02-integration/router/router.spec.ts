@@ -122,6 +122,22 @@ describe('router pipeline (real tokenizer, real template, both indexes)', () => 
     expect(next.target?.podId).toBe(released.target?.podId);
   });
 
+  it('learns from observed latency only when latency_feedback is on', async () => {
+    for (const latency_feedback of [false, true]) {
+      const cfg = config({ latency_feedback, reservation_ttl_ms: 0 });
+      const res = defaultResources(cfg);
+      await fleet(res.index);
+      const router = createRouter(cfg, res, { clock: () => NOW });
+      const first = await router.route(body('calibrate me'));
+      const pod = first.target!.podId;
+      for (let i = 0; i < 20; i++) router.observe(first, first.decision.chosen!.modelTtftMs * 3);
+      const again = await router.route(body('calibrate me'));
+      const c = again.decision.candidates.find((x) => x.podId === pod)!;
+      if (latency_feedback) expect(c.ttftFactor).toBeGreaterThan(2);
+      else expect(c.ttftFactor).toBe(1);
+    }
+  });
+
   it('fails open: bad bodies, index errors and timeouts still give a target or leave Kong’s', async () => {
     const cfg = config({ redis_timeout_ms: 30 });
     const res = defaultResources(cfg);
