@@ -46,14 +46,20 @@ async function runArm(
   let sent = 0;
   let cached = 0;
   let prompt = 0;
+  // The first wave starts every pod cold at once; like GuideLLM's warm-up window, it is not measured.
+  const warmup = warmupRequests(o);
+  const total = warmup + o.requests;
   const worker = async (): Promise<void> => {
-    while (sent < o.requests) {
+    while (sent < total) {
+      const measured = sent >= warmup;
       sent++;
       const turn = await client.next();
       const target = arm === 'kinference' ? stack.gateway : pick.pick(stack.pods);
       const t: StreamTiming = await streamChat(target.host, target.port, chatBody(turn, model));
       client.complete(turn, t.ok ? t.text : null);
-      if (t.ok && t.firstTokenMs !== null) {
+      if (!measured) {
+        if (!t.ok) out.failed++;
+      } else if (t.ok && t.firstTokenMs !== null) {
         out.ok++;
         out.ttftS.push(((t.firstTokenMs - t.startMs) * o.timeScale) / 1000);
         cached += t.cachedTokens;
@@ -65,6 +71,10 @@ async function runArm(
   await Promise.all(Array.from({ length: o.concurrency }, worker));
   out.cachedFraction = prompt > 0 ? cached / prompt : 0;
   return out;
+}
+
+export function warmupRequests(o: Pick<DemoOptions, 'concurrency'>): number {
+  return 2 * o.concurrency;
 }
 
 const fmtS = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(2)} s` : 'n/a');
@@ -135,7 +145,7 @@ export async function runDemo(o: DemoOptions): Promise<void> {
     );
     log(`  Kong stand-in with the kinference plugin on http://${stack.gateway.host}:${stack.gateway.port}`);
     log(
-      `workload: ${o.requests} chat requests per arm, ${o.concurrency} at a time, each on one of ${o.prefixes} system prompts of ${o.prefixTokens} tokens + a 128-token question`,
+      `workload: ${warmupRequests(o)} + ${o.requests} chat requests per arm, ${o.concurrency} at a time, each on one of ${o.prefixes} system prompts of ${o.prefixTokens} tokens + a 128-token question`,
     );
     const bar = new cliProgress.SingleBar(
       {
@@ -146,7 +156,7 @@ export async function runDemo(o: DemoOptions): Promise<void> {
       },
       cliProgress.Presets.shades_classic,
     );
-    bar.start(o.requests * 2, 0, { arm: 'random' });
+    bar.start((o.requests + warmupRequests(o)) * 2, 0, { arm: 'random' });
     const results: ArmResult[] = [];
     for (const arm of ['random', 'kinference'] as const) {
       // Both arms start from cold pods (AllBlocksCleared reaches the index through the collector).

@@ -27,10 +27,20 @@ export function registerDemo(program: Command): void {
       },
       4,
     )
-    .option('--requests <n>', 'requests per arm', positiveInt('requests'), 48)
-    .option('--concurrency <n>', 'requests in flight at once', positiveInt('concurrency'), 6)
-    .option('--prefixes <n>', 'distinct shared system prompts', positiveInt('prefixes'), 6)
-    .option('--prefix-tokens <n>', 'tokens per shared system prompt', positiveInt('prefix-tokens'), 6000)
+    .option(
+      '--requests <n>',
+      'measured requests per arm (after 2 × concurrency warm-up requests)',
+      positiveInt('requests'),
+      96,
+    )
+    .option('--concurrency <n>', 'requests in flight at once', positiveInt('concurrency'), 8)
+    .option(
+      '--prefixes <n>',
+      'distinct shared system prompts (more than one pod can cache)',
+      positiveInt('prefixes'),
+      16,
+    )
+    .option('--prefix-tokens <n>', 'tokens per shared system prompt', positiveInt('prefix-tokens'), 10000)
     .option('--otlp-endpoint <url>', 'export decision spans here, e.g. http://localhost:4318/v1/traces')
     .option('--seed <n>', 'workload seed', positiveInt('seed'), 7)
     .action(
