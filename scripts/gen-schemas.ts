@@ -55,11 +55,13 @@ function renderLua(fields: KongFieldEntry[]): string {
 }
 
 function describeType(f: Record<string, unknown>): string {
-  if (Array.isArray(f.anyOf)) return (f.anyOf as { const?: unknown }[]).map((x) => `\`${String(x.const)}\``).join(' \\| ');
+  if (Array.isArray(f.anyOf))
+    return (f.anyOf as { const?: unknown }[]).map((x) => `\`${String(x.const)}\``).join(' \\| ');
   const t = String(f.type ?? 'object');
   if (t === 'object' && f.patternProperties) return 'map';
   const bounds: string[] = [];
-  if (f.minimum !== undefined || f.maximum !== undefined) bounds.push(`${f.minimum ?? ''}–${f.maximum ?? ''}`);
+  if (f.minimum !== undefined || f.maximum !== undefined)
+    bounds.push(`${f.minimum ?? ''}–${f.maximum ?? ''}`);
   return bounds.length > 0 ? `${t} (${bounds.join(', ')})` : t;
 }
 
