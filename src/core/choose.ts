@@ -31,6 +31,7 @@ export function choose(predictions: readonly Prediction[]): Decision {
   if (healthy.length === 0)
     return { candidates: ranked, chosen: ranked[0]!, fallbackReason: 'all_pods_unhealthy' };
   const candidates = [...healthy, ...ranked.filter((p) => !p.healthy)];
-  const stale = healthy.every((p) => p.cacheCredit < 1);
+  // Pods the collector has not reported yet hold nothing to discount: only known-old data is "stale".
+  const stale = healthy.every((p) => p.cacheCredit < 1 && p.indexAgeMs !== null);
   return { candidates, chosen: healthy[0]!, fallbackReason: stale ? 'stale_index' : null };
 }

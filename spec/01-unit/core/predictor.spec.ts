@@ -149,6 +149,14 @@ describe('choice', () => {
     expect(choose([]).fallbackReason).toBe('no_pods_in_index');
   });
 
+  it('flags stale_index only when every healthy pod has known-old data', () => {
+    const old = { ...opts, nowMs: 1_000_000 };
+    const stale = [mk('a', 10), mk('b', 0)].map((p) => predictTtft(p, old));
+    expect(choose(stale).fallbackReason).toBe('stale_index');
+    const unseen = predictTtft(pod({ podId: 'c', lastEventAtMs: 0, lastScrapeAtMs: 0 }, 0), old);
+    expect(choose([unseen]).fallbackReason).toBeNull();
+  });
+
   it('ignores candidate order (deterministic tie-breaks)', () => {
     fc.assert(
       fc.property(
