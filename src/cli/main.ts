@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { isKinferenceError } from '../core/errors.js';
 import { registerCollector } from './commands/collector.js';
@@ -7,9 +8,16 @@ import { registerExplain } from './commands/explain.js';
 import { registerGateway } from '../../kong/stand-in/cli-command.js';
 import { registerVerifyTokenizer } from './commands/verify-tokenizer.js';
 
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  };
+  return pkg.version;
+}
+
 const program = new Command('kinference')
   .description('KV-cache-aware load balancing for vLLM behind Kong')
-  .version(process.env.npm_package_version ?? '0.1.0')
+  .version(packageVersion())
   .showHelpAfterError()
   .exitOverride();
 
