@@ -1,18 +1,7 @@
-import { createServer } from 'node:net';
+import { freeLoopbackPort } from '../../src/util/redis-server.js';
 
 /** A TCP port free on 127.0.0.1 right now (the OS picks it). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      if (addr === null || typeof addr === 'string') return reject(new Error('no port'));
-      srv.close(() => resolve(addr.port));
-    });
-  });
-}
+export const freePort = freeLoopbackPort;
 
 /** Polls `check` until it resolves truthy, or throws after `timeoutMs`. For readiness, never for sleeping. */
 export async function waitFor<T>(

@@ -1,26 +1,8 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { Redis } from 'ioredis';
 import { KinferenceError } from '../core/errors.js';
-
-async function redisAnswers(url: string): Promise<boolean> {
-  const c = new Redis(url, {
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-    connectTimeout: 1000,
-  });
-  c.on('error', () => {});
-  try {
-    await c.connect();
-    return (await c.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    c.disconnect();
-  }
-}
+import { redisAnswers } from '../util/redis-server.js';
 
 /**
  * What the demo needs, checked up front so a missing piece is a sentence, not a stack trace. Returns the URL

@@ -7,7 +7,7 @@ import { parseChatBody } from '../core/request.js';
 import type { BlockKey, LookupResult, PodLookup, PodState } from '../core/types.js';
 import { isKinferenceError } from '../core/errors.js';
 import type { PluginConfig } from '../config/plugin-config.js';
-import type { KvIndex } from '../index/kv-index.js';
+import { defaultPodState, type KvIndex } from '../index/kv-index.js';
 import type { ChatTemplate, PromptTokenizer } from '../tokenize/types.js';
 import { TtftCorrection } from './correction.js';
 import { ReservationBook } from './reservations.js';
@@ -110,18 +110,8 @@ export function createRouter(
 
   function staticPods(model: string): PodState[] {
     return (config.model_pods?.[model] ?? []).map((address) => ({
-      podId: address,
-      model,
+      ...defaultPodState({ model, podId: address }),
       address,
-      healthy: true,
-      running: 0,
-      waiting: 0,
-      kvUsage: 0,
-      meanQueuedPrefillTokens: 0,
-      calibration: null,
-      lastEventAtMs: 0,
-      lastScrapeAtMs: 0,
-      resyncing: false,
     }));
   }
 

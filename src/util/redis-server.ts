@@ -31,14 +31,18 @@ export async function freeLoopbackPort(): Promise<number> {
   });
 }
 
-async function ping(port: number): Promise<boolean> {
-  const c = new Redis({
-    port,
-    host: '127.0.0.1',
+/** True when a Redis answers PING at `target` (a URL, or a loopback port). */
+export async function redisAnswers(target: string | number, connectTimeoutMs = 1000): Promise<boolean> {
+  const opts = {
     lazyConnect: true,
     maxRetriesPerRequest: 0,
     retryStrategy: () => null,
-  });
+    connectTimeout: connectTimeoutMs,
+  };
+  const c =
+    typeof target === 'number'
+      ? new Redis({ ...opts, port: target, host: '127.0.0.1' })
+      : new Redis(target, opts);
   c.on('error', () => {});
   try {
     await c.connect();
@@ -81,7 +85,7 @@ async function launch(port: number, timeoutMs: number): Promise<ChildProcess> {
         { cause: e },
       );
     }
-    if (await ping(port)) return proc;
+    if (await redisAnswers(port)) return proc;
     if (Date.now() > deadline) {
       proc.kill('SIGKILL');
       throw new KinferenceError(
