@@ -37,7 +37,8 @@ export async function runLiveCell(o: {
   const durationMs = profileDurationS(o.profile) * 1000;
   const client = new ConversationClient(o.factory);
   const arrivals = Rng.derive(o.seed, o.trial, 'arrivals', o.factory.name);
-  const pick = Rng.derive(o.seed, o.trial, 'live-random');
+  // The same stream as the DES random arm (des/cell-setup.ts), so both modes make the same picks in order.
+  const pick = Rng.derive(o.seed, o.trial, 'arm', 'random');
   const records: RequestRecord[] = [];
   const inflight = new Set<Promise<void>>();
   const t0 = performance.now();
