@@ -8,11 +8,20 @@ import { registerExplain } from './commands/explain.js';
 import { registerGateway } from '../../kong/stand-in/cli-command.js';
 import { registerVerifyTokenizer } from './commands/verify-tokenizer.js';
 
+/** Our package.json, found upward from this file (it runs from src/ under tsx and from dist/ when built). */
 function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as {
-    version: string;
-  };
-  return pkg.version;
+  for (let dir = new URL('.', import.meta.url); ; dir = new URL('..', dir)) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL('package.json', dir), 'utf8')) as {
+        name?: string;
+        version: string;
+      };
+      if (pkg.name === 'kinference') return pkg.version;
+    } catch {
+      /* keep looking upward */
+    }
+    if (dir.pathname === '/') return '0.0.0';
+  }
 }
 
 const program = new Command('kinference')
