@@ -96,6 +96,11 @@ function splitAddress(address: string): { host: string; port: number } | null {
 
 const NO_PREFIX = { GPU: 0, CPU: 0, STORAGE: 0 } as const;
 
+/** A bounded, prompt-free description of what went wrong. */
+function detailOf(e: unknown): string {
+  return String((e as Error)?.message ?? e).slice(0, 300);
+}
+
 export function createRouter(
   config: PluginConfig,
   resources: RouterResources,
@@ -215,16 +220,17 @@ export function createRouter(
     let lora: string | null = null;
     let promptTokens = 0;
     let truncated = false;
+    const bail = (reason: FallbackReason, detail: string, tokens = promptTokens): RouteOutcome =>
+      done(fallback(reason, detail, model, lora, tokens, truncated, timings, nowMs));
     try {
       const parsed = parseChatBody(body, config.max_body_bytes);
       let t = performance.now();
       timings.parseMs = t - t0;
       if (!parsed.ok) {
         const m = parsed.model ?? null;
-        const base = m === null ? null : (config.lora_adapters?.[m] ?? m);
-        return done(
-          fallback(parsed.reason, parsed.detail, base, base !== m ? m : null, 0, false, timings, nowMs),
-        );
+        model = m === null ? null : (config.lora_adapters?.[m] ?? m);
+        lora = model !== m ? m : null;
+        return bail(parsed.reason, parsed.detail);
       }
       const req = parsed.request;
       const baseModel = config.lora_adapters?.[req.model];
@@ -235,18 +241,7 @@ export function createRouter(
       try {
         text = resources.template().render(req);
       } catch (e) {
-        return done(
-          fallback(
-            'template_error',
-            String((e as Error).message).slice(0, 300),
-            model,
-            lora,
-            0,
-            false,
-            timings,
-            nowMs,
-          ),
-        );
+        return bail('template_error', detailOf(e));
       }
       let u = performance.now();
       timings.templateMs = u - t;
@@ -258,19 +253,7 @@ export function createRouter(
         tokens = r.tokens;
         truncated = r.truncated;
       } catch (e) {
-        const est = Math.ceil(text.length / 4);
-        return done(
-          fallback(
-            'tokenizer_error',
-            String((e as Error).message).slice(0, 300),
-            model,
-            lora,
-            est,
-            false,
-            timings,
-            nowMs,
-          ),
-        );
+        return bail('tokenizer_error', detailOf(e), Math.ceil(text.length / 4));
       }
       promptTokens = tokens.length;
       u = performance.now();
@@ -299,36 +282,13 @@ export function createRouter(
       } catch (e) {
         timings.lookupMs = performance.now() - t;
         const timeout = e instanceof LookupTimeout || isKinferenceError(e, 'KINF_ERR_REDIS_TIMEOUT');
-        return done(
-          fallback(
-            timeout ? 'index_timeout' : 'index_error',
-            String((e as Error).message).slice(0, 300),
-            model,
-            lora,
-            promptTokens,
-            truncated,
-            timings,
-            nowMs,
-          ),
-        );
+        return bail(timeout ? 'index_timeout' : 'index_error', detailOf(e));
       }
       u = performance.now();
       timings.lookupMs = u - t;
       t = u;
 
-      if (lookup.pods.length === 0)
-        return done(
-          fallback(
-            'no_pods_in_index',
-            `no pods registered for model ${model}`,
-            model,
-            lora,
-            promptTokens,
-            truncated,
-            timings,
-            nowMs,
-          ),
-        );
+      if (lookup.pods.length === 0) return bail('no_pods_in_index', `no pods registered for model ${model}`);
       lastKnownPods.set(
         model,
         lookup.pods.map((p) => p.state),
@@ -358,18 +318,7 @@ export function createRouter(
       );
     } catch (e) {
       // Nothing may escape: a bug here must not turn a servable request into an error.
-      return done(
-        fallback(
-          'internal_error',
-          String((e as Error)?.message ?? e).slice(0, 300),
-          model,
-          lora,
-          promptTokens,
-          truncated,
-          timings,
-          nowMs,
-        ),
-      );
+      return bail('internal_error', detailOf(e));
     }
   }
 
