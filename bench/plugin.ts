@@ -24,10 +24,9 @@ import { decode, encode } from '@msgpack/msgpack';
 import { Redis } from 'ioredis';
 import { PluginConfigSchema } from '../src/config/plugin-config.js';
 import { validateConfig } from '../src/config/validate.js';
-import type { BlockKey, LookupResult } from '../src/core/types.js';
+import type { BlockKey } from '../src/core/types.js';
 import { createKvIndex } from '../src/index/index.js';
-import type { KvIndex } from '../src/index/kv-index.js';
-import { createRouter, defaultResources } from '../src/router/index.js';
+import { createRouter, defaultResources, requestKeys } from '../src/router/index.js';
 import type { EventResult } from '../kong/stand-in/bridge.js';
 import { entityId, type RouteEntity, type ServiceEntity } from '../kong/stand-in/declarative.js';
 import { ExternalPlugin } from '../kong/stand-in/external-plugin.js';
@@ -135,23 +134,9 @@ function chatBody(bytes: number, question: string): string {
   });
 }
 
-/** The router's own block keys for a body (same pipeline, a recording index). */
-async function keysOf(config: Record<string, unknown>, body: string): Promise<BlockKey[]> {
-  const cfg = validateConfig(PluginConfigSchema, config, 'bench');
-  let seen: BlockKey[] = [];
-  const recording: KvIndex = {
-    apply: async () => undefined,
-    upsertPodState: async () => undefined,
-    removePod: async () => undefined,
-    listPods: async () => [],
-    close: async () => undefined,
-    lookup: async (_m: string, keys: readonly BlockKey[]): Promise<LookupResult> => {
-      seen = [...keys];
-      return { pods: [] };
-    },
-  };
-  await createRouter(cfg, { ...defaultResources({ ...cfg, index: 'memory' }), index: recording }).route(body);
-  return seen;
+/** The router's own block keys for a body. */
+function keysOf(config: Record<string, unknown>, body: string): Promise<BlockKey[]> {
+  return requestKeys(validateConfig(PluginConfigSchema, config, 'bench'), body);
 }
 
 const ROUTE: RouteEntity = {

@@ -7,3 +7,4 @@ export {
   type RouterResources,
 } from './router.js';
 export { getRouter, closeAllRouters, routerCacheKey, defaultResources } from './resources.js';
+export { requestKeys } from './request-keys.js';

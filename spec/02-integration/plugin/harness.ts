@@ -1,12 +1,11 @@
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { bundlePlugin } from '../../../scripts/bundle-plugin.mjs';
-import { PluginConfigSchema, type PluginConfig } from '../../../src/config/plugin-config.js';
+import { PluginConfigSchema } from '../../../src/config/plugin-config.js';
 import { validateConfig } from '../../../src/config/validate.js';
-import type { BlockKey, LookupResult, PodState } from '../../../src/core/types.js';
+import type { BlockKey, PodState } from '../../../src/core/types.js';
 import { createKvIndex } from '../../../src/index/index.js';
-import type { KvIndex } from '../../../src/index/kv-index.js';
-import { createRouter, defaultResources } from '../../../src/router/index.js';
+import { requestKeys } from '../../../src/router/index.js';
 import {
   packageRoot,
   startGateway,
@@ -81,27 +80,9 @@ export async function startPluginGateway(
   });
 }
 
-/** The block keys the router computes for `body` under `config`: the same pipeline, a recording index. */
-export async function keysFor(rawConfig: Record<string, unknown>, body: unknown): Promise<BlockKey[]> {
-  const config: PluginConfig = validateConfig(PluginConfigSchema, rawConfig, 'test config');
-  let seen: BlockKey[] = [];
-  const recording: KvIndex = {
-    apply: async () => undefined,
-    upsertPodState: async () => undefined,
-    removePod: async () => undefined,
-    listPods: async () => [],
-    close: async () => undefined,
-    lookup: async (_model: string, keys: readonly BlockKey[]): Promise<LookupResult> => {
-      seen = [...keys];
-      return { pods: [] };
-    },
-  };
-  const router = createRouter(config, {
-    ...defaultResources({ ...config, index: 'memory' }),
-    index: recording,
-  });
-  await router.route(JSON.stringify(body));
-  return seen;
+/** The block keys the router computes for `body` under `config` (src/router/request-keys.ts). */
+export function keysFor(rawConfig: Record<string, unknown>, body: unknown): Promise<BlockKey[]> {
+  return requestKeys(validateConfig(PluginConfigSchema, rawConfig, 'test config'), JSON.stringify(body));
 }
 
 export interface SeedPod {

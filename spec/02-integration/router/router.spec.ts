@@ -1,10 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { blockKeys, keySeed } from '../../../src/core/block-keys.js';
-import { parseChatRequest, type ChatRequest } from '../../../src/core/request.js';
 import { PluginConfigSchema, type PluginConfig } from '../../../src/config/plugin-config.js';
 import { validateConfig } from '../../../src/config/validate.js';
 import type { KvIndex } from '../../../src/index/index.js';
-import { createRouter, defaultResources, type RouterResources } from '../../../src/router/index.js';
+import { createRouter, defaultResources, requestKeys } from '../../../src/router/index.js';
 import { QWEN3_TEMPLATE, QWEN3_TOKENIZER } from '../../helpers/qwen3.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 
@@ -37,15 +35,6 @@ function config(over: Partial<PluginConfig> = {}): PluginConfig {
   );
 }
 
-/** Keys of a request exactly as the router computes them (template → tokenizer → chained keys). */
-async function keysOf(res: RouterResources, cfg: PluginConfig, raw: string, lora: string | null = null) {
-  const parsed = parseChatRequest(JSON.parse(raw));
-  if (!parsed.ok) throw new Error(parsed.detail);
-  const req: ChatRequest = parsed.request;
-  const { tokens } = await res.promptTokenizer().tokenize(res.template().render(req), cfg.max_prompt_tokens);
-  return blockKeys(tokens, cfg.block_size, keySeed({ model: MODEL, lora, cacheSalt: req.cacheSalt ?? null }));
-}
-
 const NOW = 1_000_000;
 
 async function fleet(index: KvIndex): Promise<void> {
@@ -73,7 +62,7 @@ describe('router pipeline (real tokenizer, real template, both indexes)', () => 
       );
       const res = defaultResources(cfg);
       await fleet(res.index);
-      const first = await keysOf(res, cfg, body('What is the refund policy?'));
+      const first = await requestKeys(cfg, body('What is the refund policy?'));
       await res.index.apply({ model: MODEL, podId: 'pod-b' }, [{ op: 'store', keys: first, tier: 'GPU' }]);
 
       const router = createRouter(cfg, res, { clock: () => NOW });
@@ -94,7 +83,7 @@ describe('router pipeline (real tokenizer, real template, both indexes)', () => 
     const cfg = config();
     const res = defaultResources(cfg);
     await fleet(res.index);
-    const plain = await keysOf(res, cfg, body('q'));
+    const plain = await requestKeys(cfg, body('q'));
     await res.index.apply({ model: MODEL, podId: 'pod-c' }, [{ op: 'store', keys: plain, tier: 'GPU' }]);
     const router = createRouter(cfg, res, { clock: () => NOW });
     const same = await router.route(body('q'));

@@ -6,11 +6,9 @@ import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadFleetConfig } from '../../../src/config/fleet-config.js';
-import { blockKeys, keySeed } from '../../../src/core/block-keys.js';
-import { parseChatRequest } from '../../../src/core/request.js';
 import { createKvIndex } from '../../../src/index/index.js';
 import { pluginConfigFromFleet } from '../../../src/router/from-fleet.js';
-import { defaultResources } from '../../../src/router/index.js';
+import { requestKeys } from '../../../src/router/index.js';
 import { QWEN3_TEMPLATE, QWEN3_TOKENIZER } from '../../helpers/qwen3.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 
@@ -40,7 +38,6 @@ describe('kinference explain (built CLI, real Redis)', () => {
     // What the collector would have written: both pods registered, pod-b holding the first request's blocks.
     const fleet = loadFleetConfig(fleetPath);
     const cfg = pluginConfigFromFleet(fleet, MODEL, fleetPath);
-    const res = defaultResources(cfg);
     const index = createKvIndex({ kind: 'redis', url: redis.url });
     const now = Date.now();
     for (const [podId, address] of [
@@ -51,14 +48,9 @@ describe('kinference explain (built CLI, real Redis)', () => {
         { model: MODEL, podId },
         { address, lastScrapeAtMs: now, lastEventAtMs: now },
       );
-    const parsed = parseChatRequest(JSON.parse(readFileSync(join(examples, 'chat-request.json'), 'utf8')));
-    if (!parsed.ok) throw new Error(parsed.detail);
-    const { tokens } = await res.promptTokenizer().tokenize(res.template().render(parsed.request), 100_000);
-    await index.apply({ model: MODEL, podId: 'pod-b' }, [
-      { op: 'store', keys: blockKeys(tokens, 16, keySeed({ model: MODEL })), tier: 'GPU' },
-    ]);
+    const keys = await requestKeys(cfg, readFileSync(join(examples, 'chat-request.json'), 'utf8'));
+    await index.apply({ model: MODEL, podId: 'pod-b' }, [{ op: 'store', keys, tier: 'GPU' }]);
     await index.close();
-    await res.index.close();
   });
   afterAll(async () => {
     await redis?.stop();
