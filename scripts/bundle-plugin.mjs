@@ -35,6 +35,9 @@ export async function bundlePlugin(outRoot = join(ROOT, 'dist', 'plugins')) {
     logLevel: 'warning',
     legalComments: 'none',
     sourcemap: false,
+    // ESM sources locate package data with createRequire(import.meta.url); in CommonJS that is the bundle file.
+    define: { 'import.meta.url': '__kinferenceModuleUrl' },
+    banner: { js: "const __kinferenceModuleUrl = require('node:url').pathToFileURL(__filename).href;" },
   });
   writeFileSync(join(outRoot, 'package.json'), '{ "type": "commonjs" }\n');
   const entries = readdirSync(dir);

@@ -1,6 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { Tokenizer as NativeTokenizer } from 'tokenizers';
 import { KinferenceError } from '../core/errors.js';
+import type { ByteBpe } from './bpe/byte-bpe.js';
+import { byteBpeFromHfJson } from './bpe/from-hf.js';
+import { ENGINE_PROBE } from './bpe/probe.js';
 import type { SpecialTokenFlags, Tokenizer } from './types.js';
 
 /** The parts of a tokenizer.json we read ourselves (the native library does the tokenizing). */
@@ -36,8 +39,19 @@ class HfTokenizer implements Tokenizer {
   readonly #native: NativeTokenizer;
   /** An added token that matches only itself, prepended so a piece is encoded as if it followed a special. */
   readonly #anchor: { text: string; id: number } | null;
+  /** The JS engine for plain text once it has matched the native library on the probe, else null. */
+  #fast: ByteBpe | null = null;
+  /** Settles when the JS engine is checked (immediately when there is none). */
+  readonly #checked: Promise<void>;
+  #engineNote: string;
 
-  constructor(spec: string, native: NativeTokenizer, added: AddedTokenJson[], startSensitive: boolean) {
+  constructor(
+    spec: string,
+    native: NativeTokenizer,
+    added: AddedTokenJson[],
+    startSensitive: boolean,
+    fast: ByteBpe | { unsupported: string },
+  ) {
     this.spec = spec;
     this.#native = native;
     const specials = new Map<string, number>();
@@ -51,6 +65,29 @@ class HfTokenizer implements Tokenizer {
     this.specialTokenFlags = flags;
     const plain = added.find((t) => !t.lstrip && !t.rstrip && !t.single_word && t.normalized !== true);
     this.#anchor = startSensitive && plain ? { text: plain.content, id: plain.id } : null;
+    if ('unsupported' in fast || this.#anchor !== null) {
+      this.#engineNote = `native (${'unsupported' in fast ? fast.unsupported : 'start-sensitive pre-tokenizer'})`;
+      this.#checked = Promise.resolve();
+    } else {
+      this.#engineNote = 'native (JS engine being checked)';
+      this.#checked = this.#ids(ENGINE_PROBE).then(
+        (ids) => {
+          const js = fast.encode(ENGINE_PROBE);
+          if (js.length === ids.length && js.every((t, i) => t === ids[i])) {
+            this.#fast = fast;
+            this.#engineNote = 'js-bpe';
+          } else {
+            this.#engineNote = 'native (JS engine disagreed on the probe text)';
+            process.emitWarning(`${spec}: ${this.#engineNote}`, 'KinferenceWarning');
+          }
+        },
+        () => undefined,
+      );
+    }
+  }
+
+  get engine(): string {
+    return this.#engineNote;
   }
 
   async #ids(text: string): Promise<number[]> {
@@ -60,6 +97,8 @@ class HfTokenizer implements Tokenizer {
 
   async encodeOrdinary(text: string, atStart = false): Promise<number[]> {
     if (text.length === 0) return [];
+    await this.#checked;
+    if (this.#fast !== null) return this.#fast.encode(text);
     if (this.#anchor === null || atStart) return this.#ids(text);
     const ids = await this.#ids(this.#anchor.text + text);
     if (ids[0] !== this.#anchor.id)
@@ -76,8 +115,16 @@ class HfTokenizer implements Tokenizer {
   }
 }
 
-/** Builds `hf:<path to tokenizer.json>` on the native (Rust) HF tokenizers library. */
-export function createHfTokenizer(spec: string, path: string): Tokenizer {
+/**
+ * Builds `hf:<path to tokenizer.json>`: the native (Rust) HF tokenizers library, with plain text encoded by
+ * our JS byte-level BPE when the pipeline allows it and the engine matches the native library on a probe.
+ * `engine` replaces the JS engine (tests use it to check the fallback).
+ */
+export function createHfTokenizer(
+  spec: string,
+  path: string,
+  engine?: ByteBpe | { unsupported: string },
+): Tokenizer {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -122,5 +169,11 @@ export function createHfTokenizer(spec: string, path: string): Tokenizer {
   const added = (Array.isArray(json.added_tokens) ? json.added_tokens : []).filter(
     (t): t is AddedTokenJson => isRecord(t) && typeof t.id === 'number' && typeof t.content === 'string',
   );
-  return new HfTokenizer(spec, native, added, isStartSensitive(json.pre_tokenizer));
+  return new HfTokenizer(
+    spec,
+    native,
+    added,
+    isStartSensitive(json.pre_tokenizer),
+    engine ?? byteBpeFromHfJson(json),
+  );
 }

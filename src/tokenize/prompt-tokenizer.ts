@@ -93,25 +93,21 @@ export function createPromptTokenizer(
       }
       // Uncached segments are encoded concurrently (the HF binding runs them on the thread pool).
       if (pending.size > 0) await Promise.all(pending.values());
-      const tokens: number[] = [];
-      let over = false;
-      outer: for (const part of parts) {
-        const resolved = part instanceof Promise ? await part : part;
-        if (typeof resolved === 'number') {
-          if (tokens.length >= maxTokens) {
-            over = true;
-            break;
-          }
-          tokens.push(resolved);
-          continue;
-        }
-        for (let j = 0; j < resolved.length; j++) {
-          if (tokens.length >= maxTokens) {
-            over = true;
-            break outer;
-          }
-          tokens.push(resolved[j] as number);
-        }
+      const resolved: (Uint32Array | number)[] = new Array(parts.length);
+      let total = 0;
+      for (let i = 0; i < parts.length; i++) {
+        const part = parts[i]!;
+        const r = part instanceof Promise ? await part : part;
+        resolved[i] = r;
+        total += typeof r === 'number' ? 1 : r.length;
+      }
+      const over = total > maxTokens;
+      const tokens: number[] = new Array<number>(Math.min(total, maxTokens));
+      let n = 0;
+      for (let i = 0; i < resolved.length && n < tokens.length; i++) {
+        const r = resolved[i]!;
+        if (typeof r === 'number') tokens[n++] = r;
+        else for (let j = 0; j < r.length && n < tokens.length; j++) tokens[n++] = r[j]!;
       }
       return { tokens, truncated: over || cut < text.length, cachedChars, tokenizedChars };
     },

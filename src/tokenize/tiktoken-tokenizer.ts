@@ -1,4 +1,7 @@
 import { get_encoding, type Tiktoken, type TiktokenEncoding } from 'tiktoken';
+import type { ByteBpe } from './bpe/byte-bpe.js';
+import { byteBpeFromTiktoken } from './bpe/from-tiktoken.js';
+import { ENGINE_PROBE } from './bpe/probe.js';
 import type { Tokenizer } from './types.js';
 
 /**
@@ -56,16 +59,36 @@ const utf8 = new TextDecoder('utf-8');
 class TiktokenTokenizer implements Tokenizer {
   readonly spec: string;
   readonly specialTokens: ReadonlyMap<string, number>;
+  readonly engine: string;
   readonly #enc: Tiktoken;
+  /** The JS engine for plain text, used only if it matched tiktoken on the probe text. */
+  readonly #fast: ByteBpe | null;
 
-  constructor(spec: string, enc: Tiktoken, specials: Readonly<Record<string, number>>) {
+  constructor(
+    spec: string,
+    enc: Tiktoken,
+    specials: Readonly<Record<string, number>>,
+    fast: ByteBpe | { unsupported: string },
+  ) {
     this.spec = spec;
     this.#enc = enc;
     this.specialTokens = new Map(Object.entries(specials));
+    if ('unsupported' in fast) {
+      this.#fast = null;
+      this.engine = `native (${fast.unsupported})`;
+      return;
+    }
+    const ref = enc.encode_ordinary(ENGINE_PROBE);
+    const js = fast.encode(ENGINE_PROBE);
+    const same = js.length === ref.length && js.every((t, i) => t === ref[i]);
+    this.#fast = same ? fast : null;
+    this.engine = same ? 'js-bpe' : 'native (JS engine disagreed on the probe text)';
+    if (!same) process.emitWarning(`${spec}: ${this.engine}`, 'KinferenceWarning');
   }
 
-  // tiktoken (WASM) is synchronous; the Promise only satisfies the shared interface.
+  // Both engines are synchronous; the Promise only satisfies the shared interface.
   async encodeOrdinary(text: string): Promise<number[]> {
+    if (this.#fast !== null) return this.#fast.encode(text);
     return Array.from(this.#enc.encode_ordinary(text));
   }
 
@@ -78,14 +101,32 @@ class TiktokenTokenizer implements Tokenizer {
   }
 }
 
-/** Builds `tiktoken:<encoding>`. The encoder lives for the process (callers cache it per spec). */
-export function createTiktokenTokenizer(spec: string, encoding: TiktokenEncodingName): Tokenizer {
+/**
+ * Builds `tiktoken:<encoding>`: plain text is encoded by our JS byte-level BPE when it matches tiktoken on the
+ * probe text, else by tiktoken's WASM. `engine` replaces the JS engine (bench:tokenizers compares the two).
+ * The encoder lives for the process (callers cache it per spec).
+ */
+export function createTiktokenTokenizer(
+  spec: string,
+  encoding: TiktokenEncodingName,
+  engine?: ByteBpe | { unsupported: string },
+): Tokenizer {
   if (encoding === 'o200k_harmony') {
     const extra: Record<string, number> = {};
     for (const [t, id] of Object.entries(HARMONY_SPECIAL_TOKENS))
       if (BASE_SPECIALS.o200k_base?.[t] === undefined) extra[t] = id;
-    return new TiktokenTokenizer(spec, get_encoding('o200k_base', extra), HARMONY_SPECIAL_TOKENS);
+    return new TiktokenTokenizer(
+      spec,
+      get_encoding('o200k_base', extra),
+      HARMONY_SPECIAL_TOKENS,
+      engine ?? byteBpeFromTiktoken('o200k_base'),
+    );
   }
   const specials = BASE_SPECIALS[encoding] ?? {};
-  return new TiktokenTokenizer(spec, get_encoding(encoding as TiktokenEncoding), specials);
+  return new TiktokenTokenizer(
+    spec,
+    get_encoding(encoding as TiktokenEncoding),
+    specials,
+    engine ?? byteBpeFromTiktoken(encoding),
+  );
 }

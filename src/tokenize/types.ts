@@ -8,6 +8,11 @@ import type { ChatRequest } from '../core/request.js';
 export interface Tokenizer {
   /** e.g. "tiktoken:o200k_base" or "hf:/path/tokenizer.json". */
   readonly spec: string;
+  /**
+   * Which engine encodes plain text: "js-bpe" (our byte-level BPE, checked against the native library at
+   * load) or "native (<why>)".
+   */
+  readonly engine: string;
   /** Special/added tokens that are matched literally in prompt text, with their ids. */
   readonly specialTokens: ReadonlyMap<string, number>;
   /**

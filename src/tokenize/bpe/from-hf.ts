@@ -1,0 +1,91 @@
+import { byteLevelAlphabet } from './byte-level.js';
+import { ByteBpe } from './byte-bpe.js';
+import { PACK } from './merge.js';
+import { toJsPattern } from './pattern.js';
+
+/** GPT-2's pre-tokenizer regex, which HF ByteLevel applies when `use_regex` is true. */
+const GPT2_PATTERN = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+
+type Json = Record<string, unknown>;
+const isRecord = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+const unset = (v: unknown): boolean => v === undefined || v === null || v === '';
+
+/** The pre-tokenizer regex of a supported byte-level pipeline, or why it is not supported. */
+function preTokenizerPattern(pre: unknown): string | { unsupported: string } {
+  const byteLevel = (p: Json, regex: boolean): boolean =>
+    p.type === 'ByteLevel' && p.add_prefix_space !== true && (p.use_regex !== false) === regex;
+  if (isRecord(pre) && byteLevel(pre, true)) return GPT2_PATTERN;
+  if (isRecord(pre) && pre.type === 'Sequence' && Array.isArray(pre.pretokenizers)) {
+    const [split, bl, ...rest] = pre.pretokenizers as unknown[];
+    if (
+      rest.length === 0 &&
+      isRecord(split) &&
+      isRecord(bl) &&
+      split.type === 'Split' &&
+      split.behavior === 'Isolated' &&
+      split.invert !== true &&
+      isRecord(split.pattern) &&
+      typeof split.pattern.Regex === 'string' &&
+      byteLevel(bl, false)
+    )
+      return split.pattern.Regex;
+  }
+  return { unsupported: 'pre-tokenizer is not [Split(Regex, Isolated), ByteLevel] or ByteLevel(use_regex)' };
+}
+
+/**
+ * The JS engine for a HF tokenizer.json, when its pipeline is one the engine reproduces exactly: a BPE model
+ * over GPT-2 byte-level pieces (Qwen, Llama 3, gpt-oss, DeepSeek-style), NFC or no normalizer. Otherwise the
+ * reason it is not, and the native library does the work.
+ */
+export function byteBpeFromHfJson(json: Json): ByteBpe | { unsupported: string } {
+  const model = json.model;
+  if (!isRecord(model) || model.type !== 'BPE') return { unsupported: 'model is not BPE' };
+  if (!unset(model.dropout) && model.dropout !== 0) return { unsupported: 'BPE dropout' };
+  if (!unset(model.continuing_subword_prefix) || !unset(model.end_of_word_suffix))
+    return { unsupported: 'subword prefix/suffix' };
+  const norm = json.normalizer;
+  const nfc = isRecord(norm) && norm.type === 'NFC';
+  if (!unset(norm) && !nfc) return { unsupported: `normalizer ${String(isRecord(norm) && norm.type)}` };
+  const source = preTokenizerPattern(json.pre_tokenizer);
+  if (typeof source !== 'string') return source;
+  const pattern = toJsPattern(source);
+  if (pattern === null) return { unsupported: `pre-tokenizer regex not portable: ${source}` };
+  if (!isRecord(model.vocab) || !Array.isArray(model.merges)) return { unsupported: 'no vocab or merges' };
+
+  const vocab = new Map<string, number>();
+  for (const [k, v] of Object.entries(model.vocab)) if (typeof v === 'number') vocab.set(k, v);
+  if (vocab.size >= PACK || model.merges.length >= PACK) return { unsupported: 'vocabulary too large' };
+  const alphabet = byteLevelAlphabet();
+  const byteIds = alphabet.map((ch) => vocab.get(ch) ?? -1);
+  if (byteIds.includes(-1)) return { unsupported: 'vocabulary lacks a byte-level symbol' };
+
+  const pairs = new Map<number, number>();
+  for (let rank = 0; rank < model.merges.length; rank++) {
+    const m = model.merges[rank] as unknown;
+    const [a, b] = typeof m === 'string' ? m.split(' ') : Array.isArray(m) ? m : [];
+    if (typeof a !== 'string' || typeof b !== 'string') return { unsupported: `merge ${rank} malformed` };
+    const ia = vocab.get(a);
+    const ib = vocab.get(b);
+    const merged = vocab.get(a + b);
+    if (ia === undefined || ib === undefined || merged === undefined) continue;
+    const key = ia * PACK + ib;
+    if (!pairs.has(key)) pairs.set(key, rank * PACK + merged);
+  }
+  const wholeWord =
+    model.ignore_merges === true
+      ? (bytes: readonly number[]): number | undefined => {
+          let s = '';
+          for (let i = 0; i < bytes.length; i++) s += alphabet[bytes[i]!]!;
+          return vocab.get(s);
+        }
+      : undefined;
+  return new ByteBpe({
+    pattern,
+    keepGaps: true,
+    normalize: nfc ? 'NFC' : null,
+    byteIds,
+    lookup: (a, b) => pairs.get(a * PACK + b) ?? -1,
+    wholeWord,
+  });
+}

@@ -1,0 +1,54 @@
+import { createRequire } from 'node:module';
+import { ByteBpe } from './byte-bpe.js';
+import { PACK } from './merge.js';
+import { toJsPattern } from './pattern.js';
+
+interface TiktokenRanksJson {
+  pat_str: string;
+  bpe_ranks: string;
+}
+
+/** Pair lookups remembered; cleared when full (a prompt uses a few thousand distinct pairs). */
+const PAIR_MEMO_MAX = 1_000_000;
+
+/**
+ * The JS engine for a tiktoken encoding, from the rank files the `tiktoken` package ships
+ * (`tiktoken/encoders/<name>.json`: lines of `<name> <first rank> <base64 token>…`). A token's rank is its
+ * id, and two adjacent parts merge when their concatenated bytes are a token, lowest rank first.
+ */
+export function byteBpeFromTiktoken(encoding: string): ByteBpe | { unsupported: string } {
+  const require = createRequire(import.meta.url);
+  const json = require(`tiktoken/encoders/${encoding}.json`) as TiktokenRanksJson;
+  const pattern = toJsPattern(json.pat_str);
+  if (pattern === null) return { unsupported: `pre-tokenizer regex not portable: ${json.pat_str}` };
+  const ranks = new Map<string, number>();
+  const bytesOf: string[] = [];
+  for (const line of json.bpe_ranks.split('\n')) {
+    const parts = line.split(' ');
+    const first = Number(parts[1]);
+    for (let i = 2; i < parts.length; i++) {
+      const bytes = Buffer.from(parts[i]!, 'base64').toString('latin1');
+      ranks.set(bytes, first + i - 2);
+      bytesOf[first + i - 2] = bytes;
+    }
+  }
+  const byteIds: number[] = [];
+  for (let b = 0; b < 256; b++) {
+    const id = ranks.get(String.fromCharCode(b));
+    if (id === undefined) return { unsupported: `byte ${b} is not a token` };
+    byteIds.push(id);
+  }
+  const memo = new Map<number, number>();
+  const lookup = (a: number, b: number): number => {
+    const key = a * PACK + b;
+    let v = memo.get(key);
+    if (v === undefined) {
+      const r = ranks.get(bytesOf[a]! + bytesOf[b]!);
+      v = r === undefined ? -1 : r * PACK + r;
+      if (memo.size >= PAIR_MEMO_MAX) memo.clear();
+      memo.set(key, v);
+    }
+    return v;
+  };
+  return new ByteBpe({ pattern, keepGaps: false, normalize: null, byteIds, lookup });
+}
