@@ -3,9 +3,10 @@ import type { Calibration, PodState } from '../core/types.js';
 import { defaultPodState, type PodRef } from './kv-index.js';
 
 /**
- * PodState ↔ the fields of the pod's Redis hash (one small listpack hash per pod). Numbers are written
- * with String() and read with Number(), which round-trips every double; calibration is JSON ('' = null).
- * The `id` field is always written: its presence is what makes the pod registered.
+ * PodState ↔ a flat [field, value, …] list. Numbers are written with String() and read with Number(), which
+ * round-trips every double; calibration is JSON ('' = null). The `id` field is always written.
+ * In Redis the list is one string record per pod, "field=value\n" lines, values escaped so that any text
+ * (a pod address with a newline, say) survives: the upsert script merges lines without reading values.
  */
 export type PodStatePatch = Partial<Omit<PodState, 'podId' | 'model'>>;
 
@@ -56,6 +57,31 @@ export function decodePodState(pod: PodRef, flat: readonly string[]): PodState {
     if (hit) state[hit.prop] = hit.c.decode(flat[i + 1]!); // unknown fields: written by a newer version
   }
   return state as unknown as PodState;
+}
+
+/** A value as it is stored in a record line: `\` and newline escaped. */
+export function escapeStateValue(v: string): string {
+  return v.includes('\\') || v.includes('\n') ? v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n') : v;
+}
+
+/** A stored record ("field=value\n" lines, values escaped) as a flat [field, value, …] list. */
+export function parseStateRecord(record: string): string[] {
+  const flat: string[] = [];
+  let at = 0;
+  while (at < record.length) {
+    const nl = record.indexOf('\n', at);
+    const line = record.slice(at, nl < 0 ? record.length : nl);
+    at = nl < 0 ? record.length : nl + 1;
+    const eq = line.indexOf('=');
+    if (eq <= 0)
+      throw new KinferenceError('KINF_ERR_INDEX_REPLY', `pod state record line without a field: "${line}"`);
+    const v = line.slice(eq + 1);
+    flat.push(
+      line.slice(0, eq),
+      v.includes('\\') ? v.replace(/\\(.)/g, (_m, c: string) => (c === 'n' ? '\n' : c)) : v,
+    );
+  }
+  return flat;
 }
 
 function parseCalibration(s: string): Calibration {

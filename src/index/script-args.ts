@@ -1,7 +1,7 @@
 import { KinferenceError } from '../core/errors.js';
 import { tierRank, type BlockKey } from '../core/types.js';
 import type { IndexOp } from './kv-index.js';
-import { encodePodState, type PodStatePatch } from './pod-state-codec.js';
+import { encodePodState, escapeStateValue, type PodStatePatch } from './pod-state-codec.js';
 import { podsKey, seqKey } from './redis-keys.js';
 import type { ScriptCall } from './script.js';
 
@@ -73,7 +73,8 @@ export function applyCalls(
 }
 
 export function upsertPodCall(base: string, podId: string, patch: PodStatePatch): ScriptCall {
-  return { keys: [podsKey(base), seqKey(base)], args: [base, podId, ...encodePodState(podId, patch)] };
+  const flat = encodePodState(podId, patch).map((v, i) => (i % 2 === 1 ? escapeStateValue(v) : v));
+  return { keys: [podsKey(base), seqKey(base)], args: [base, podId, ...flat] };
 }
 
 export function removePodCall(base: string, podId: string): ScriptCall {

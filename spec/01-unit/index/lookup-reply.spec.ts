@@ -5,8 +5,8 @@ import { parseLookupReply } from '../../../src/index/lookup-reply.js';
 describe('parseLookupReply', () => {
   it('turns script rows into pods sorted by id', () => {
     const r = parseLookupReply('m', [
-      ['pod-b', 1, 2, 3, ['id', 'pod-b', 'running', '2']],
-      ['pod-a', 0, 0, 0, ['id', 'pod-a']],
+      ['pod-b', 1, 2, 3, 'id=pod-b\nrunning=2\n'],
+      ['pod-a', 0, 0, 0, 'id=pod-a\n'],
     ]);
     expect(r).toEqual({
       pods: [
@@ -24,7 +24,7 @@ describe('parseLookupReply', () => {
   });
 
   it('accepts counts as strings (RESP variants)', () => {
-    expect(parseLookupReply('m', [['p', '4', '5', '6', []]]).pods[0]!.prefixBlocks).toEqual({
+    expect(parseLookupReply('m', [['p', '4', '5', '6', '']]).pods[0]!.prefixBlocks).toEqual({
       GPU: 4,
       CPU: 5,
       STORAGE: 6,
@@ -36,11 +36,12 @@ describe('parseLookupReply', () => {
       null,
       'OK',
       [['p', 1, 2, 3]],
-      [[1, 1, 2, 3, []]],
-      [['p', -1, 2, 3, []]],
-      [['p', 1.5, 2, 3, []]],
+      [[1, 1, 2, 3, '']],
+      [['p', -1, 2, 3, '']],
+      [['p', 1.5, 2, 3, '']],
       [['p', 1, 2, 3, 'state']],
-      [['p', 1, 2, 3, [1, 2]]],
+      [['p', 1, 2, 3, '=x\n']],
+      [['p', 1, 2, 3, ['id', 'p']]],
     ])
       expect(() => parseLookupReply('m', bad)).toThrow(
         expect.objectContaining({ code: 'KINF_ERR_INDEX_REPLY' }),

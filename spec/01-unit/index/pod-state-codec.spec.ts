@@ -2,7 +2,12 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { PodState } from '../../../src/core/types.js';
 import { defaultPodState } from '../../../src/index/kv-index.js';
-import { decodePodState, encodePodState } from '../../../src/index/pod-state-codec.js';
+import {
+  decodePodState,
+  encodePodState,
+  escapeStateValue,
+  parseStateRecord,
+} from '../../../src/index/pod-state-codec.js';
 
 const ref = { model: 'm', podId: 'pod-a' };
 const dbl = fc.double({ noNaN: true, noDefaultInfinity: true }).filter((v) => !Object.is(v, -0));
@@ -65,5 +70,22 @@ describe('pod state codec', () => {
       expect(() => decodePodState(ref, flat)).toThrow(
         expect.objectContaining({ code: 'KINF_ERR_INDEX_REPLY' }),
       );
+  });
+
+  it('stores any value in a record line: escaped on write, restored on read', () => {
+    const field = fc.stringMatching(/^[a-z_]{1,12}$/);
+    fc.assert(
+      fc.property(fc.array(fc.tuple(field, fc.string({ unit: 'binary' }))), (pairs) => {
+        const record = pairs.map(([f, v]) => `${f}=${escapeStateValue(v)}\n`).join('');
+        expect(parseStateRecord(record)).toEqual(pairs.flat());
+      }),
+    );
+    expect(escapeStateValue('a\\b\nc')).toBe('a\\\\b\\nc');
+    expect(parseStateRecord('address=10.0.0.1:8000\ncalibration=\n')).toEqual([
+      'address',
+      '10.0.0.1:8000',
+      'calibration',
+      '',
+    ]);
   });
 });

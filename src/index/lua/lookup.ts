@@ -9,8 +9,9 @@ import { LUA_ENTRY } from './entry.js';
  * ARGV[1] = <base>       e.g. "kinf:{Ab3_x9Qz}:"; state and block keys are built from it and share
  *                        KEYS[1]'s hash tag, so the script touches one Cluster slot
  * ARGV[2] = the prompt's block keys, 8 raw bytes each, concatenated ("" for none)
- * Reply:   { {podId, gpuBlocks, cpuBlocks, storageBlocks, {stateField, value, …}}, … }, one per pod whose
- *          state hash exists (registered), in pods-hash order (the client sorts by podId)
+ * Reply:   { {podId, gpuBlocks, cpuBlocks, storageBlocks, stateRecord}, … }, one per pod whose state
+ *          record exists (registered), in pods-hash order (the client sorts by podId); the record is the
+ *          string upsert-pod writes, returned as is (one bulk string per pod, one MGET for all of them)
  *
  * Atomic because Redis runs a script alone: pod list, epochs, blocks and states are one snapshot, never
  * half of a concurrent apply. Read-only.
@@ -30,15 +31,23 @@ local n = math.floor(#blob / 8)
 local block = base .. '${KEY_SUFFIX.block}'
 local pods, by_idx = {}, {}
 local refs = redis.call('HGETALL', KEYS[1])
-for i = 1, #refs, 2 do
-  local idx, epoch = pod_ref(refs[i + 1])
-  local state = redis.call('HGETALL', base .. '${KEY_SUFFIX.state}' .. idx)
-  if #state > 0 then
-    local e = epoch % EP
-    -- a GPU-only entry of the live epoch is a value in (lo, hi): the hot path decodes with two compares
-    local p = { id = refs[i], idx = idx, epoch = e, lo = e * RC, hi = (e + 1) * RC, state = state }
-    pods[#pods + 1] = p
-    by_idx[idx] = p
+-- every pod's state record, 500 keys per MGET (unpack's stack limit)
+for from = 1, #refs, 1000 do
+  local ids, idxs, epochs, skeys = {}, {}, {}, {}
+  for i = from, math.min(#refs, from + 998), 2 do
+    local idx, epoch = pod_ref(refs[i + 1])
+    ids[#ids + 1], idxs[#idxs + 1], epochs[#epochs + 1] = refs[i], idx, epoch
+    skeys[#skeys + 1] = base .. '${KEY_SUFFIX.state}' .. idx
+  end
+  local states = redis.call('MGET', unpack(skeys))
+  for k, state in ipairs(states) do
+    if state then
+      local e = epochs[k] % EP
+      -- a GPU-only entry of the live epoch is a value in (lo, hi): the hot path decodes with two compares
+      local p = { id = ids[k], idx = idxs[k], epoch = e, lo = e * RC, hi = (e + 1) * RC, state = state }
+      pods[#pods + 1] = p
+      by_idx[idxs[k]] = p
+    end
   end
 end
 

@@ -2,7 +2,9 @@ import { KEY_SUFFIX } from '../redis-keys.js';
 import { LUA_ENTRY } from './entry.js';
 
 /**
- * upsert-pod: merge state fields into the pod's hash, registering the pod (and giving it an index) if new.
+ * upsert-pod: merge state fields into the pod's state record, registering the pod (and giving it an index)
+ * if new. The record is one string of "field=value\n" lines (values escaped by the client, see
+ * src/index/pod-state-codec.ts): the lookup reads every pod's record with one MGET and returns it whole.
  *
  * KEYS[1] = <base>pods   HASH podId → "idx:epoch"
  * KEYS[2] = <base>seq    STRING, INCR hands out pod indexes
@@ -24,7 +26,23 @@ else
   idx = tostring(redis.call('INCR', KEYS[2]))
   redis.call('HSET', KEYS[1], pod_id, idx .. ':0')
 end
-redis.call('HSET', base .. '${KEY_SUFFIX.state}' .. idx, unpack(ARGV, 3))
+local key = base .. '${KEY_SUFFIX.state}' .. idx
+local order, vals = {}, {}
+local cur = redis.call('GET', key)
+if cur then
+  for f, v in string.gmatch(cur, '([^=\\n]+)=([^\\n]*)\\n') do
+    if vals[f] == nil then order[#order + 1] = f end
+    vals[f] = v
+  end
+end
+for i = 3, #ARGV, 2 do
+  local f = ARGV[i]
+  if vals[f] == nil then order[#order + 1] = f end
+  vals[f] = ARGV[i + 1]
+end
+local lines = {}
+for i, f in ipairs(order) do lines[i] = f .. '=' .. vals[f] .. '\\n' end
+redis.call('SET', key, table.concat(lines))
 return tonumber(idx)
 `;
 
