@@ -32,6 +32,9 @@ export function isStartSensitive(preTokenizer: unknown): boolean {
   return Array.isArray(children) && children.some((c) => isStartSensitive(c));
 }
 
+/** Pre-tokens longer than this send their segment to the native library, off the event loop. */
+const LONG_PIECE_CHARS = 1024;
+
 class HfTokenizer implements Tokenizer {
   readonly spec: string;
   readonly specialTokens: ReadonlyMap<string, number>;
@@ -98,7 +101,8 @@ class HfTokenizer implements Tokenizer {
   async encodeOrdinary(text: string, atStart = false): Promise<number[]> {
     if (text.length === 0) return [];
     await this.#checked;
-    if (this.#fast !== null) return this.#fast.encode(text);
+    const fast = this.#fast?.tryEncode(text, LONG_PIECE_CHARS);
+    if (fast) return fast;
     if (this.#anchor === null || atStart) return this.#ids(text);
     const ids = await this.#ids(this.#anchor.text + text);
     if (ids[0] !== this.#anchor.id)

@@ -10,6 +10,7 @@ import { byteBpeFromHfJson } from '../../../src/tokenize/bpe/from-hf.js';
 import { byteBpeFromTiktoken } from '../../../src/tokenize/bpe/from-tiktoken.js';
 import { mergeByHeap, mergeByScan, PACK } from '../../../src/tokenize/bpe/merge.js';
 import { toJsPattern } from '../../../src/tokenize/bpe/pattern.js';
+import { PairTable } from '../../../src/tokenize/bpe/pair-table.js';
 import { createHfTokenizer, loadTokenizer } from '../../../src/tokenize/index.js';
 import { QWEN3_DIR } from '../../helpers/qwen3.js';
 
@@ -171,6 +172,55 @@ describe('JS byte-level BPE equals the native libraries token for token', () => 
         { numRuns: 100 },
       );
     }
+  });
+});
+
+describe('bounded work on pathological text', () => {
+  it('tiktoken: a 300k-character whitespace run (tiktoken WASM merges it in O(n²), minutes)', async () => {
+    const t = loadTokenizer('tiktoken:o200k_harmony');
+    const ids = await t.encodeOrdinary(' '.repeat(300_000));
+    expect(ids.length).toBeGreaterThan(0);
+    expect(await t.decode(ids)).toBe(' '.repeat(300_000));
+  }, 20_000);
+
+  it('HF: a segment with a pre-token over 1,024 characters goes to the native library (off the event loop)', async () => {
+    const js = jsHf(QWEN3_JSON);
+    expect(js.tryEncode(`hello ${'!'.repeat(1024)}`, 1024)).toBeNull();
+    expect(js.tryEncode(`${' '.repeat(1026)}x`, 1024)).toBeNull(); // 1,025 spaces, then " x"
+    // " " + 1,023 "!" is a 1,024-character pre-token: still encoded here
+    const edge = `hello ${'!'.repeat(1023)}`;
+    expect(js.tryEncode(edge, 1024)).toEqual(js.encode(edge));
+    const t = loadTokenizer(`hf:${QWEN3_DIR}tokenizer.json`);
+    const text = `a run: ${' '.repeat(50_000)}done`;
+    expect(await t.encodeOrdinary(text)).toEqual(await (await nativeHf(QWEN3_JSON))(text));
+  });
+});
+
+describe('PairTable', () => {
+  it('maps pairs to values, keeps the first value, reports fullness and clears', () => {
+    const t = new PairTable(4);
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.tuple(fc.nat(1 << 20), fc.nat(1 << 20)), {
+          maxLength: 4,
+          selector: ([a, b]) => `${a},${b}`,
+        }),
+        (pairs) => {
+          t.clear();
+          pairs.forEach(([a, b], i) => t.add(a, b, i * PACK + 7));
+          pairs.forEach(([a, b], i) => expect(t.get(a, b, -2)).toBe(i * PACK + 7));
+          if (pairs.length > 0) {
+            t.add(pairs[0]![0], pairs[0]![1], 99);
+            expect(t.get(pairs[0]![0], pairs[0]![1], -2)).toBe(7);
+          }
+          expect(t.get(1 << 21, 0, -2)).toBe(-2);
+          expect(t.size).toBe(pairs.length);
+        },
+      ),
+    );
+    const small = new PairTable(1);
+    while (!small.full) small.add(small.size, 0, 1);
+    expect(() => small.add(1000, 1, 1)).toThrow(RangeError);
   });
 });
 

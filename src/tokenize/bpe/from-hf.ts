@@ -1,6 +1,7 @@
 import { byteLevelAlphabet } from './byte-level.js';
 import { ByteBpe } from './byte-bpe.js';
 import { PACK } from './merge.js';
+import { PairTable } from './pair-table.js';
 import { toJsPattern } from './pattern.js';
 
 /** GPT-2's pre-tokenizer regex, which HF ByteLevel applies when `use_regex` is true. */
@@ -60,7 +61,7 @@ export function byteBpeFromHfJson(json: Json): ByteBpe | { unsupported: string }
   const byteIds = alphabet.map((ch) => vocab.get(ch) ?? -1);
   if (byteIds.includes(-1)) return { unsupported: 'vocabulary lacks a byte-level symbol' };
 
-  const pairs = new Map<number, number>();
+  const pairs = new PairTable(model.merges.length);
   for (let rank = 0; rank < model.merges.length; rank++) {
     const m = model.merges[rank] as unknown;
     const [a, b] = typeof m === 'string' ? m.split(' ') : Array.isArray(m) ? m : [];
@@ -69,8 +70,7 @@ export function byteBpeFromHfJson(json: Json): ByteBpe | { unsupported: string }
     const ib = vocab.get(b);
     const merged = vocab.get(a + b);
     if (ia === undefined || ib === undefined || merged === undefined) continue;
-    const key = ia * PACK + ib;
-    if (!pairs.has(key)) pairs.set(key, rank * PACK + merged);
+    pairs.add(ia, ib, rank * PACK + merged);
   }
   const wholeWord =
     model.ignore_merges === true
@@ -85,7 +85,7 @@ export function byteBpeFromHfJson(json: Json): ByteBpe | { unsupported: string }
     keepGaps: true,
     normalize: nfc ? 'NFC' : null,
     byteIds,
-    lookup: (a, b) => pairs.get(a * PACK + b) ?? -1,
+    lookup: (a, b) => pairs.get(a, b, -1),
     wholeWord,
   });
 }

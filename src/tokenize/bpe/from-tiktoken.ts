@@ -1,6 +1,7 @@
 import { createRequire } from 'node:module';
 import { ByteBpe } from './byte-bpe.js';
 import { PACK } from './merge.js';
+import { PairTable } from './pair-table.js';
 import { toJsPattern } from './pattern.js';
 
 interface TiktokenRanksJson {
@@ -9,7 +10,9 @@ interface TiktokenRanksJson {
 }
 
 /** Pair lookups remembered; cleared when full (a prompt uses a few thousand distinct pairs). */
-const PAIR_MEMO_MAX = 1_000_000;
+const PAIR_MEMO_MAX = 1 << 20;
+/** Marks a pair not looked up yet (packed merges and "no merge", -1, are never this). */
+const UNKNOWN = -2;
 
 /**
  * The JS engine for a tiktoken encoding, from the rank files the `tiktoken` package ships
@@ -38,15 +41,14 @@ export function byteBpeFromTiktoken(encoding: string): ByteBpe | { unsupported: 
     if (id === undefined) return { unsupported: `byte ${b} is not a token` };
     byteIds.push(id);
   }
-  const memo = new Map<number, number>();
+  const memo = new PairTable(PAIR_MEMO_MAX);
   const lookup = (a: number, b: number): number => {
-    const key = a * PACK + b;
-    let v = memo.get(key);
-    if (v === undefined) {
+    let v = memo.get(a, b, UNKNOWN);
+    if (v === UNKNOWN) {
       const r = ranks.get(bytesOf[a]! + bytesOf[b]!);
       v = r === undefined ? -1 : r * PACK + r;
-      if (memo.size >= PAIR_MEMO_MAX) memo.clear();
-      memo.set(key, v);
+      if (memo.full) memo.clear();
+      memo.add(a, b, v);
     }
     return v;
   };

@@ -46,72 +46,86 @@ export function mergeByScan(ids: number[], lookup: PairLookup): number[] {
 }
 
 /**
- * O(n log n): a linked list of symbols and a min-heap of candidate pairs ordered by (packed rank, position).
- * A popped candidate is stale when either symbol has merged since it was pushed; it is then skipped.
+ * O(n log n): a linked list of symbols and a binary min-heap of candidate pairs ordered by (packed rank,
+ * position), in typed arrays. A popped candidate is stale when either symbol has changed since it was pushed;
+ * it is then skipped (a pair with the same two ids at the same place is the same candidate).
  */
 export function mergeByHeap(input: readonly number[], lookup: PairLookup): number[] {
   const n = input.length;
   if (n < 2) return Array.from(input);
-  const sym = Array.from(input);
+  const sym = Int32Array.from(input);
   const next = new Int32Array(n);
   const prev = new Int32Array(n);
-  const alive = new Uint8Array(n).fill(1);
   for (let i = 0; i < n; i++) {
     next[i] = i + 1 < n ? i + 1 : -1;
     prev[i] = i - 1;
   }
-  // Heap of [packed, pos, leftId, rightId] flattened.
-  const heap: number[] = [];
+  // Every merge pushes at most two candidates: n − 1 initial ones plus 2 per merge.
+  const cap = 3 * n;
+  const hRank = new Float64Array(cap);
+  const hPos = new Int32Array(cap);
+  const hLeft = new Int32Array(cap);
+  const hRight = new Int32Array(cap);
+  let size = 0;
   const less = (a: number, b: number): boolean =>
-    heap[a]! < heap[b]! || (heap[a] === heap[b] && heap[a + 1]! < heap[b + 1]!);
+    hRank[a]! < hRank[b]! || (hRank[a] === hRank[b] && hPos[a]! < hPos[b]!);
   const swap = (a: number, b: number): void => {
-    for (let k = 0; k < 4; k++) {
-      const t = heap[a + k]!;
-      heap[a + k] = heap[b + k]!;
-      heap[b + k] = t;
-    }
+    const r = hRank[a]!;
+    hRank[a] = hRank[b]!;
+    hRank[b] = r;
+    const p = hPos[a]!;
+    hPos[a] = hPos[b]!;
+    hPos[b] = p;
+    const l = hLeft[a]!;
+    hLeft[a] = hLeft[b]!;
+    hLeft[b] = l;
+    const q = hRight[a]!;
+    hRight[a] = hRight[b]!;
+    hRight[b] = q;
   };
   const push = (pos: number): void => {
     const nx = next[pos]!;
     if (nx < 0) return;
     const packed = lookup(sym[pos]!, sym[nx]!);
     if (packed < 0) return;
-    heap.push(packed, pos, sym[pos]!, sym[nx]!);
-    let c = heap.length - 4;
+    let c = size++;
+    hRank[c] = packed;
+    hPos[c] = pos;
+    hLeft[c] = sym[pos]!;
+    hRight[c] = sym[nx]!;
     while (c > 0) {
-      const p = ((((c >> 2) - 1) >> 1) << 2) >>> 0;
+      const p = (c - 1) >> 1;
       if (!less(c, p)) break;
       swap(c, p);
       c = p;
     }
   };
-  const pop = (): void => {
-    const last = heap.length - 4;
-    if (last > 0) swap(0, last);
-    heap.length = last;
+  const popTop = (): void => {
+    size--;
+    if (size > 0) swap(0, size);
     let p = 0;
     for (;;) {
-      const l = (((p >> 2) * 2 + 1) << 2) >>> 0;
-      const r = l + 4;
+      const l = 2 * p + 1;
+      const r = l + 1;
       let m = p;
-      if (l < heap.length && less(l, m)) m = l;
-      if (r < heap.length && less(r, m)) m = r;
+      if (l < size && less(l, m)) m = l;
+      if (r < size && less(r, m)) m = r;
       if (m === p) break;
       swap(p, m);
       p = m;
     }
   };
   for (let i = 0; i + 1 < n; i++) push(i);
-  while (heap.length > 0) {
-    const packed = heap[0]!;
-    const pos = heap[1]!;
-    const left = heap[2]!;
-    const right = heap[3]!;
-    pop();
+  while (size > 0) {
+    const packed = hRank[0]!;
+    const pos = hPos[0]!;
+    const left = hLeft[0]!;
+    const right = hRight[0]!;
+    popTop();
     const nx = next[pos]!;
-    if (!alive[pos] || nx < 0 || sym[pos] !== left || sym[nx] !== right) continue;
+    if (sym[pos] !== left || nx < 0 || sym[nx] !== right) continue;
     sym[pos] = packed % PACK;
-    alive[nx] = 0;
+    sym[nx] = -1;
     const after = next[nx]!;
     next[pos] = after;
     if (after >= 0) prev[after] = pos;
