@@ -188,7 +188,7 @@ return {
                 0,
                 600000,
               },
-              description = "How long the router counts its own recent assignments as queued work on a pod, until the pod's metrics show them.",
+              description = "How long the router counts its own recent assignments as queued work on a pod, until the pod's metrics show them, and their prompts as about to be cached there, until the pod's KV events do. 0 turns both off.",
             },
           },
           {

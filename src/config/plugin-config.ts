@@ -96,7 +96,7 @@ export const PluginConfigSchema = Type.Object(
       minimum: 0,
       maximum: 600000,
       description:
-        "How long the router counts its own recent assignments as queued work on a pod, until the pod's metrics show them.",
+        "How long the router counts its own recent assignments as queued work on a pod, until the pod's metrics show them, and their prompts as about to be cached there, until the pod's KV events do. 0 turns both off.",
     }),
     shed_ttft_slo_ms: Type.Integer({
       default: 0,

@@ -1,14 +1,19 @@
-import type { PodId, Reservation } from '../core/types.js';
+import type { BlockKey, PodId, Reservation } from '../core/types.js';
 
 const MAX_PER_POD = 10_000;
+/** Only the newest reservations of a pod keep their prompt's block keys (bounds memory and lookup time). */
+export const MAX_KEYED_PER_POD = 256;
 
 /**
  * The router's own recent assignments per pod: work the pod's metrics do not show yet (they lag by a scrape
- * interval). A reservation ends when the log phase reports the first token, or after its TTL.
+ * interval), and the prompts the pod is about to cache (the KV events of a prompt arrive only once the pod
+ * has prefilled it, which under load is many seconds after the choice). A reservation ends when the log
+ * phase reports the response, or after its TTL.
  */
 export class ReservationBook {
   readonly #byPod = new Map<PodId, Reservation[]>();
   readonly #byId = new Map<number, Reservation>();
+  readonly #keys = new Map<Reservation, readonly BlockKey[]>();
   readonly #ttlMs: number;
   #nextId = 1;
 
@@ -16,12 +21,14 @@ export class ReservationBook {
     this.#ttlMs = ttlMs;
   }
 
-  /** Returns an id for `release`, or null when reservations are off. */
-  add(r: Reservation): number | null {
+  /** Returns an id for `release`, or null when reservations are off. `keys`: the prompt's block keys. */
+  add(r: Reservation, keys: readonly BlockKey[] = []): number | null {
     if (this.#ttlMs <= 0) return null;
     let list = this.#byPod.get(r.podId);
     if (!list) this.#byPod.set(r.podId, (list = []));
     list.push(r);
+    if (keys.length > 0) this.#keys.set(r, keys);
+    if (list.length > MAX_KEYED_PER_POD) this.#keys.delete(list[list.length - 1 - MAX_KEYED_PER_POD]!);
     for (const dropped of list.length > MAX_PER_POD ? list.splice(0, list.length - MAX_PER_POD) : [])
       this.#forget(dropped);
     const id = this.#nextId++;
@@ -30,6 +37,7 @@ export class ReservationBook {
   }
 
   #forget(r: Reservation): void {
+    this.#keys.delete(r);
     for (const [id, x] of this.#byId) if (x === r) this.#byId.delete(id);
   }
 
@@ -43,11 +51,34 @@ export class ReservationBook {
     return list;
   }
 
-  /** Drops one reservation (its first token has been seen). Unknown or expired ids are ignored. */
+  /**
+   * Longest prefix of `keys`, in blocks, that a live reservation of the pod shares: the pod will hold those
+   * blocks once it has prefilled that request, which is before it reaches a request queued behind it.
+   * Keys are chained (a key fixes every block before it), so the first mismatch ends a comparison.
+   */
+  pendingPrefixBlocks(podId: PodId, keys: readonly BlockKey[], nowMs: number): number {
+    let best = 0;
+    if (keys.length === 0) return 0;
+    for (const r of this.active(podId, nowMs)) {
+      const k = this.#keys.get(r);
+      if (!k) continue;
+      const n = Math.min(k.length, keys.length);
+      // Chained keys: a match at block i implies a match at every block before it, so a reservation can
+      // beat the best so far only if it matches at best − 1, and the comparison resumes from there.
+      if (n <= best || (best > 0 && k[best - 1] !== keys[best - 1])) continue;
+      let i = best;
+      while (i < n && k[i] === keys[i]) i++;
+      best = i;
+    }
+    return best;
+  }
+
+  /** Drops one reservation (its response has been seen). Unknown or expired ids are ignored. */
   release(id: number): void {
     const r = this.#byId.get(id);
     if (!r) return;
     this.#byId.delete(id);
+    this.#keys.delete(r);
     const list = this.#byPod.get(r.podId);
     const i = list ? list.indexOf(r) : -1;
     if (list && i >= 0) list.splice(i, 1);

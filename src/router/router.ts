@@ -133,10 +133,25 @@ export function createRouter(
     );
   }
 
+  /**
+   * A prompt this router sent to a pod and the pod has not answered yet will be cached there before the pod
+   * reaches a request queued behind it, but its KV events arrive only after its prefill: credit it now.
+   */
+  function withPendingPrefix(pod: PodLookup, keys: readonly BlockKey[], nowMs: number): PodLookup {
+    const pending = reservations.pendingPrefixBlocks(pod.state.podId, keys, nowMs);
+    const b = pod.prefixBlocks;
+    if (pending <= b.GPU) return pod;
+    return {
+      state: pod.state,
+      prefixBlocks: { GPU: pending, CPU: Math.max(b.CPU, pending), STORAGE: Math.max(b.STORAGE, pending) },
+    };
+  }
+
   function finish(
     base: Omit<RouteOutcome, 'target' | 'shed' | 'reservationId'>,
     nowMs: number,
     uncachedTokens: number,
+    keys: readonly BlockKey[] = [],
   ): RouteOutcome {
     const chosen = base.decision.chosen;
     let shed: RouteOutcome['shed'] = null;
@@ -153,12 +168,15 @@ export function createRouter(
     const addr = chosen && !shed ? splitAddress(chosen.address) : null;
     const reservationId =
       addr && chosen
-        ? reservations.add({
-            podId: chosen.podId,
-            atMs: nowMs,
-            uncachedTokens,
-            promptTokens: base.promptTokens,
-          })
+        ? reservations.add(
+            {
+              podId: chosen.podId,
+              atMs: nowMs,
+              uncachedTokens,
+              promptTokens: base.promptTokens,
+            },
+            keys,
+          )
         : null;
     const target = addr && chosen ? { ...addr, podId: chosen.podId } : null;
     return { ...base, target, shed, reservationId };
@@ -293,7 +311,13 @@ export function createRouter(
         model,
         lookup.pods.map((p) => p.state),
       );
-      const predictions = predictAll(lookup.pods, promptTokens, nowMs);
+      const pods = lookup.pods.map((pod) => withPendingPrefix(pod, keys, nowMs));
+      const predictions = predictAll(pods, promptTokens, nowMs);
+      for (let i = 0; i < pods.length; i++)
+        if (pods[i] !== lookup.pods[i])
+          predictions[i]!.reasons.push(
+            'cached credit includes a prompt sent here whose KV events are pending',
+          );
       const decision = choose(predictions);
       timings.predictMs = performance.now() - t;
       const reason: FallbackReason | null =
@@ -314,6 +338,7 @@ export function createRouter(
           },
           nowMs,
           uncached,
+          keys,
         ),
       );
     } catch (e) {

@@ -1,0 +1,81 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { BlockKey, Reservation } from '../../../src/core/types.js';
+import { MAX_KEYED_PER_POD, ReservationBook } from '../../../src/router/reservations.js';
+
+const k = (...names: string[]): BlockKey[] => names as BlockKey[];
+const res = (podId: string, atMs: number): Reservation => ({
+  podId,
+  atMs,
+  uncachedTokens: 100,
+  promptTokens: 100,
+});
+
+/** Chained keys like the router's: block i's key names every token up to the end of block i. */
+function chained(blocks: readonly number[]): BlockKey[] {
+  return blocks.map((_, i) => blocks.slice(0, i + 1).join('.') as BlockKey);
+}
+
+describe('ReservationBook.pendingPrefixBlocks (prompts sent to a pod, not yet in its KV events)', () => {
+  it('is the longest shared prefix of a live reservation on that pod, in blocks (hand-computed)', () => {
+    const book = new ReservationBook(10_000);
+    const a = book.add(res('pod-a', 0), k('s1', 's2', 's3', 'q1'))!;
+    book.add(res('pod-a', 10), k('s1', 's2', 'x3'));
+    book.add(res('pod-b', 20), k('s1'));
+    const query = k('s1', 's2', 's3', 'q2', 'q3');
+    expect(book.pendingPrefixBlocks('pod-a', query, 100)).toBe(3); // s1 s2 s3 from the first
+    expect(book.pendingPrefixBlocks('pod-b', query, 100)).toBe(1);
+    expect(book.pendingPrefixBlocks('pod-c', query, 100)).toBe(0);
+    expect(book.pendingPrefixBlocks('pod-a', k('t1', 's2', 's3'), 100)).toBe(0); // chained: s1 decides
+    expect(book.pendingPrefixBlocks('pod-a', k(), 100)).toBe(0);
+    // A prompt shorter than the reservation's: capped at its own length.
+    expect(book.pendingPrefixBlocks('pod-a', k('s1', 's2'), 100)).toBe(2);
+
+    book.release(a); // its response came back: the KV events have it now, or it was evicted
+    expect(book.pendingPrefixBlocks('pod-a', query, 100)).toBe(2); // s1 s2 from the second
+    // After the TTL nothing is credited (10 + 10,000 ≤ 10,010).
+    expect(book.pendingPrefixBlocks('pod-a', query, 10_010)).toBe(0);
+    expect(book.pendingPrefixBlocks('pod-b', query, 10_019)).toBe(1);
+  });
+
+  it('reservations without keys (fallback routing) or with TTL 0 credit nothing', () => {
+    const book = new ReservationBook(10_000);
+    book.add(res('pod-a', 0));
+    expect(book.pendingPrefixBlocks('pod-a', k('s1'), 1)).toBe(0);
+    const off = new ReservationBook(0);
+    expect(off.add(res('pod-a', 0), k('s1'))).toBeNull();
+    expect(off.pendingPrefixBlocks('pod-a', k('s1'), 1)).toBe(0);
+  });
+
+  it(`only the newest ${MAX_KEYED_PER_POD} reservations of a pod keep their keys`, () => {
+    const book = new ReservationBook(1_000_000);
+    book.add(res('pod-a', 0), k('old', 'o2'));
+    for (let i = 1; i < MAX_KEYED_PER_POD; i++) book.add(res('pod-a', i), k(`n${i}`));
+    expect(book.pendingPrefixBlocks('pod-a', k('old', 'o2'), 1_000)).toBe(2);
+    book.add(res('pod-a', MAX_KEYED_PER_POD), k('newest'));
+    expect(book.pendingPrefixBlocks('pod-a', k('old', 'o2'), 1_000)).toBe(0);
+    expect(book.pendingPrefixBlocks('pod-a', k('newest'), 1_000)).toBe(1);
+    expect(book.pendingPrefixBlocks('pod-a', k('n1'), 1_000)).toBe(1);
+  });
+
+  it('equals the brute-force longest common prefix over live reservations (chained keys)', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.array(fc.integer({ min: 0, max: 2 }), { maxLength: 8 }), { maxLength: 12 }),
+        fc.array(fc.integer({ min: 0, max: 2 }), { maxLength: 8 }),
+        (prompts, mine) => {
+          const book = new ReservationBook(1_000);
+          prompts.forEach((p, i) => book.add(res('pod-a', i), chained(p)));
+          const q = chained(mine);
+          let want = 0;
+          for (const p of prompts) {
+            let n = 0;
+            while (n < p.length && n < mine.length && p[n] === mine[n]) n++;
+            want = Math.max(want, n);
+          }
+          expect(book.pendingPrefixBlocks('pod-a', q, 100)).toBe(want);
+        },
+      ),
+    );
+  });
+});
