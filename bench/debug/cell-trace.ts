@@ -1,0 +1,139 @@
+/**
+ * `npx tsx bench/debug/cell-trace.ts [--workload shared-prefix] [--arm kinference|oracle] [--trial 0]
+ * [--rate 0.25] [--streams N] [--out file.jsonl]`: runs ONE discrete-event cell and writes, per request,
+ * what the arm chose and — for every pod, at decision time — the router's prediction (kinference) and the
+ * exact forward-model TTFT the oracle would compute, next to the actual TTFT. A diagnosis tool: where do
+ * kinference's choices differ from the oracle's, and why.
+ */
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { MemoryKvIndex } from '../../src/index/memory-index.js';
+import type { RouteOutcome } from '../../src/router/router.js';
+import { Rng } from '../lib/rng.js';
+import { loadModelSetup, routerConfig } from '../lib/setup.js';
+import { SEED_SCHEDULE } from '../lib/schedule.js';
+import { fleetOf } from '../lib/des/worker.js';
+import { CollectorFeed } from '../lib/des/feed.js';
+import { kinferenceArm } from '../lib/des/kinference-arm.js';
+import { exactTtftMs, oracleArm } from '../lib/des/oracle-arm.js';
+import { SimPod } from '../lib/des/pod.js';
+import { runCell } from '../lib/des/run-cell.js';
+import { WorkloadFactory } from '../lib/workload/workloads.js';
+import type { Arm } from '../lib/arms/types.js';
+import type { Profile, WorkloadName } from '../lib/types.js';
+import { inMeasureWindow } from '../lib/stats/metrics.js';
+
+const { values } = parseArgs({
+  options: {
+    workload: { type: 'string', default: 'shared-prefix' },
+    arm: { type: 'string', default: 'kinference' },
+    trial: { type: 'string', default: '0' },
+    rate: { type: 'string' },
+    streams: { type: 'string' },
+    out: { type: 'string', default: '/tmp/cell-trace.jsonl' },
+  },
+});
+const s = SEED_SCHEDULE;
+const workload = values.workload as WorkloadName;
+const trial = Number(values.trial);
+const m = await loadModelSetup();
+const fleet = fleetOf(s, m);
+const profile: Profile = values.streams
+  ? { kind: 'concurrent', streams: Number(values.streams), ...s.capacityWindows }
+  : { kind: 'poisson', rate: Number(values.rate ?? s.poissonRate[workload]), ...s.latencyWindows };
+const pods = Array.from(
+  { length: fleet.pods },
+  (_, i) =>
+    new SimPod(
+      `pod-${i}`,
+      `10.0.0.${10 + i}:8000`,
+      fleet.pod,
+      (Rng.derive(s.seed, trial, 'pod', i).nextU32() >>> 1) + 1,
+    ),
+);
+let now = 0;
+const overhead = fleet.latency.requestOverheadMs + fleet.latency.responseOverheadMs;
+const trace = new Map<string, Record<string, unknown>>();
+let feed: CollectorFeed | null = null;
+let inner: Arm;
+if (values.arm === 'kinference') {
+  const index = new MemoryKvIndex();
+  feed = new CollectorFeed(index, m.model, fleet.pod.blockSize);
+  inner = kinferenceArm(routerConfig(m), index, m.template, m.promptTokenizer, () => now);
+} else inner = oracleArm(() => pods, overhead);
+const arm: Arm = {
+  name: inner.name,
+  async choose(req, views, nowMs) {
+    const exact = Object.fromEntries(
+      pods.map((p) => [p.id, exactTtftMs(p, req.promptTokenIds, 256, overhead)]),
+    );
+    const d = await inner.choose(req, views, nowMs);
+    const o = d.token as RouteOutcome | undefined;
+    trace.set(req.key, {
+      t: nowMs,
+      chosen: d.podId,
+      exact,
+      pred: o
+        ? Object.fromEntries(
+            o.decision.candidates.map((c) => [
+              c.podId,
+              {
+                ttft: Math.round(c.predictedTtftMs),
+                cached: c.cachedTokens,
+                q: Math.round(c.queuedTokens),
+                run: c.running,
+                wait: c.waiting,
+                intf: Math.round(c.interferenceMs),
+                credit: c.cacheCredit,
+              },
+            ]),
+          )
+        : null,
+    });
+    return d;
+  },
+  onComplete: inner.onComplete?.bind(inner),
+};
+const factory = new WorkloadFactory(workload, s.shapes, m.synth, s.seed, trial);
+const r = await runCell({
+  arm,
+  factory,
+  profile,
+  pods,
+  model: m.model,
+  template: m.template,
+  promptTokenizer: m.promptTokenizer,
+  wordOf: m.wordOf,
+  latency: fleet.latency,
+  seed: s.seed,
+  trial,
+  feed,
+  trackBlockHashes: true,
+  onProgress: (t) => {
+    now = t;
+  },
+});
+const lines = r.records.map((rec) =>
+  JSON.stringify({
+    key: rec.key,
+    cluster: rec.cluster,
+    pod: rec.pod,
+    inWindow: inMeasureWindow(rec, r.windowStartMs, r.windowEndMs),
+    start: Math.round(rec.startMs),
+    end: rec.endMs === null ? null : Math.round(rec.endMs),
+    first: rec.firstTokenMs === null ? null : Math.round(rec.firstTokenMs),
+    ttft: rec.firstTokenMs === null ? null : Math.round(rec.firstTokenMs - rec.startMs),
+    cachedTokens: rec.cachedTokens,
+    promptTokens: rec.promptTokens,
+    ...trace.get(rec.key),
+  }),
+);
+writeFileSync(values.out!, lines.join('\n') + '\n');
+const ttfts = r.records
+  .filter((x) => inMeasureWindow(x, r.windowStartMs, r.windowEndMs) && x.firstTokenMs !== null)
+  .map((x) => x.firstTokenMs! - x.startMs)
+  .sort((a, b) => a - b);
+const q = (p: number): number => ttfts[Math.max(0, Math.ceil(p * ttfts.length) - 1)]!;
+console.log(
+  `${values.arm} ${workload} trial ${trial}: n=${ttfts.length} median ${(q(0.5) / 1000).toFixed(2)} s p95 ${(q(0.95) / 1000).toFixed(2)} s wall ${(r.wallMs / 1000).toFixed(1)} s → ${values.out}`,
+);

@@ -1,0 +1,127 @@
+/**
+ * `npx tsx bench/debug/sweep.ts --cells shared-prefix:p,shared-prefix:16 [--arm kinference] [--trials 3]
+ * [--seeds 42,43] [--config '{"field":value}']`: runs the given discrete-event cells (workload:p for the
+ * Poisson profile, workload:N for N streams) of one arm in this process, router config = the benchmark's
+ * with the JSON overrides, and prints per cell, pooled over seeds × trials: n, share of TTFT < 0.3 s,
+ * TTFT p50/p95, hit ≥ ½ prompt, goodput/min under the seed SLO, ITL p50, shares meeting the TTFT and ITL
+ * bounds, requests per pod. A quick A/B loop for router changes over more seeds than the published run;
+ * published figures come only from `npm run bench:seed`.
+ */
+import { parseArgs } from 'node:util';
+import { MemoryKvIndex } from '../../src/index/memory-index.js';
+import { PluginConfigSchema } from '../../src/config/plugin-config.js';
+import { validateConfig } from '../../src/config/validate.js';
+import { Rng } from '../lib/rng.js';
+import { loadModelSetup } from '../lib/setup.js';
+import { SEED_SCHEDULE } from '../lib/schedule.js';
+import { sloFor } from '../lib/main.js';
+import { fleetOf, runSpec } from '../lib/des/worker.js';
+import { CollectorFeed } from '../lib/des/feed.js';
+import { kinferenceArm } from '../lib/des/kinference-arm.js';
+import { SimPod } from '../lib/des/pod.js';
+import { runCell } from '../lib/des/run-cell.js';
+import { WorkloadFactory } from '../lib/workload/workloads.js';
+import { goodputPerMin } from '../lib/stats/goodput.js';
+import { inMeasureWindow, requestMetrics } from '../lib/stats/metrics.js';
+import type { ArmName, Profile, RequestRecord, WorkloadName } from '../lib/types.js';
+
+const { values } = parseArgs({
+  options: {
+    cells: { type: 'string', default: 'shared-prefix:p' },
+    arm: { type: 'string', default: 'kinference' },
+    trials: { type: 'string', default: '3' },
+    seed: { type: 'string', default: '42' },
+    seeds: { type: 'string' },
+    config: { type: 'string', default: '{}' },
+  },
+});
+const seeds = (values.seeds ?? values.seed!).split(',').map(Number);
+let s = { ...SEED_SCHEDULE, seed: seeds[0]! };
+const m = await loadModelSetup();
+const fleet = fleetOf(s, m);
+const slo = sloFor(s, m);
+const overrides = JSON.parse(values.config!) as Record<string, unknown>;
+const config = validateConfig(
+  PluginConfigSchema,
+  {
+    index: 'memory',
+    tokenizer: m.tokenizerSpec,
+    chat_template: m.templateSpec,
+    block_size: 16,
+    ...overrides,
+  },
+  'sweep router config',
+);
+
+async function kinferenceCell(workload: WorkloadName, profile: Profile, trial: number) {
+  const pods = Array.from(
+    { length: fleet.pods },
+    (_, i) =>
+      new SimPod(
+        `pod-${i}`,
+        `10.0.0.${10 + i}:8000`,
+        fleet.pod,
+        (Rng.derive(s.seed, trial, 'pod', i).nextU32() >>> 1) + 1,
+      ),
+  );
+  let now = 0;
+  const index = new MemoryKvIndex();
+  const feed = new CollectorFeed(index, m.model, fleet.pod.blockSize);
+  const arm = kinferenceArm(config, index, m.template, m.promptTokenizer, () => now);
+  return runCell({
+    arm,
+    factory: new WorkloadFactory(workload, s.shapes, m.synth, s.seed, trial),
+    profile,
+    pods,
+    model: m.model,
+    template: m.template,
+    promptTokenizer: m.promptTokenizer,
+    wordOf: m.wordOf,
+    latency: fleet.latency,
+    seed: s.seed,
+    trial,
+    feed,
+    trackBlockHashes: false,
+    onProgress: (t) => {
+      now = t;
+    },
+  });
+}
+
+const pct = (xs: number[], q: number): number => {
+  const v = [...xs].sort((a, b) => a - b);
+  return v[Math.max(0, Math.ceil(q * v.length) - 1)] ?? NaN;
+};
+for (const cell of values.cells!.split(',')) {
+  const [w, p] = cell.split(':') as [WorkloadName, string];
+  const profile: Profile =
+    p === 'p'
+      ? { kind: 'poisson', rate: s.poissonRate[w], ...s.latencyWindows }
+      : { kind: 'concurrent', streams: Number(p), ...s.capacityWindows };
+  const recs: RequestRecord[] = [];
+  let good = 0;
+  const t0 = Date.now();
+  const trials = Number(values.trials) * seeds.length;
+  for (const seed of seeds)
+    for (let trial = 0; trial < Number(values.trials); trial++) {
+      s = { ...s, seed };
+      const r =
+        values.arm === 'kinference'
+          ? await kinferenceCell(w, profile, trial)
+          : await runSpec(s, m, { id: 0, workload: w, profile, arm: values.arm as ArmName, trial });
+      recs.push(...r.records.filter((x) => inMeasureWindow(x, r.windowStartMs, r.windowEndMs)));
+      good += goodputPerMin(r.records, slo[w], r.windowStartMs, r.windowEndMs) / trials;
+    }
+  const ms = recs.map((r) => requestMetrics(r)!).filter(Boolean);
+  const ttft = ms.map((x) => x.ttftMs);
+  const itl = ms.map((x) => x.itlMs ?? 0);
+  const fast = ttft.filter((x) => x < 300).length / ttft.length;
+  const okT = ms.filter((x) => x.ttftMs <= slo[w].ttftMs).length / ms.length;
+  const okI = ms.filter((x) => (x.itlMs ?? 0) <= slo[w].itlMs).length / ms.length;
+  const byPod = new Map<string, number>();
+  for (const r of recs) byPod.set(r.pod, (byPod.get(r.pod) ?? 0) + 1);
+  const hit = recs.filter((r) => r.cachedTokens >= r.promptTokens / 2).length / recs.length;
+  console.log(
+    `${values.arm} ${cell} n=${ttft.length} fast=${(fast * 100).toFixed(1)}% p50=${(pct(ttft, 0.5) / 1000).toFixed(2)} p95=${(pct(ttft, 0.95) / 1000).toFixed(2)} hit=${(hit * 100).toFixed(0)}% good=${good.toFixed(1)}/min itl50=${pct(itl, 0.5).toFixed(0)} okTTFT=${(okT * 100).toFixed(0)}% okITL=${(okI * 100).toFixed(0)}% pods=${[...byPod.values()].join('/')} (${((Date.now() - t0) / 1000).toFixed(0)} s) ${values.config}`,
+  );
+}
