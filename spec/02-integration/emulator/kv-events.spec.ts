@@ -81,6 +81,8 @@ describe.each(['map', 'array'] as const)('KV events over ZMQ, %s encoding', (for
   let sub: Subscriber;
   const frames: Frame[] = [];
   let n = 0;
+  /** Completed (re)connections of the subscriber: a restarted pod binds a new PUB socket. */
+  let connects = 0;
   const ids = (len: number, salt: number): number[] =>
     Array.from({ length: len }, (_, i) => 1000 + ((i * 7 + salt * 7919) % 30000));
   const complete = (prompt: number[], model = MODEL) =>
@@ -97,6 +99,9 @@ describe.each(['map', 'array'] as const)('KV events over ZMQ, %s encoding', (for
     const p = f.pods[0] as { base: string; kvEvents: string; kvReplay: string };
     [base, pub, router] = [p.base, p.kvEvents, p.kvReplay];
     sub = new Subscriber({ linger: 0 });
+    void (async () => {
+      for await (const e of sub.events) if (e.type === 'connect') connects++;
+    })();
     sub.connect(pub);
     sub.subscribe('kv');
     void (async () => {
@@ -215,7 +220,11 @@ describe.each(['map', 'array'] as const)('KV events over ZMQ, %s encoding', (for
 
   it('restarts the sequence at 0 when the pod restarts', async () => {
     const before = (frames.at(-1) as Frame).seq;
+    const connected = connects;
     expect((await postJson(`${base}/emulator/restart`, {})).status).toBe(200);
+    // Frames published before the subscriber has reconnected to the new socket are lost (as with a real
+    // restarted vLLM); traffic starts once it has, so the first frame seen is near the new sequence's start.
+    await waitFor('the subscriber reconnected to the restarted pod', () => connects > connected);
     const after = frames.length;
     await waitFor('a frame after the restart', async () => {
       await complete(ids(20, 100 + n++));
