@@ -4,6 +4,7 @@ import { KinferenceError } from '../core/errors.js';
 import type { Prediction } from '../core/predictor.js';
 import { createRouter, defaultResources, type RouteOutcome } from '../router/index.js';
 import { pluginConfigFromFleet } from '../router/from-fleet.js';
+import { loadTokenizer } from '../tokenize/load-tokenizer.js';
 
 const round = (x: number): number => Math.round(x * 100) / 100;
 
@@ -83,7 +84,9 @@ export async function runExplain(configPath: string, bodyPath: string): Promise<
   const router = createRouter(config, defaultResources(config));
   try {
     const outcome = await router.route(body);
-    process.stdout.write(JSON.stringify(explainJson(outcome), null, 2) + '\n');
+    // Which engine tokenized plain text (js-bpe, or native and why): the first thing to check on a mismatch.
+    const tokenizer = { spec: config.tokenizer, engine: loadTokenizer(config.tokenizer).engine };
+    process.stdout.write(JSON.stringify({ ...explainJson(outcome), tokenizer }, null, 2) + '\n');
   } finally {
     await router.close();
   }

@@ -68,8 +68,10 @@ describe('kinference explain (built CLI, real Redis)', () => {
       chosen: { pod: string };
       fallback_reason: string | null;
       candidates: { pod: string; cached_tokens: number; predicted_ttft_ms: number }[];
+      tokenizer: { spec: string; engine: string };
     };
     expect(out.fallback_reason).toBeNull();
+    expect(out.tokenizer).toEqual({ spec: QWEN3_TOKENIZER, engine: 'js-bpe' });
     expect(out.chosen.pod).toBe('pod-b');
     expect(out.candidates.map((c) => c.pod)).toEqual(['pod-b', 'pod-a']);
     expect(out.candidates[0]!.cached_tokens).toBeGreaterThan(1000);
