@@ -1,47 +1,18 @@
+import { Sfc32, splitmixWords } from '../../src/util/sfc32.js';
+
 /**
- * Seeded PRNG (sfc32 seeded through splitmix32). Every random choice in the benchmark draws from one of
- * these, so a run is reproducible from its seed and two arms given the same seed see the same workload.
+ * Seeded PRNG (sfc32 seeded through splitmix32 from one seed). Every random choice in the benchmark draws
+ * from one of these, so a run is reproducible from its seed and two arms given the same seed see the same
+ * workload.
  */
-export class Rng {
-  #a: number;
-  #b: number;
-  #c: number;
-  #d: number;
-
+export class Rng extends Sfc32 {
   constructor(seed: number) {
-    let s = seed >>> 0;
-    const next = (): number => {
-      s = (s + 0x9e3779b9) | 0;
-      let z = s;
-      z = Math.imul(z ^ (z >>> 16), 0x85ebca6b);
-      z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35);
-      return (z ^ (z >>> 16)) >>> 0;
-    };
-    this.#a = next();
-    this.#b = next();
-    this.#c = next();
-    this.#d = next();
-    for (let i = 0; i < 12; i++) this.nextU32();
-  }
-
-  nextU32(): number {
-    const t = (((this.#a + this.#b) | 0) + this.#d) | 0;
-    this.#d = (this.#d + 1) | 0;
-    this.#a = this.#b ^ (this.#b >>> 9);
-    this.#b = (this.#c + (this.#c << 3)) | 0;
-    this.#c = (this.#c << 21) | (this.#c >>> 11);
-    this.#c = (this.#c + t) | 0;
-    return t >>> 0;
+    super(splitmixWords(seed >>> 0));
   }
 
   /** Uniform in [0, 1). */
   next(): number {
-    return this.nextU32() / 4294967296;
-  }
-
-  /** Uniform integer in [0, n). */
-  int(n: number): number {
-    return Math.floor(this.next() * n);
+    return this.float();
   }
 
   pick<T>(items: readonly T[]): T {
