@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { ByteBpe } from './byte-bpe.js';
 import { PACK } from './merge.js';
@@ -10,7 +11,7 @@ interface TiktokenRanksJson {
 }
 
 /** Pair lookups remembered; cleared when full (a prompt uses a few thousand distinct pairs). */
-const PAIR_MEMO_MAX = 1 << 20;
+const PAIR_MEMO_MAX = 1 << 16;
 /** Marks a pair not looked up yet (packed merges and "no merge", -1, are never this). */
 const UNKNOWN = -2;
 
@@ -20,8 +21,9 @@ const UNKNOWN = -2;
  * id, and two adjacent parts merge when their concatenated bytes are a token, lowest rank first.
  */
 export function byteBpeFromTiktoken(encoding: string): ByteBpe | { unsupported: string } {
-  const require = createRequire(import.meta.url);
-  const json = require(`tiktoken/encoders/${encoding}.json`) as TiktokenRanksJson;
+  // Read, not require(): require would keep the multi-megabyte JSON in its module cache for the process.
+  const path = createRequire(import.meta.url).resolve(`tiktoken/encoders/${encoding}.json`);
+  const json = JSON.parse(readFileSync(path, 'utf8')) as TiktokenRanksJson;
   const pattern = toJsPattern(json.pat_str);
   if (pattern === null) return { unsupported: `pre-tokenizer regex not portable: ${json.pat_str}` };
   const ranks = new Map<string, number>();
