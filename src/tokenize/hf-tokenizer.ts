@@ -84,7 +84,9 @@ class HfTokenizer implements Tokenizer {
             process.emitWarning(`${spec}: ${this.#engineNote}`, 'KinferenceWarning');
           }
         },
-        () => undefined,
+        (e: unknown) => {
+          this.#engineNote = `native (the probe check failed: ${String(e)})`;
+        },
       );
     }
   }
