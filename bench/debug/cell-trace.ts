@@ -9,14 +9,13 @@ import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { MemoryKvIndex } from '../../src/index/memory-index.js';
 import type { RouteOutcome } from '../../src/router/router.js';
-import { Rng } from '../lib/rng.js';
 import { loadModelSetup, routerConfig } from '../lib/setup.js';
 import { SEED_SCHEDULE } from '../lib/schedule.js';
 import { fleetOf } from '../lib/des/worker.js';
 import { CollectorFeed } from '../lib/des/feed.js';
 import { kinferenceArm } from '../lib/des/kinference-arm.js';
 import { exactTtftMs, oracleArm } from '../lib/des/oracle-arm.js';
-import { SimPod } from '../lib/des/pod.js';
+import { simPods } from '../lib/des/cell-setup.js';
 import { runCell } from '../lib/des/run-cell.js';
 import { WorkloadFactory } from '../lib/workload/workloads.js';
 import type { Arm } from '../lib/arms/types.js';
@@ -41,16 +40,7 @@ const fleet = fleetOf(s, m);
 const profile: Profile = values.streams
   ? { kind: 'concurrent', streams: Number(values.streams), ...s.capacityWindows }
   : { kind: 'poisson', rate: Number(values.rate ?? s.poissonRate[workload]), ...s.latencyWindows };
-const pods = Array.from(
-  { length: fleet.pods },
-  (_, i) =>
-    new SimPod(
-      `pod-${i}`,
-      `10.0.0.${10 + i}:8000`,
-      fleet.pod,
-      (Rng.derive(s.seed, trial, 'pod', i).nextU32() >>> 1) + 1,
-    ),
-);
+const pods = simPods(fleet, s.seed, trial);
 let now = 0;
 const overhead = fleet.latency.requestOverheadMs + fleet.latency.responseOverheadMs;
 const trace = new Map<string, Record<string, unknown>>();

@@ -11,14 +11,13 @@ import { parseArgs } from 'node:util';
 import { MemoryKvIndex } from '../../src/index/memory-index.js';
 import { PluginConfigSchema } from '../../src/config/plugin-config.js';
 import { validateConfig } from '../../src/config/validate.js';
-import { Rng } from '../lib/rng.js';
 import { loadModelSetup } from '../lib/setup.js';
 import { SEED_SCHEDULE } from '../lib/schedule.js';
 import { sloFor } from '../lib/main.js';
 import { fleetOf, runSpec } from '../lib/des/worker.js';
 import { CollectorFeed } from '../lib/des/feed.js';
 import { kinferenceArm } from '../lib/des/kinference-arm.js';
-import { SimPod } from '../lib/des/pod.js';
+import { simPods } from '../lib/des/cell-setup.js';
 import { runCell } from '../lib/des/run-cell.js';
 import { WorkloadFactory } from '../lib/workload/workloads.js';
 import { goodputPerMin } from '../lib/stats/goodput.js';
@@ -54,16 +53,7 @@ const config = validateConfig(
 );
 
 async function kinferenceCell(workload: WorkloadName, profile: Profile, trial: number) {
-  const pods = Array.from(
-    { length: fleet.pods },
-    (_, i) =>
-      new SimPod(
-        `pod-${i}`,
-        `10.0.0.${10 + i}:8000`,
-        fleet.pod,
-        (Rng.derive(s.seed, trial, 'pod', i).nextU32() >>> 1) + 1,
-      ),
-  );
+  const pods = simPods(fleet, s.seed, trial);
   let now = 0;
   const index = new MemoryKvIndex();
   const feed = new CollectorFeed(index, m.model, fleet.pod.blockSize);

@@ -20,6 +20,20 @@ export interface FleetSpec {
   latency: PathLatency;
 }
 
+/** Fresh pods for one cell; the same engine seeds for every arm of a trial, so arms differ only in routing. */
+export function simPods(fleet: FleetSpec, seed: number, trial: number): SimPod[] {
+  return Array.from(
+    { length: fleet.pods },
+    (_, i) =>
+      new SimPod(
+        `pod-${i}`,
+        `10.0.0.${10 + i}:8000`,
+        fleet.pod,
+        (Rng.derive(seed, trial, 'pod', i).nextU32() >>> 1) + 1,
+      ),
+  );
+}
+
 /** Builds fresh pods, index and arm for one cell (nothing is shared between cells but the tokenizer). */
 export async function runArmCell(opts: {
   arm: ArmName;
@@ -33,17 +47,7 @@ export async function runArmCell(opts: {
   onProgress?: (virtualMs: number) => void;
 }): Promise<CellResult & { fallbacks?: Record<string, number>; indexStats?: Record<string, number> }> {
   const { fleet, model, seed, trial } = opts;
-  // Same pod seeds for every arm of a trial: the arms differ only in routing.
-  const pods = Array.from(
-    { length: fleet.pods },
-    (_, i) =>
-      new SimPod(
-        `pod-${i}`,
-        `10.0.0.${10 + i}:8000`,
-        fleet.pod,
-        (Rng.derive(seed, trial, 'pod', i).nextU32() >>> 1) + 1,
-      ),
-  );
+  const pods = simPods(fleet, seed, trial);
   let now = 0;
   const clock = (): number => now;
   const armRng = Rng.derive(seed, trial, 'arm', opts.arm);
