@@ -1,6 +1,8 @@
 import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
 import { get_encoding, type TiktokenEncoding } from 'tiktoken';
 import { Tokenizer as NativeTokenizer } from 'tokenizers';
@@ -193,6 +195,23 @@ describe('bounded work on pathological text', () => {
     const t = loadTokenizer(`hf:${QWEN3_DIR}tokenizer.json`);
     const text = `a run: ${' '.repeat(50_000)}done`;
     expect(await t.encodeOrdinary(text)).toEqual(await (await nativeHf(QWEN3_JSON))(text));
+  });
+});
+
+describe('word cache memory', () => {
+  it('does not keep the prompts its words came from alive', () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const js = byteBpeFromTiktoken('cl100k_base');
+    if (!(js instanceof ByteBpe)) throw new Error(js.unsupported);
+    const word = (i: number): string =>
+      [...i.toString(26)].map((c) => String.fromCharCode(97 + parseInt(c, 26))).join('');
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    // 1,000 texts of 20 KB, each with one new 20+-character word the cache keeps: ~40 MB if words pin texts.
+    for (let i = 0; i < 1000; i++) js.encode(`${'a '.repeat(10_000)} supercalifragilistic${word(i)}`);
+    gc();
+    expect(process.memoryUsage().heapUsed - before).toBeLessThan(10e6);
   });
 });
 

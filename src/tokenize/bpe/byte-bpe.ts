@@ -17,6 +17,15 @@ export interface ByteBpeOptions {
   wordCacheEntries?: number;
 }
 
+/**
+ * A string that does not share memory with the text it was cut from. V8 represents a substring of 13 or
+ * more characters as a view into its parent, so a cached word would keep its whole prompt (up to megabytes)
+ * alive; concatenating then slicing makes V8 flatten a fresh copy of just the word.
+ */
+function ownCopy(s: string): string {
+  return s.length < 13 ? s : ` ${s}`.slice(1);
+}
+
 /** Pieces longer than this are not cached: they are rare and would crowd out the common words. */
 const CACHE_MAX_PIECE = 64;
 
@@ -86,7 +95,7 @@ export class ByteBpe {
     }
     if (piece.length <= CACHE_MAX_PIECE) {
       if (this.#cache.size >= this.#cacheMax) this.#cache.delete(this.#cache.keys().next().value!);
-      this.#cache.set(piece, ids);
+      this.#cache.set(ownCopy(piece), ids);
     }
     for (let i = 0; i < ids.length; i++) out.push(ids[i]!);
   }
