@@ -150,13 +150,18 @@ describe.skipIf(!built)('compose profile emulator, run on loopback', () => {
       }),
     });
     expect(res.status, tail()).toBe(200);
-    const health = await ready('a KV event batch at the collector', async () => {
-      const h = (await (await fetch(`${collectorHttp}/healthz`)).json()) as {
-        ok: boolean;
-        streams: { lastSeq: number | null }[];
-      };
-      return h.streams.some((s) => s.lastSeq !== null) ? h : null;
-    });
+    // Shorter than the test's timeout, so that a failure shows the children's output.
+    const health = await ready(
+      'a KV event batch at the collector',
+      async () => {
+        const h = (await (await fetch(`${collectorHttp}/healthz`)).json()) as {
+          ok: boolean;
+          streams: { lastSeq: number | null }[];
+        };
+        return h.streams.some((s) => s.lastSeq !== null) ? h : null;
+      },
+      20_000,
+    );
     expect(health.ok).toBe(true);
     expect(await redis.client.dbsize()).toBeGreaterThan(0);
   });

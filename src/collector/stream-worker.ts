@@ -134,7 +134,14 @@ export class StreamWorker {
         topic: this.spec.topic,
         receiveHighWaterMark: this.settings.receiveHighWaterMark,
         onMessage: (frames) => this.#onFrames(frames),
-        onConnection: (event, address) => this.log.info(`kv events ${event}`, { address }),
+        onConnection: (event, address) => {
+          this.log.info(`kv events ${event}`, { address });
+          // Batches published while we were not (yet) subscribed are lost to the SUB socket, and nothing
+          // reveals the gap until the pod publishes again, which an idle pod may not do for a long time:
+          // on every (re)connection, ask the replay buffer for what came after the last batch we have.
+          if (event === 'connect' && this.spec.kvEventsReplay)
+            this.#control(() => this.#resync('first', null));
+        },
         onError: (err) => this.log.error('kv event subscriber failed', { err }),
       });
       this.#sub.start();

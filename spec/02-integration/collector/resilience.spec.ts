@@ -100,6 +100,34 @@ describe('collector resilience (real Redis, ZMQ, HTTP)', () => {
     expect(state).toMatchObject({ podId: 'pod-r', address: '127.0.0.1:18010', resyncing: false });
   });
 
+  it('replays on every (re)connection: a batch published while disconnected is indexed with no later traffic', async () => {
+    pub = await new FakeVllmPublisher({ format: 'array' }).bind();
+    collector = startCollector(index, [
+      {
+        id: 'pod-r',
+        model: MODEL,
+        address: '127.0.0.1:18013',
+        kv_events: pub.endpoint,
+        kv_events_replay: pub.replayEndpoint,
+      },
+    ]);
+    await collector.start();
+    await waitSubscribed(pub, () => collector!.worker('pod-r'));
+    const w = collector.worker('pod-r')!;
+    const replaysBefore = pub.replayRequests;
+    // Published while the subscriber is cut off: only the replay buffer has it, and the pod then goes quiet.
+    const missed = freshTokens(2);
+    await pub.reconnect(async () => {
+      await pub!.publish(
+        [{ type: 'BlockStored', hashes: hashes(2), parent: null, tokens: missed, blockSize: BS }],
+        { drop: true },
+      );
+    });
+    await waitCached(index, 'pod-r', missed, 2);
+    expect(pub.replayRequests).toBeGreaterThan(replaysBefore);
+    expect(w.stats.podClears.gap ?? 0).toBe(0);
+  });
+
   it('a gap older than the replay buffer: clears the pod, keeps what the buffer still holds', async () => {
     pub = await new FakeVllmPublisher({ format: 'array' }, { bufferSteps: 2 }).bind();
     collector = startCollector(index, [

@@ -10,7 +10,7 @@ const END = Buffer.alloc(8, 0xff);
  * batches: request [id, "", start8] → [id, "", seq8, payload]… then [id, "", ff×8, ""].
  */
 export class FakeVllmPublisher {
-  readonly pub = new Publisher({ linger: 0 });
+  pub = new Publisher({ linger: 0 });
   readonly router: Router | null;
   readonly buffer: { seq: number; payload: Buffer }[] = [];
   seq = 0;
@@ -78,6 +78,25 @@ export class FakeVllmPublisher {
 
   async sendRaw(frames: Buffer[]): Promise<void> {
     await this.pub.send(frames);
+  }
+
+  /**
+   * A network blip: the PUB socket closes (subscribers lose their connection) and a new one binds the same
+   * endpoint; the engine, its sequence and its replay buffer carry on. `whileDown` runs in between.
+   */
+  async reconnect(whileDown: () => Promise<void> = async () => {}): Promise<void> {
+    this.pub.close();
+    await whileDown();
+    this.pub = new Publisher({ linger: 0 });
+    // The old socket's port can linger for a moment after close: retry briefly.
+    for (let i = 0; ; i++)
+      try {
+        await this.pub.bind(this.endpoint);
+        return;
+      } catch (e) {
+        if (i >= 50) throw e;
+        await new Promise((r) => setTimeout(r, 20));
+      }
   }
 
   /** A new engine process: sequence back to 0, empty replay buffer. */
