@@ -132,6 +132,34 @@ describe('segment cache', () => {
     expect(c.stats().bytes).toBeLessThanOrEqual(c.maxBytes);
   });
 
+  it('keys depend on content only: both hashing paths and every string representation agree', () => {
+    // The reference: the same two hashes over charCodeAt, for any length.
+    const reference = (t: string): string => {
+      let h1 = 0x811c9dc5;
+      let h2 = 0x9747b28c ^ t.length;
+      for (let i = 0; i < t.length; i++) {
+        const c = t.charCodeAt(i);
+        h1 = Math.imul(h1 ^ c, 0x01000193);
+        h2 = Math.imul(h2 ^ c, 0x5bd1e995);
+        h2 ^= h2 >>> 15;
+      }
+      return `${t.length.toString(36)}.${(h1 >>> 0).toString(36)}.${(h2 >>> 0).toString(36)}`;
+    };
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary', minLength: 200, maxLength: 400 }), (t) => {
+        expect(segmentKey(t, false)).toBe(reference(t));
+        // A slice of a longer string, a rope and a two-byte copy of the same text: one key.
+        const sliced = `<${t}>`.slice(1, -1);
+        const rope = t.slice(0, 100) + t.slice(100);
+        expect(segmentKey(sliced, false)).toBe(reference(t));
+        expect(segmentKey(rope, false)).toBe(reference(t));
+      }),
+    );
+    const ascii = 'a'.repeat(300);
+    const twoByte = ('\u4e00' + ascii).slice(1);
+    expect(segmentKey(twoByte, false)).toBe(segmentKey(ascii, false));
+  });
+
   it('keys differ by content, length and prompt-start position', () => {
     fc.assert(
       fc.property(fc.string(), fc.string(), (a, b) => {
