@@ -149,9 +149,29 @@ describe('JS byte-level BPE equals the native libraries token for token', () => 
     );
   });
 
-  it('HF variants: ignore_merges, ByteLevel(use_regex) alone, merges as "a b" strings', async () => {
+  it('HF variants: ignore_merges, ByteLevel(use_regex) alone, merges as "a b" strings, Llama 3 and gpt-oss regexes', async () => {
     const base = JSON.parse(QWEN3_JSON) as Record<string, Record<string, unknown>>;
+    const withSplit = (regex: string): Record<string, unknown> => ({
+      type: 'Sequence',
+      pretokenizers: [
+        { type: 'Split', pattern: { Regex: regex }, behavior: 'Isolated', invert: false },
+        { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: false },
+      ],
+    });
+    // The pre-tokenizer patterns of Meta-Llama-3's and openai/gpt-oss's tokenizer.json (Qwen3's vocabulary
+    // and merges stand in for theirs: the regex translation is what differs).
+    const LLAMA3 =
+      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    const GPT_OSS =
+      "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
     const variants = [
+      {
+        ...base,
+        normalizer: null,
+        pre_tokenizer: withSplit(LLAMA3),
+        model: { ...base.model, ignore_merges: true },
+      },
+      { ...base, normalizer: null, pre_tokenizer: withSplit(GPT_OSS) },
       { ...base, model: { ...base.model, ignore_merges: true } },
       {
         ...base,
