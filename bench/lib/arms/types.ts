@@ -23,6 +23,11 @@ export interface ArmRequest {
 
 export interface ArmDecision {
   podId: string;
+  /**
+   * The gateway answered itself instead of sending the request (kinference's opt-in shedding: 429 with
+   * Retry-After); the client honours the Retry-After before its next request.
+   */
+  rejected?: { retryAfterMs: number };
   /** Opaque per-arm data handed back in the feedback calls (e.g. the router's outcome). */
   token?: unknown;
 }

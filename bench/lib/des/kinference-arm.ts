@@ -31,6 +31,8 @@ export function kinferenceArm(
       const outcome = await router.route(req.body);
       if (outcome.fallbackReason)
         fallbacks.set(outcome.fallbackReason, (fallbacks.get(outcome.fallbackReason) ?? 0) + 1);
+      if (outcome.shed)
+        return { podId: '', token: outcome, rejected: { retryAfterMs: outcome.shed.retryAfterS * 1000 } };
       const podId = outcome.target?.podId ?? pods[0]!.id;
       return { podId, token: outcome };
     },

@@ -111,6 +111,29 @@ export async function runCell(input: CellInput): Promise<CellResult> {
       firstMessageText: prepared.firstMessageText,
     };
     const decision = await arm.choose(armReq, views(), now);
+    if (decision.rejected) {
+      // Answered by the gateway (429): an errored request for the client, which waits the Retry-After.
+      const endMs = now + latency.requestOverheadMs + latency.responseOverheadMs;
+      records.push({
+        key: turn.key,
+        conversationId: turn.conv.id,
+        turnIndex: turn.turn,
+        cluster: turn.conv.cluster,
+        pod: '',
+        status: 'errored',
+        startMs: now,
+        firstTokenMs: null,
+        lastTokenMs: null,
+        endMs,
+        promptTokens: prepared.promptTokenIds.length,
+        outputTokens: 0,
+        cachedTokens: 0,
+      });
+      client.complete(turn, null);
+      const next = endMs + decision.rejected.retryAfterMs;
+      if (stream !== null && next < durationMs) streamStarts.push({ atMs: next, stream });
+      return;
+    }
     const pod = byId.get(decision.podId) ?? pods[0]!;
     inFlight.set(pod.id, inFlight.get(pod.id)! + 1);
     const record: RequestRecord = {
