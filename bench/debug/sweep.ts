@@ -8,20 +8,14 @@
  * published figures come only from `npm run bench:seed`.
  */
 import { parseArgs } from 'node:util';
-import { MemoryKvIndex } from '../../src/index/memory-index.js';
-import { PluginConfigSchema } from '../../src/config/plugin-config.js';
-import { validateConfig } from '../../src/config/validate.js';
-import { loadModelSetup } from '../lib/setup.js';
+import { loadModelSetup, routerConfig } from '../lib/setup.js';
 import { SEED_SCHEDULE } from '../lib/schedule.js';
 import { sloFor } from '../lib/main.js';
-import { fleetOf, runSpec } from '../lib/des/worker.js';
-import { CollectorFeed } from '../lib/des/feed.js';
-import { kinferenceArm } from '../lib/des/kinference-arm.js';
-import { simPods } from '../lib/des/cell-setup.js';
-import { runCell } from '../lib/des/run-cell.js';
-import { WorkloadFactory } from '../lib/workload/workloads.js';
+import { fleetOf } from '../lib/des/worker.js';
+import { runArmCell } from '../lib/des/cell-setup.js';
 import { goodputPerMin } from '../lib/stats/goodput.js';
 import { inMeasureWindow, requestMetrics } from '../lib/stats/metrics.js';
+import { percentile } from '../lib/stats/percentile.js';
 import type { ArmName, Profile, RequestRecord, WorkloadName } from '../lib/types.js';
 
 const { values } = parseArgs({
@@ -35,53 +29,12 @@ const { values } = parseArgs({
   },
 });
 const seeds = (values.seeds ?? values.seed!).split(',').map(Number);
-let s = { ...SEED_SCHEDULE, seed: seeds[0]! };
+const s = SEED_SCHEDULE;
 const m = await loadModelSetup();
 const fleet = fleetOf(s, m);
 const slo = sloFor(s, m);
-const overrides = JSON.parse(values.config!) as Record<string, unknown>;
-const config = validateConfig(
-  PluginConfigSchema,
-  {
-    index: 'memory',
-    tokenizer: m.tokenizerSpec,
-    chat_template: m.templateSpec,
-    block_size: 16,
-    ...overrides,
-  },
-  'sweep router config',
-);
+const config = routerConfig(m, JSON.parse(values.config!) as Record<string, unknown>);
 
-async function kinferenceCell(workload: WorkloadName, profile: Profile, trial: number) {
-  const pods = simPods(fleet, s.seed, trial);
-  let now = 0;
-  const index = new MemoryKvIndex();
-  const feed = new CollectorFeed(index, m.model, fleet.pod.blockSize);
-  const arm = kinferenceArm(config, index, m.template, m.promptTokenizer, () => now);
-  return runCell({
-    arm,
-    factory: new WorkloadFactory(workload, s.shapes, m.synth, s.seed, trial),
-    profile,
-    pods,
-    model: m.model,
-    template: m.template,
-    promptTokenizer: m.promptTokenizer,
-    wordOf: m.wordOf,
-    latency: fleet.latency,
-    seed: s.seed,
-    trial,
-    feed,
-    trackBlockHashes: false,
-    onProgress: (t) => {
-      now = t;
-    },
-  });
-}
-
-const pct = (xs: number[], q: number): number => {
-  const v = [...xs].sort((a, b) => a - b);
-  return v[Math.max(0, Math.ceil(q * v.length) - 1)] ?? NaN;
-};
 for (const cell of values.cells!.split(',')) {
   const [w, p] = cell.split(':') as [WorkloadName, string];
   const profile: Profile =
@@ -94,11 +47,17 @@ for (const cell of values.cells!.split(',')) {
   const trials = Number(values.trials) * seeds.length;
   for (const seed of seeds)
     for (let trial = 0; trial < Number(values.trials); trial++) {
-      s = { ...s, seed };
-      const r =
-        values.arm === 'kinference'
-          ? await kinferenceCell(w, profile, trial)
-          : await runSpec(s, m, { id: 0, workload: w, profile, arm: values.arm as ArmName, trial });
+      const r = await runArmCell({
+        arm: values.arm as ArmName,
+        workload: w,
+        shapes: s.shapes,
+        profile,
+        fleet,
+        model: m,
+        seed,
+        trial,
+        config,
+      });
       recs.push(...r.records.filter((x) => inMeasureWindow(x, r.windowStartMs, r.windowEndMs)));
       good += goodputPerMin(r.records, slo[w], r.windowStartMs, r.windowEndMs) / trials;
     }
@@ -112,6 +71,6 @@ for (const cell of values.cells!.split(',')) {
   for (const r of recs) byPod.set(r.pod, (byPod.get(r.pod) ?? 0) + 1);
   const hit = recs.filter((r) => r.cachedTokens >= r.promptTokens / 2).length / recs.length;
   console.log(
-    `${values.arm} ${cell} n=${ttft.length} fast=${(fast * 100).toFixed(1)}% p50=${(pct(ttft, 0.5) / 1000).toFixed(2)} p95=${(pct(ttft, 0.95) / 1000).toFixed(2)} hit=${(hit * 100).toFixed(0)}% good=${good.toFixed(1)}/min itl50=${pct(itl, 0.5).toFixed(0)} okTTFT=${(okT * 100).toFixed(0)}% okITL=${(okI * 100).toFixed(0)}% pods=${[...byPod.values()].join('/')} (${((Date.now() - t0) / 1000).toFixed(0)} s) ${values.config}`,
+    `${values.arm} ${cell} n=${ttft.length} fast=${(fast * 100).toFixed(1)}% p50=${(percentile(ttft, 0.5) / 1000).toFixed(2)} p95=${(percentile(ttft, 0.95) / 1000).toFixed(2)} hit=${(hit * 100).toFixed(0)}% good=${good.toFixed(1)}/min itl50=${percentile(itl, 0.5).toFixed(0)} okTTFT=${(okT * 100).toFixed(0)}% okITL=${(okI * 100).toFixed(0)}% pods=${[...byPod.values()].join('/')} (${((Date.now() - t0) / 1000).toFixed(0)} s) ${values.config}`,
   );
 }

@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { scheduleFromArgs } from './cli-args.js';
 import { idleUncachedTtftMs } from './des/idle-ttft.js';
 import { fleetOf } from './des/worker.js';
 import { analyze, type BenchResults } from './report/analyze.js';
@@ -91,4 +92,25 @@ export async function runBench(
       files.push(...(await writeCharts(results, join(opts.resultsDir, 'charts'), s.name)));
   }
   return { results, markdown, files };
+}
+
+/**
+ * The body of `bench:seed` and `bench:des`: the schedule from the command line over `base`, run with a
+ * progress bar, the table printed. The results record the exact command: the npm script runs the compiled
+ * file, tsx runs the source directly.
+ */
+export async function runBenchScript(base: BenchSchedule, script: string, moduleUrl: string): Promise<void> {
+  const argv = process.argv.slice(2);
+  const { schedule, workers } = scheduleFromArgs(base, argv);
+  const command = moduleUrl.endsWith('.ts')
+    ? [`npx tsx bench/${script}.ts`, ...argv]
+    : [`npm run bench:${script}`, ...(argv.length ? ['--', ...argv] : [])];
+  const out = await runBench(schedule, {
+    command: command.join(' '),
+    workers,
+    progress: true,
+    resultsDir: 'bench/results',
+  });
+  console.log(out.markdown);
+  console.log(`\nwrote ${out.files.join(', ')}`);
 }

@@ -69,10 +69,16 @@ export function engineProfile(name: string): EngineProfile {
 }
 
 /** The plugin's config as a user would enable it for this model, defaults filled by the plugin's schema. */
-export function routerConfig(m: ModelSetup): PluginConfig {
+export function routerConfig(m: ModelSetup, overrides: Record<string, unknown> = {}): PluginConfig {
   return validateConfig(
     PluginConfigSchema,
-    { index: 'memory', tokenizer: m.tokenizerSpec, chat_template: m.templateSpec, block_size: 16 },
+    {
+      index: 'memory',
+      tokenizer: m.tokenizerSpec,
+      chat_template: m.templateSpec,
+      block_size: 16,
+      ...overrides,
+    },
     'benchmark router config',
   );
 }

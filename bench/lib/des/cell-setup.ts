@@ -1,3 +1,4 @@
+import type { PluginConfig } from '../../../src/config/plugin-config.js';
 import { MemoryKvIndex } from '../../../src/index/memory-index.js';
 import { approxPrefixArm } from '../arms/approx-prefix.js';
 import { consistentHashArm } from '../arms/consistent-hash.js';
@@ -44,6 +45,8 @@ export async function runArmCell(opts: {
   model: ModelSetup;
   seed: number;
   trial: number;
+  /** The kinference arm's router config (default: the benchmark's, `routerConfig`). */
+  config?: PluginConfig;
   onProgress?: (virtualMs: number) => void;
 }): Promise<CellResult & { fallbacks?: Record<string, number>; indexStats?: Record<string, number> }> {
   const { fleet, model, seed, trial } = opts;
@@ -80,7 +83,8 @@ export async function runArmCell(opts: {
     case 'kinference': {
       const index = new MemoryKvIndex();
       feed = new CollectorFeed(index, model.model, fleet.pod.blockSize);
-      const k = kinferenceArm(routerConfig(model), index, model.template, model.promptTokenizer, clock);
+      const config = opts.config ?? routerConfig(model);
+      const k = kinferenceArm(config, index, model.template, model.promptTokenizer, clock);
       fallbacks = k.fallbacks;
       arm = k;
       break;
