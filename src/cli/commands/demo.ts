@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import type { DemoOptions } from '../../../bench/lib/demo/run-demo.js';
 import { KinferenceError } from '../../core/errors.js';
 
 function positiveInt(name: string): (v: string) => number {
@@ -43,20 +44,10 @@ export function registerDemo(program: Command): void {
     .option('--prefix-tokens <n>', 'tokens per shared system prompt', positiveInt('prefix-tokens'), 10000)
     .option('--otlp-endpoint <url>', 'export decision spans here, e.g. http://localhost:4318/v1/traces')
     .option('--seed <n>', 'workload seed', positiveInt('seed'), 7)
-    .action(
-      async (opts: {
-        timeScale: number;
-        requests: number;
-        concurrency: number;
-        prefixes: number;
-        prefixTokens: number;
-        otlpEndpoint?: string;
-        seed: number;
-      }) => {
-        const { preflight } = await import('../demo-preflight.js');
-        const redisUrl = await preflight();
-        const { runDemo } = await import('../../../bench/lib/demo/run-demo.js');
-        await runDemo({ ...opts, ...(redisUrl ? { redisUrl } : {}) });
-      },
-    );
+    .action(async (opts: Omit<DemoOptions, 'redisUrl'>) => {
+      const { preflight } = await import('../demo-preflight.js');
+      const redisUrl = await preflight();
+      const { runDemo } = await import('../../../bench/lib/demo/run-demo.js');
+      await runDemo({ ...opts, ...(redisUrl ? { redisUrl } : {}) });
+    });
 }

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import type { RunEmulatorOptions } from '../../../emulator/run.js';
 
 export function registerEmulator(program: Command): void {
   program
@@ -10,17 +11,8 @@ export function registerEmulator(program: Command): void {
     .option('--time-scale <x>', 'override emulator.time_scale (10 = ten times faster)', Number)
     .option('--seed <n>', 'override emulator.seed', (v) => Number.parseInt(v, 10))
     .option('--bind-host <host>', 'listen on this host instead of each address host (e.g. 0.0.0.0)')
-    .action(
-      async (opts: {
-        config: string;
-        pod?: string[];
-        profile?: string;
-        timeScale?: number;
-        seed?: number;
-        bindHost?: string;
-      }) => {
-        const { runEmulator } = await import('../../../emulator/run.js');
-        await runEmulator(opts);
-      },
-    );
+    .action(async (opts: RunEmulatorOptions) => {
+      const { runEmulator } = await import('../../../emulator/run.js');
+      await runEmulator(opts);
+    });
 }
