@@ -48,14 +48,3 @@ export function sendError(
 ): void {
   sendJson(res, status, errorJson(message, TYPE_BY_STATUS[status] ?? 'BadRequestError', status, param));
 }
-
-/** vLLM offset_endpoint_port: DP rank r publishes on port + r (tcp) or `<endpoint>_dp<r>` (ipc/inproc). */
-export function offsetEndpoint(endpoint: string, rank: number): string {
-  if (rank === 0) return endpoint;
-  if (endpoint.startsWith('tcp://')) {
-    const i = endpoint.lastIndexOf(':');
-    const port = Number(endpoint.slice(i + 1));
-    if (i > 'tcp://'.length && Number.isInteger(port)) return `${endpoint.slice(0, i)}:${port + rank}`;
-  }
-  return `${endpoint}_dp${rank}`;
-}

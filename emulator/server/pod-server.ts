@@ -10,7 +10,8 @@ import { Engine } from '../engine/engine.js';
 import { hashString32 } from '../engine/rng.js';
 import type { FinishedRequest, TokenOutput } from '../engine/types.js';
 import { engineOptionsFor, type EngineProfile } from '../profiles.js';
-import { offsetEndpoint, readJsonBody, sendError, sendJson } from './http-util.js';
+import { offsetEndpoint } from '../../src/collector/pods.js';
+import { readJsonBody, sendError, sendJson } from './http-util.js';
 import { KvEventPublisher } from './kv-publisher.js';
 import { LiveEngineCore, type RequestListener } from './live-core.js';
 import {
