@@ -1,15 +1,9 @@
 import { Redis } from 'ioredis';
-import { startRedisServer } from '../../src/util/redis-server.js';
+import { startRedisServer, type RedisServer } from '../../src/util/redis-server.js';
 
 /** A private redis-server on a free port with a client: tests can kill it to test faults. Always `stop()` it. */
-export interface TestRedis {
-  port: number;
-  url: string;
+export interface TestRedis extends RedisServer {
   client: Redis;
-  stop(): Promise<void>;
-  /** Kills the server (SIGKILL) without cleanup, to simulate a crash; `restart()` brings it back. */
-  kill(): Promise<void>;
-  restart(): Promise<void>;
 }
 
 export async function startRedis(): Promise<TestRedis> {
