@@ -3,7 +3,7 @@ import { Tokenizer as NativeTokenizer } from 'tokenizers';
 import { KinferenceError } from '../core/errors.js';
 import type { ByteBpe } from './bpe/byte-bpe.js';
 import { byteBpeFromHfJson } from './bpe/from-hf.js';
-import { ENGINE_PROBE } from './bpe/probe.js';
+import { checkedEngine, ENGINE_PROBE, nativeEngineNote } from './bpe/probe.js';
 import type { SpecialTokenFlags, Tokenizer } from './types.js';
 
 /** The parts of a tokenizer.json we read ourselves (the native library does the tokenizing). */
@@ -69,23 +69,20 @@ class HfTokenizer implements Tokenizer {
     const plain = added.find((t) => !t.lstrip && !t.rstrip && !t.single_word && t.normalized !== true);
     this.#anchor = startSensitive && plain ? { text: plain.content, id: plain.id } : null;
     if ('unsupported' in fast || this.#anchor !== null) {
-      this.#engineNote = `native (${'unsupported' in fast ? fast.unsupported : 'start-sensitive pre-tokenizer'})`;
+      this.#engineNote = nativeEngineNote(
+        'unsupported' in fast ? fast.unsupported : 'start-sensitive pre-tokenizer',
+      );
       this.#checked = Promise.resolve();
     } else {
-      this.#engineNote = 'native (JS engine being checked)';
+      this.#engineNote = nativeEngineNote('JS engine being checked');
       this.#checked = this.#ids(ENGINE_PROBE).then(
         (ids) => {
-          const js = fast.encode(ENGINE_PROBE);
-          if (js.length === ids.length && js.every((t, i) => t === ids[i])) {
-            this.#fast = fast;
-            this.#engineNote = 'js-bpe';
-          } else {
-            this.#engineNote = 'native (JS engine disagreed on the probe text)';
-            process.emitWarning(`${spec}: ${this.#engineNote}`, 'KinferenceWarning');
-          }
+          const checked = checkedEngine(spec, fast, ids);
+          this.#fast = checked.engine;
+          this.#engineNote = checked.note;
         },
         (e: unknown) => {
-          this.#engineNote = `native (the probe check failed: ${String(e)})`;
+          this.#engineNote = nativeEngineNote(`the probe check failed: ${String(e)}`);
         },
       );
     }

@@ -1,7 +1,7 @@
 import { get_encoding, type Tiktoken, type TiktokenEncoding } from 'tiktoken';
 import type { ByteBpe } from './bpe/byte-bpe.js';
 import { byteBpeFromTiktoken } from './bpe/from-tiktoken.js';
-import { ENGINE_PROBE } from './bpe/probe.js';
+import { checkedEngine, ENGINE_PROBE, nativeEngineNote } from './bpe/probe.js';
 import type { Tokenizer } from './types.js';
 
 /**
@@ -73,17 +73,12 @@ class TiktokenTokenizer implements Tokenizer {
     this.spec = spec;
     this.#enc = enc;
     this.specialTokens = new Map(Object.entries(specials));
-    if ('unsupported' in fast) {
-      this.#fast = null;
-      this.engine = `native (${fast.unsupported})`;
-      return;
-    }
-    const ref = enc.encode_ordinary(ENGINE_PROBE);
-    const js = fast.encode(ENGINE_PROBE);
-    const same = js.length === ref.length && js.every((t, i) => t === ref[i]);
-    this.#fast = same ? fast : null;
-    this.engine = same ? 'js-bpe' : 'native (JS engine disagreed on the probe text)';
-    if (!same) process.emitWarning(`${spec}: ${this.engine}`, 'KinferenceWarning');
+    const checked =
+      'unsupported' in fast
+        ? { engine: null, note: nativeEngineNote(fast.unsupported) }
+        : checkedEngine(spec, fast, enc.encode_ordinary(ENGINE_PROBE));
+    this.#fast = checked.engine;
+    this.engine = checked.note;
   }
 
   // Both engines are synchronous; the Promise only satisfies the shared interface.

@@ -1,3 +1,5 @@
+import type { ByteBpe } from './byte-bpe.js';
+
 /**
  * Text a JS tokenizer engine must encode exactly like the native library before it is used: contractions in
  * both cases and with the folding letters (ſ, K), digits of several scripts, every kind of whitespace run,
@@ -11,3 +13,25 @@ export const ENGINE_PROBE = [
   'x'.repeat(80),
   'supercalifragilisticexpialidocious'.repeat(3),
 ].join('\n');
+
+/** What `Tokenizer.engine` says when the JS engine is not used, and why. */
+export function nativeEngineNote(why: string): string {
+  return `native (${why})`;
+}
+
+/**
+ * The JS engine if it encodes the probe exactly as the native library did (`reference`), else null with a
+ * warning; and the `Tokenizer.engine` note for the outcome.
+ */
+export function checkedEngine(
+  spec: string,
+  fast: ByteBpe,
+  reference: ArrayLike<number>,
+): { engine: ByteBpe | null; note: string } {
+  const js = fast.encode(ENGINE_PROBE);
+  if (js.length === reference.length && js.every((t, i) => t === reference[i]))
+    return { engine: fast, note: 'js-bpe' };
+  const note = nativeEngineNote('JS engine disagreed on the probe text');
+  process.emitWarning(`${spec}: ${note}`, 'KinferenceWarning');
+  return { engine: null, note };
+}
