@@ -13,6 +13,7 @@ export const MAX_KEYED_PER_POD = 256;
 export class ReservationBook {
   readonly #byPod = new Map<PodId, Reservation[]>();
   readonly #byId = new Map<number, Reservation>();
+  readonly #idOf = new Map<Reservation, number>();
   readonly #keys = new Map<Reservation, readonly BlockKey[]>();
   readonly #ttlMs: number;
   #nextId = 1;
@@ -33,12 +34,15 @@ export class ReservationBook {
       this.#forget(dropped);
     const id = this.#nextId++;
     this.#byId.set(id, r);
+    this.#idOf.set(r, id);
     return id;
   }
 
   #forget(r: Reservation): void {
     this.#keys.delete(r);
-    for (const [id, x] of this.#byId) if (x === r) this.#byId.delete(id);
+    const id = this.#idOf.get(r);
+    if (id !== undefined) this.#byId.delete(id);
+    this.#idOf.delete(r);
   }
 
   /** Live reservations of a pod (expired ones are dropped on the way). */
@@ -78,6 +82,7 @@ export class ReservationBook {
     const r = this.#byId.get(id);
     if (!r) return;
     this.#byId.delete(id);
+    this.#idOf.delete(r);
     this.#keys.delete(r);
     const list = this.#byPod.get(r.podId);
     const i = list ? list.indexOf(r) : -1;
