@@ -2,6 +2,7 @@
  * Pure pieces of vLLM's OpenAI-compatible API (research/vllm.md §5): sampling parameters read from a body,
  * and the JSON shapes of responses, stream chunks, usage and errors, with vLLM's field order.
  */
+import { isRecord } from '../../src/core/is-record.js';
 
 export type Json = Record<string, unknown>;
 
@@ -19,10 +20,6 @@ export interface SamplingParams {
 }
 
 export type Parsed<T> = { ok: true; value: T } | { ok: false; message: string; param: string | null };
-
-function isRecord(v: unknown): v is Json {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 function bad<T>(message: string, param: string | null = null): Parsed<T> {
   return { ok: false, message, param };

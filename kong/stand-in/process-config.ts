@@ -1,5 +1,6 @@
 import type { KongField, KongFieldEntry } from '../../src/config/to-kong-schema.js';
 import { luaMatches } from './lua-pattern.js';
+import { isRecord as isObj } from '../../src/core/is-record.js';
 
 /**
  * What Kong does to a plugin's config before it reaches the plugin server (kong/db/schema/init.lua):
@@ -15,10 +16,6 @@ export type ProcessResult =
 
 function clone<T>(v: T): T {
   return v === undefined ? v : (JSON.parse(JSON.stringify(v)) as T);
-}
-
-function isObj(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 function checkValue(f: KongField, v: unknown, path: string, errors: ConfigErrors): unknown {

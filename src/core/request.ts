@@ -1,4 +1,5 @@
 import type { FallbackReason } from './fallback.js';
+import { isRecord } from './is-record.js';
 
 /** A chat message after validation: content is text only (string or text parts joined by the template). */
 export interface ChatMessage {
@@ -33,10 +34,6 @@ const MAX_MESSAGES = 100_000;
 
 function fail(reason: FallbackReason, detail: string, model?: string): ParseResult {
   return model === undefined ? { ok: false, reason, detail } : { ok: false, reason, detail, model };
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });

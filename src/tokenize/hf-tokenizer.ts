@@ -5,6 +5,7 @@ import type { ByteBpe } from './bpe/byte-bpe.js';
 import { byteBpeFromHfJson } from './bpe/from-hf.js';
 import { checkedEngine, ENGINE_PROBE, nativeEngineNote } from './bpe/probe.js';
 import type { SpecialTokenFlags, Tokenizer } from './types.js';
+import { isRecord } from '../core/is-record.js';
 
 /** The parts of a tokenizer.json we read ourselves (the native library does the tokenizing). */
 interface AddedTokenJson {
@@ -15,10 +16,6 @@ interface AddedTokenJson {
   rstrip?: boolean;
   single_word?: boolean;
   normalized?: boolean;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 /**

@@ -3,12 +3,12 @@ import { ByteBpe } from './byte-bpe.js';
 import { PACK } from './merge.js';
 import { PairTable } from './pair-table.js';
 import { toJsPattern } from './pattern.js';
+import { isRecord } from '../../core/is-record.js';
 
 /** GPT-2's pre-tokenizer regex, which HF ByteLevel applies when `use_regex` is true. */
 const GPT2_PATTERN = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 type Json = Record<string, unknown>;
-const isRecord = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 const unset = (v: unknown): boolean => v === undefined || v === null || v === '';
 
 /** The pre-tokenizer regex of a supported byte-level pipeline, or why it is not supported. */

@@ -4,6 +4,7 @@ import type { ChatTemplate } from '../types.js';
 import { messageText } from './content.js';
 import { schemaToTypescript } from './harmony-typescript.js';
 import { strftime } from './strftime.js';
+import { isRecord } from '../../core/is-record.js';
 
 /**
  * gpt-oss (harmony) prompt as vLLM's chat endpoint renders it (`_make_request_with_harmony`:
@@ -31,10 +32,6 @@ interface FunctionTool {
   name: string;
   description: string;
   parameters: unknown;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 function functionTools(tools: unknown[] | undefined): FunctionTool[] {

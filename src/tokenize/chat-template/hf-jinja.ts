@@ -6,14 +6,11 @@ import type { ChatTemplate } from '../types.js';
 import { messageText } from './content.js';
 import { strftime } from './strftime.js';
 import { templateConversation, type ContentFormat } from './vllm-conversation.js';
+import { isRecord } from '../../core/is-record.js';
 
 /** A `raise_exception(...)` call from the template: the request cannot be rendered (vLLM answers 400). */
 export class TemplateRaisedError extends Error {
   override readonly name = 'TemplateRaisedError';
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
 const SPECIAL_TOKEN_KEYS = [

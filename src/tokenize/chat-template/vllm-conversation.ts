@@ -1,5 +1,6 @@
 import type { ChatMessage, ChatRequest } from '../../core/request.js';
 import { messageText } from './content.js';
+import { isRecord } from '../../core/is-record.js';
 
 /**
  * The messages and tools vLLM hands a Jinja chat template (entrypoints/chat_utils.py): content as a string
@@ -10,10 +11,6 @@ import { messageText } from './content.js';
 export type ContentFormat = 'string' | 'openai';
 
 export type TemplateMessage = Record<string, unknown>;
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
 
 function parsedArguments(args: unknown): unknown {
   if (args === undefined || args === null || args === '') return {};
