@@ -11,7 +11,7 @@ import { MemoryKvIndex } from '../../src/index/memory-index.js';
 import type { RouteOutcome } from '../../src/router/router.js';
 import { loadModelSetup, routerConfig } from '../lib/setup.js';
 import { SEED_SCHEDULE } from '../lib/schedule.js';
-import { fleetOf } from '../lib/des/worker.js';
+import { fleetOf } from '../lib/des/fleet.js';
 import { CollectorFeed } from '../lib/des/feed.js';
 import { kinferenceArm } from '../lib/des/kinference-arm.js';
 import { exactTtftMs, oracleArm } from '../lib/des/oracle-arm.js';

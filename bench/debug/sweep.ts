@@ -4,14 +4,14 @@
  * Poisson profile, workload:N for N streams) of one arm in this process, router config = the benchmark's
  * with the JSON overrides, and prints per cell, pooled over seeds × trials: n, share of TTFT < 0.3 s,
  * TTFT p50/p95, hit ≥ ½ prompt, goodput/min under the seed SLO, ITL p50, shares meeting the TTFT and ITL
- * bounds, requests per pod. A quick A/B loop for router changes over more seeds than the published run;
+ * bounds, requests per pod, requests answered 429 (shed) in the window, engine preemptions. A quick A/B loop for router changes over more seeds than the published run;
  * published figures come only from `npm run bench:seed`.
  */
 import { parseArgs } from 'node:util';
 import { loadModelSetup, routerConfig } from '../lib/setup.js';
 import { SEED_SCHEDULE } from '../lib/schedule.js';
-import { sloFor } from '../lib/main.js';
-import { fleetOf } from '../lib/des/worker.js';
+import { sloFor } from '../lib/slo.js';
+import { fleetOf } from '../lib/des/fleet.js';
 import { runArmCell } from '../lib/des/cell-setup.js';
 import { goodputPerMin } from '../lib/stats/goodput.js';
 import { inMeasureWindow, requestMetrics } from '../lib/stats/metrics.js';
@@ -43,6 +43,8 @@ for (const cell of values.cells!.split(',')) {
       : { kind: 'concurrent', streams: Number(p), ...s.capacityWindows };
   const recs: RequestRecord[] = [];
   let good = 0;
+  let shed = 0;
+  let preemptions = 0;
   const t0 = Date.now();
   const trials = Number(values.trials) * seeds.length;
   for (const seed of seeds)
@@ -57,8 +59,13 @@ for (const cell of values.cells!.split(',')) {
         seed,
         trial,
         config,
+        slo: slo[w],
       });
       recs.push(...r.records.filter((x) => inMeasureWindow(x, r.windowStartMs, r.windowEndMs)));
+      preemptions += r.pods.reduce((a, p) => a + p.preemptions, 0);
+      shed += r.records.filter(
+        (x) => x.status === 'errored' && x.startMs >= r.windowStartMs && x.startMs <= r.windowEndMs,
+      ).length;
       good += goodputPerMin(r.records, slo[w], r.windowStartMs, r.windowEndMs) / trials;
     }
   const ms = recs.map((r) => requestMetrics(r)!).filter(Boolean);
@@ -71,6 +78,6 @@ for (const cell of values.cells!.split(',')) {
   for (const r of recs) byPod.set(r.pod, (byPod.get(r.pod) ?? 0) + 1);
   const hit = recs.filter((r) => r.cachedTokens >= r.promptTokens / 2).length / recs.length;
   console.log(
-    `${values.arm} ${cell} n=${ttft.length} fast=${(fast * 100).toFixed(1)}% p50=${(percentile(ttft, 0.5) / 1000).toFixed(2)} p95=${(percentile(ttft, 0.95) / 1000).toFixed(2)} hit=${(hit * 100).toFixed(0)}% good=${good.toFixed(1)}/min itl50=${percentile(itl, 0.5).toFixed(0)} okTTFT=${(okT * 100).toFixed(0)}% okITL=${(okI * 100).toFixed(0)}% pods=${[...byPod.values()].join('/')} (${((Date.now() - t0) / 1000).toFixed(0)} s) ${values.config}`,
+    `${values.arm} ${cell} n=${ttft.length} shed=${shed} preempt=${preemptions} fast=${(fast * 100).toFixed(1)}% p50=${(percentile(ttft, 0.5) / 1000).toFixed(2)} p95=${(percentile(ttft, 0.95) / 1000).toFixed(2)} hit=${(hit * 100).toFixed(0)}% good=${good.toFixed(1)}/min itl50=${percentile(itl, 0.5).toFixed(0)} okTTFT=${(okT * 100).toFixed(0)}% okITL=${(okI * 100).toFixed(0)}% pods=${[...byPod.values()].join('/')} (${((Date.now() - t0) / 1000).toFixed(0)} s) ${values.config}`,
   );
 }

@@ -2,50 +2,13 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { scheduleFromArgs } from './cli-args.js';
-import { idleUncachedTtftMs } from './des/idle-ttft.js';
-import { fleetOf } from './des/worker.js';
 import { analyze, type BenchResults } from './report/analyze.js';
 import { writeCharts } from './report/charts.js';
 import { toMarkdown } from './report/markdown.js';
 import { runSchedule } from './runner.js';
 import type { BenchSchedule } from './schedule.js';
-import { loadModelSetup, type ModelSetup } from './setup.js';
-import type { Slo } from './stats/goodput.js';
-import type { WorkloadName } from './types.js';
-
-/** Mean prompt tokens of a workload's requests (content tokens; the template adds a handful). */
-export function meanPromptTokens(s: BenchSchedule, w: WorkloadName): number {
-  const sh = s.shapes;
-  switch (w) {
-    case 'control':
-      return sh.control.promptTokens;
-    case 'shared-prefix':
-      return sh['shared-prefix'].prefixTokens + sh['shared-prefix'].promptTokens;
-    case 'multiturn': {
-      const m = sh.multiturn;
-      let total = 0;
-      for (let k = 0; k < m.turns; k++) total += m.firstPromptTokens + k * (m.promptTokens + m.outputTokens);
-      return Math.round(total / m.turns);
-    }
-  }
-}
-
-/** The SLO as the study set it: idle uncached TTFT (measured on the emulator) plus padding, and an ITL bound. */
-export function sloFor(s: BenchSchedule, m: ModelSetup): Record<WorkloadName, Slo> {
-  const fleet = fleetOf(s, m);
-  const out = {} as Record<WorkloadName, Slo>;
-  for (const w of s.workloads) {
-    const n = meanPromptTokens(s, w);
-    const idle =
-      idleUncachedTtftMs(fleet.pod, n) + s.latency.requestOverheadMs + s.latency.responseOverheadMs;
-    out[w] = {
-      ttftMs: Math.round(idle * (1 + s.slo.ttftPadding)),
-      itlMs: s.slo.itlMs,
-      basis: `idle uncached TTFT of a ${n.toLocaleString('en')}-token prompt (${(idle / 1000).toFixed(2)} s) + ${Math.round(s.slo.ttftPadding * 100)}%`,
-    };
-  }
-  return out;
-}
+import { loadModelSetup } from './setup.js';
+import { sloFor } from './slo.js';
 
 function gitCommit(): string {
   try {

@@ -58,7 +58,8 @@ export async function runSchedule(
     const execArgv = here.endsWith('.ts') ? ['--import', 'tsx'] : [];
     // Longest cells first (oracle and high concurrency), so no worker is left with a long tail.
     const weight = (c: CellSpec): number =>
-      (c.arm === 'oracle' ? 3 : 1) * (c.profile.kind === 'concurrent' ? c.profile.streams : 8);
+      (c.arm === 'oracle' ? 3 : c.arm.startsWith('kinference') ? 2 : 1) *
+      (c.profile.kind === 'concurrent' ? c.profile.streams : 8);
     const queue = [...cells].sort((a, b) => weight(b) - weight(a));
     const children: ChildProcess[] = [];
     await Promise.all(

@@ -67,7 +67,7 @@ export const SMOKE_SCHEDULE: BenchSchedule = {
   ...SEED_SCHEDULE,
   name: 'smoke',
   trials: 1,
-  arms: ['random', 'least-connections', 'kinference', 'oracle'],
+  arms: ['random', 'least-connections', 'kinference', 'kinference-slo', 'oracle'],
   workloads: ['shared-prefix', 'multiturn'],
   poissonRate: { control: 0.3, 'shared-prefix': 0.3, multiturn: 0.5 },
   latencyWindows: { warmupS: 10, measureS: 40, cooldownS: 5 },

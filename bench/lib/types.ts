@@ -11,6 +11,7 @@ export const ARM_NAMES = [
   'consistent-hash',
   'approx-prefix',
   'kinference',
+  'kinference-slo',
   'oracle',
 ] as const;
 export type ArmName = (typeof ARM_NAMES)[number];

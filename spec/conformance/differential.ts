@@ -74,6 +74,7 @@ const patch: fc.Arbitrary<PodStatePatch> = fc.record(
     running: fc.nat({ max: 300 }),
     waiting: fc.nat({ max: 300 }),
     kvUsage: fc.double({ min: 0, max: 1, noNaN: true }).map(zeroSafe),
+    kvCapacityTokens: fc.nat({ max: 1_000_000 }),
     meanQueuedPrefillTokens: num,
     calibration: fc.option(
       fc.record({

@@ -266,6 +266,7 @@ export function describeKvIndexConformance(name: string, create: () => Promise<K
         running: 7,
         waiting: 3,
         kvUsage: 0.8125,
+        kvCapacityTokens: 94_208,
         meanQueuedPrefillTokens: 1234.5,
         calibration,
         lastEventAtMs: 1_767_225_600_123,

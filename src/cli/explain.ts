@@ -26,6 +26,8 @@ function candidateJson(p: Prediction) {
     overhead_ms: round(p.overheadMs),
     correction_factor: round(p.ttftFactor),
     predicted_ttft_ms: round(p.predictedTtftMs),
+    predicted_itl_ms: p.predictedItlMs === null ? null : round(Math.min(p.predictedItlMs, 1e9)),
+    within_itl: p.withinItl,
     index_age_ms: p.indexAgeMs,
     cache_credit: round(p.cacheCredit),
     reasons: p.reasons,

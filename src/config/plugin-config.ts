@@ -103,7 +103,35 @@ export const PluginConfigSchema = Type.Object(
       minimum: 0,
       maximum: 3600000,
       description:
-        'Opt-in load shedding: when every pod is predicted over this TTFT, answer 429 with Retry-After. 0 disables shedding.',
+        'Opt-in load shedding: when every pod is predicted over this TTFT (or, with itl_slo_ms, over the ITL guard), answer 429 with Retry-After. 0 disables shedding.',
+    }),
+    itl_slo_ms: Type.Integer({
+      default: 0,
+      minimum: 0,
+      maximum: 60000,
+      description:
+        "Opt-in ITL guard: a pod is not given more prefill work than keeps its decoding requests' inter-token latency under this bound (ms); with shed_ttft_slo_ms set, a request no pod can take is answered 429. 0 disables.",
+    }),
+    itl_response_tokens: Type.Integer({
+      default: 256,
+      minimum: 1,
+      maximum: 1024,
+      description:
+        'ITL guard: output tokens of a typical answer, for requests without max_tokens. The guard keeps the ITL averaged over an answer this long within the bound.',
+    }),
+    itl_decode_base_ms: Type.Number({
+      default: 43,
+      minimum: 0,
+      maximum: 10000,
+      description:
+        'ITL guard model: a decode step of the served model with no context (weights read, scheduling, sampling), ms. The default fits a ~27B FP8 model on an L40S.',
+    }),
+    itl_decode_ms_per_1k_context: Type.Number({
+      default: 0.36,
+      minimum: 0,
+      maximum: 1000,
+      description:
+        'ITL guard model: time a decode step gains per 1,000 context tokens decoding on the pod (KV read), ms. The default fits a ~27B model with 256 KiB of KV per token on an L40S.',
     }),
     latency_feedback: Type.Boolean({
       default: false,

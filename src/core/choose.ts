@@ -9,8 +9,9 @@ export interface Decision {
   fallbackReason: FallbackReason | null;
 }
 
-/** Total order: lowest predicted TTFT, then most cached tokens, then least work, then pod id. */
+/** Total order: within the ITL bound first, then lowest predicted TTFT, most cached tokens, least work, pod id. */
 export function comparePredictions(a: Prediction, b: Prediction): number {
+  if (a.withinItl !== b.withinItl) return a.withinItl ? -1 : 1;
   const d = a.predictedTtftMs - b.predictedTtftMs;
   if (Math.abs(d) > 1e-9) return d;
   if (a.cachedTokens !== b.cachedTokens) return b.cachedTokens - a.cachedTokens;

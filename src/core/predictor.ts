@@ -56,6 +56,10 @@ export interface Prediction {
   indexAgeMs: number | null;
   /** Fraction of cached credit kept (1 fresh, lower when stale or resyncing). */
   cacheCredit: number;
+  /** ITL the pod's decoding requests are predicted to see if it takes this request; null when not guarded. */
+  predictedItlMs: number | null;
+  /** False when taking this request would push the pod past the ITL bound (itl-guard.ts). */
+  withinItl: boolean;
   reasons: string[];
 }
 
@@ -155,6 +159,8 @@ export function predictTtft(pod: PodLookup, opts: PredictOptions): Prediction {
     predictedTtftMs,
     indexAgeMs,
     cacheCredit: credit,
+    predictedItlMs: null,
+    withinItl: true,
     reasons,
   };
 }

@@ -24,6 +24,8 @@ export interface ChatRequest {
   addGenerationPrompt: boolean;
   continueFinalMessage: boolean;
   stream: boolean;
+  /** max_completion_tokens, else max_tokens, when a positive integer: the most tokens the answer may have. */
+  maxTokens?: number;
 }
 
 export type ParseResult =
@@ -142,5 +144,10 @@ export function parseChatRequest(json: unknown): ParseResult {
   }
   if (isRecord(json.chat_template_kwargs)) req.chatTemplateKwargs = json.chat_template_kwargs;
   if (typeof json.reasoning_effort === 'string') req.reasoningEffort = json.reasoning_effort;
+  // A malformed limit is vLLM's to reject; routing just does without it.
+  const limit = [json.max_completion_tokens, json.max_tokens].find(
+    (v): v is number => typeof v === 'number' && Number.isInteger(v) && v > 0,
+  );
+  if (limit !== undefined) req.maxTokens = limit;
   return { ok: true, request: req };
 }

@@ -43,6 +43,8 @@ export interface PodState {
   waiting: number;
   /** 0..1, vllm:kv_cache_usage_perc. */
   kvUsage: number;
+  /** KV cache size in tokens (vllm:cache_config_info num_gpu_blocks × block size); 0 when unknown. */
+  kvCapacityTokens: number;
   /** Mean uncached prompt tokens of a queued request, from metrics (0 when unknown). */
   meanQueuedPrefillTokens: number;
   calibration: Calibration | null;

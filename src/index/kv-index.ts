@@ -55,6 +55,7 @@ export function defaultPodState(pod: PodRef): PodState {
     running: 0,
     waiting: 0,
     kvUsage: 0,
+    kvCapacityTokens: 0,
     meanQueuedPrefillTokens: 0,
     calibration: null,
     lastEventAtMs: 0,

@@ -26,6 +26,7 @@ const FIELDS: Record<keyof PodStatePatch, Codec> = {
   running: { field: 'running', ...num },
   waiting: { field: 'waiting', ...num },
   kvUsage: { field: 'kv_usage', ...num },
+  kvCapacityTokens: { field: 'kv_capacity_tokens', ...num },
   meanQueuedPrefillTokens: { field: 'mean_queued_prefill_tokens', ...num },
   calibration: { field: 'calibration', ...calibration },
   lastEventAtMs: { field: 'last_event_at_ms', ...num },

@@ -10,6 +10,7 @@ import type { PluginConfig } from '../config/plugin-config.js';
 import { defaultPodState, type KvIndex } from '../index/kv-index.js';
 import type { ChatTemplate, PromptTokenizer } from '../tokenize/types.js';
 import { TtftCorrection } from './correction.js';
+import { ItlAdmission } from './itl-admission.js';
 import { ReservationBook } from './reservations.js';
 
 export interface RouteTimings {
@@ -46,6 +47,8 @@ export interface RouteOutcome {
   shed: { retryAfterS: number; status: 429 } | null;
   /** The reservation made on the chosen pod; `observe` releases it. */
   reservationId: number | null;
+  /** The ITL guard's record of the request in flight (null when the guard is off); `observe` ends it. */
+  flightId: number | null;
 }
 
 /** What a router needs from the outside world; built once per config (resources.ts) or injected by tests. */
@@ -109,6 +112,7 @@ export function createRouter(
   const clock = options.clock ?? Date.now;
   const reservations = new ReservationBook(config.reservation_ttl_ms);
   const correction = new TtftCorrection();
+  const itl = config.itl_slo_ms > 0 ? new ItlAdmission(config) : null;
   /** Last pods seen per model, so an index outage can still spread load (fail open, not fail blind). */
   const lastKnownPods = new Map<string, PodState[]>();
   let lookedUp = false;
@@ -120,17 +124,26 @@ export function createRouter(
     }));
   }
 
-  function predictAll(pods: readonly PodLookup[], promptTokens: number, nowMs: number): Prediction[] {
-    return pods.map((pod) =>
-      predictTtft(pod, {
+  function predictAll(
+    pods: readonly PodLookup[],
+    promptTokens: number,
+    nowMs: number,
+    maxTokens: number | null,
+  ): Prediction[] {
+    itl?.begin();
+    return pods.map((pod) => {
+      const active = reservations.active(pod.state.podId, nowMs);
+      const prediction = predictTtft(pod, {
         promptTokens,
         blockSize: config.block_size,
         nowMs,
         staleAfterMs: config.stale_after_ms,
-        reservations: reservations.active(pod.state.podId, nowMs),
+        reservations: active,
         ttftFactor: correction.factor(pod.state.podId),
-      }),
-    );
+      });
+      itl?.assess({ pod, prediction, reservations: active, promptTokens, maxTokens, nowMs });
+      return prediction;
+    });
   }
 
   /**
@@ -148,22 +161,21 @@ export function createRouter(
   }
 
   function finish(
-    base: Omit<RouteOutcome, 'target' | 'shed' | 'reservationId'>,
+    base: Omit<RouteOutcome, 'target' | 'shed' | 'reservationId' | 'flightId'>,
     nowMs: number,
     uncachedTokens: number,
     keys: readonly BlockKey[] = [],
+    maxTokens: number | null = null,
   ): RouteOutcome {
     const chosen = base.decision.chosen;
     let shed: RouteOutcome['shed'] = null;
-    if (
-      config.shed_ttft_slo_ms > 0 &&
-      chosen !== null &&
-      base.fallbackReason === null &&
-      chosen.predictedTtftMs > config.shed_ttft_slo_ms
-    ) {
-      // Retry once the best pod is expected to have drained the excess.
-      const retryAfterS = Math.max(1, Math.ceil((chosen.predictedTtftMs - config.shed_ttft_slo_ms) / 1000));
-      shed = { retryAfterS, status: 429 };
+    if (config.shed_ttft_slo_ms > 0 && chosen !== null && base.fallbackReason === null) {
+      // Retry once the best pod is expected to have drained the excess, or (ITL guard) once enough of the
+      // prefill sent to it has left the window.
+      const overTtftMs = Math.max(0, chosen.predictedTtftMs - config.shed_ttft_slo_ms);
+      const overItlMs = chosen.withinItl ? 0 : (itl?.retryAfterMs(chosen.podId) ?? 0);
+      if (overTtftMs > 0 || !chosen.withinItl)
+        shed = { retryAfterS: Math.max(1, Math.ceil(Math.max(overTtftMs, overItlMs) / 1000)), status: 429 };
     }
     const addr = chosen && !shed ? splitAddress(chosen.address) : null;
     const reservationId =
@@ -178,8 +190,9 @@ export function createRouter(
             keys,
           )
         : null;
+    const flightId = addr && chosen && itl ? itl.record(chosen, nowMs, base.promptTokens, maxTokens) : null;
     const target = addr && chosen ? { ...addr, podId: chosen.podId } : null;
-    return { ...base, target, shed, reservationId };
+    return { ...base, target, shed, reservationId, flightId };
   }
 
   /** Routing without cache knowledge: rank the model's known pods on load alone, or leave Kong's target. */
@@ -213,6 +226,7 @@ export function createRouter(
       pods.map((state) => ({ state, prefixBlocks: { ...NO_PREFIX } })),
       promptTokens,
       nowMs,
+      null,
     );
     const decision = choose(predictions);
     return finish({ ...base, decision: { ...decision, fallbackReason: reason } }, nowMs, promptTokens);
@@ -312,7 +326,8 @@ export function createRouter(
         lookup.pods.map((p) => p.state),
       );
       const pods = lookup.pods.map((pod) => withPendingPrefix(pod, keys, nowMs));
-      const predictions = predictAll(pods, promptTokens, nowMs);
+      const maxTokens = req.maxTokens ?? null;
+      const predictions = predictAll(pods, promptTokens, nowMs, maxTokens);
       for (let i = 0; i < pods.length; i++)
         if (pods[i] !== lookup.pods[i])
           predictions[i]!.reasons.push(
@@ -339,6 +354,7 @@ export function createRouter(
           nowMs,
           uncached,
           keys,
+          maxTokens,
         ),
       );
     } catch (e) {
@@ -349,6 +365,7 @@ export function createRouter(
 
   function observe(outcome: RouteOutcome, actualTtftMs: number | null): void {
     if (outcome.reservationId !== null) reservations.release(outcome.reservationId);
+    if (outcome.flightId !== null) itl?.end(outcome.flightId);
     const chosen = outcome.decision.chosen;
     // Only full predictions teach the model; fallbacks had no cache information.
     // Kong sees the time to the upstream's first byte; vLLM sends headers before the first token, so that

@@ -46,6 +46,10 @@ export const ATTR_KINFERENCE_CANDIDATES_PREDICTED_TTFT_MS =
 /** Age of each pod's freshest index data, ms; -1 when the index never heard from the pod. */
 export const ATTR_KINFERENCE_CANDIDATES_INDEX_AGE_MS = 'kinference.candidates.index_age_ms' as const;
 export const ATTR_KINFERENCE_CANDIDATES_HEALTHY = 'kinference.candidates.healthy' as const;
+/** ITL guard (itl_slo_ms): each pod's predicted ITL if it took the request, ms (capped at 1e9); -1 when off. */
+export const ATTR_KINFERENCE_CANDIDATES_PREDICTED_ITL_MS = 'kinference.candidates.predicted_itl_ms' as const;
+/** ITL guard: whether each pod could take the request within the ITL bound and its KV cache. */
+export const ATTR_KINFERENCE_CANDIDATES_WITHIN_ITL = 'kinference.candidates.within_itl' as const;
 
 // --- the choice ----------------------------------------------------------------------------------------
 export const ATTR_KINFERENCE_CHOSEN_POD_ID = 'kinference.chosen.pod_id' as const;

@@ -50,6 +50,10 @@ export function decisionAttributes(o: DecisionRecord): Attributes {
       p.indexAgeMs === null ? -1 : Math.round(p.indexAgeMs),
     ),
     [A.ATTR_KINFERENCE_CANDIDATES_HEALTHY]: c.map((p) => p.healthy),
+    [A.ATTR_KINFERENCE_CANDIDATES_PREDICTED_ITL_MS]: c.map((p) =>
+      p.predictedItlMs === null ? -1 : round(Math.min(p.predictedItlMs, 1e9)),
+    ),
+    [A.ATTR_KINFERENCE_CANDIDATES_WITHIN_ITL]: c.map((p) => p.withinItl),
     [A.ATTR_KINFERENCE_TARGET]: o.target ? 'pod' : 'kong-default',
     [A.ATTR_KINFERENCE_SHED]: o.shed !== null,
     [A.ATTR_KINFERENCE_DURATION_PARSE_MS]: round(o.timings.parseMs),

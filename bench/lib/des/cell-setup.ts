@@ -6,6 +6,7 @@ import { latencyEwmaArm } from '../arms/latency-ewma.js';
 import { leastConnectionsArm, randomArm, roundRobinArm } from '../arms/simple.js';
 import type { Arm } from '../arms/types.js';
 import { Rng } from '../rng.js';
+import type { Slo } from '../stats/goodput.js';
 import { routerConfig, type ModelSetup } from '../setup.js';
 import type { ArmName, Profile, WorkloadName } from '../types.js';
 import { WorkloadFactory, type WorkloadShapes } from '../workload/workloads.js';
@@ -45,8 +46,10 @@ export async function runArmCell(opts: {
   model: ModelSetup;
   seed: number;
   trial: number;
-  /** The kinference arm's router config (default: the benchmark's, `routerConfig`). */
+  /** The kinference arms' router config (default: the benchmark's, `routerConfig`). */
   config?: PluginConfig;
+  /** The workload's SLO: kinference-slo sets its admission control (itl_slo_ms, shed_ttft_slo_ms) to it. */
+  slo?: Slo;
   onProgress?: (virtualMs: number) => void;
 }): Promise<CellResult & { fallbacks?: Record<string, number>; indexStats?: Record<string, number> }> {
   const { fleet, model, seed, trial } = opts;
@@ -80,11 +83,16 @@ export async function runArmCell(opts: {
         capacityBlocks: Math.floor(fleet.pod.kvCapacityTokens / 64),
       });
       break;
-    case 'kinference': {
+    case 'kinference':
+    case 'kinference-slo': {
       const index = new MemoryKvIndex();
       feed = new CollectorFeed(index, model.model, fleet.pod.blockSize);
-      const config = opts.config ?? routerConfig(model);
-      const k = kinferenceArm(config, index, model.template, model.promptTokenizer, clock);
+      let config = opts.config ?? routerConfig(model);
+      if (opts.arm === 'kinference-slo') {
+        if (!opts.slo) throw new Error('kinference-slo needs the workload SLO');
+        config = { ...config, itl_slo_ms: opts.slo.itlMs, shed_ttft_slo_ms: opts.slo.ttftMs };
+      }
+      const k = kinferenceArm(config, index, model.template, model.promptTokenizer, clock, opts.arm);
       fallbacks = k.fallbacks;
       arm = k;
       break;

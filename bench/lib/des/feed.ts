@@ -53,6 +53,7 @@ export class CollectorFeed {
         running: pod.engine.numRunning,
         waiting: pod.engine.numWaiting,
         kvUsage: pod.engine.kvUsage,
+        kvCapacityTokens: pod.engine.numGpuBlocks * pod.engine.blockSize,
         meanQueuedPrefillTokens: pod.takeMeanQueuedPrefill(),
         lastScrapeAtMs: nowMs,
         healthy: true,

@@ -16,6 +16,7 @@ export function kinferenceArm(
   template: ChatTemplate,
   promptTokenizer: PromptTokenizer,
   clock: () => number,
+  name: 'kinference' | 'kinference-slo' = 'kinference',
 ): Arm & { router: Router; fallbacks: Map<string, number> } {
   const router = createRouter(
     config,
@@ -24,7 +25,7 @@ export function kinferenceArm(
   );
   const fallbacks = new Map<string, number>();
   return {
-    name: 'kinference',
+    name,
     router,
     fallbacks,
     async choose(req, pods): Promise<ArmDecision> {

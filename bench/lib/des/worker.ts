@@ -1,7 +1,9 @@
-import { engineProfile, loadModelSetup, type ModelSetup } from '../setup.js';
+import { loadModelSetup, type ModelSetup } from '../setup.js';
+import { sloFor } from '../slo.js';
+import { fleetOf } from './fleet.js';
 import type { BenchSchedule } from '../schedule.js';
 import type { ArmName, Profile, RequestRecord, WorkloadName } from '../types.js';
-import { runArmCell, type FleetSpec } from './cell-setup.js';
+import { runArmCell } from './cell-setup.js';
 
 export interface CellSpec {
   id: number;
@@ -24,21 +26,6 @@ export interface CellOutput {
   indexStats: Record<string, number>;
 }
 
-export function fleetOf(s: BenchSchedule, m: ModelSetup): FleetSpec {
-  const profile = engineProfile(s.emulatorProfile);
-  return {
-    pods: s.pods,
-    pod: {
-      profile,
-      kvCapacityTokens: s.kvCapacityTokens,
-      blockSize: 16,
-      eosTokenId: m.eosTokenId,
-      outputVocab: m.vocab.ids,
-    },
-    latency: s.latency,
-  };
-}
-
 export async function runSpec(
   s: BenchSchedule,
   m: ModelSetup,
@@ -54,6 +41,7 @@ export async function runSpec(
     model: m,
     seed: s.seed,
     trial: c.trial,
+    slo: sloFor(s, m)[c.workload],
     ...(onProgress ? { onProgress } : {}),
   });
   return {

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Arm } from '../../../bench/lib/arms/types.js';
 import { simPods } from '../../../bench/lib/des/cell-setup.js';
 import { runCell } from '../../../bench/lib/des/run-cell.js';
-import { fleetOf } from '../../../bench/lib/des/worker.js';
+import { fleetOf } from '../../../bench/lib/des/fleet.js';
 import { loadModelSetup } from '../../../bench/lib/setup.js';
 import { SMOKE_SCHEDULE } from '../../../bench/lib/schedule.js';
 import type { Profile } from '../../../bench/lib/types.js';

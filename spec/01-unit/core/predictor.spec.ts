@@ -23,6 +23,7 @@ function pod(over: Partial<PodState> = {}, gpu = 0, cpu = gpu): PodLookup {
       running: 0,
       waiting: 0,
       kvUsage: 0,
+      kvCapacityTokens: 0,
       meanQueuedPrefillTokens: 0,
       calibration: cal,
       lastEventAtMs: 1_000,

@@ -72,6 +72,20 @@ describe('chat request parsing', () => {
     if (!r.ok) expect(r.reason).toBe(reason);
   });
 
+  it('reads the answer limit: max_completion_tokens over max_tokens, only positive integers', () => {
+    const limit = (extra: Record<string, unknown>): number | undefined => {
+      const r = parseChatRequest({ model: 'm', messages: [{ role: 'user', content: 'hi' }], ...extra });
+      return r.ok ? r.request.maxTokens : -1;
+    };
+    expect(limit({})).toBeUndefined();
+    expect(limit({ max_tokens: 256 })).toBe(256);
+    expect(limit({ max_completion_tokens: 64, max_tokens: 256 })).toBe(64);
+    expect(limit({ max_completion_tokens: null, max_tokens: 256 })).toBe(256);
+    expect(limit({ max_tokens: 0 })).toBeUndefined();
+    expect(limit({ max_tokens: 2.5 })).toBeUndefined();
+    expect(limit({ max_tokens: '256' })).toBeUndefined();
+  });
+
   it('keeps the model name when the rest is unroutable (for load-only fallback)', () => {
     const r = parseChatRequest({ model: 'm', messages: 'x' });
     expect(r).toMatchObject({ ok: false, model: 'm' });

@@ -20,6 +20,7 @@ const state: fc.Arbitrary<PodState> = fc.record({
   running: fc.nat(),
   waiting: fc.nat(),
   kvUsage: dbl,
+  kvCapacityTokens: fc.nat(),
   meanQueuedPrefillTokens: dbl,
   calibration: fc.option(
     fc.record({

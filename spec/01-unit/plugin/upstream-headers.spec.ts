@@ -26,6 +26,7 @@ const base: RouteOutcome = {
   },
   shed: null,
   reservationId: 1,
+  flightId: null,
 };
 
 describe('upstream headers and the shed answer', () => {

@@ -31,6 +31,8 @@ function pred(
     predictedTtftMs,
     indexAgeMs,
     cacheCredit: 1,
+    predictedItlMs: null,
+    withinItl: true,
     reasons: [],
   };
 }
@@ -67,6 +69,24 @@ describe('decision → span attributes', () => {
     expect(at[A.ATTR_KINFERENCE_CANDIDATES_PREDICTED_TTFT_MS]).toEqual([55.5, 90]);
     expect(at[A.ATTR_KINFERENCE_CANDIDATES_INDEX_AGE_MS]).toEqual([120, -1]);
     expect(at[A.ATTR_KINFERENCE_CANDIDATES_COUNT]).toBe(2);
+    expect(at[A.ATTR_KINFERENCE_CANDIDATES_PREDICTED_ITL_MS]).toEqual([-1, -1]); // guard off
+    expect(at[A.ATTR_KINFERENCE_CANDIDATES_WITHIN_ITL]).toEqual([true, true]);
+  });
+
+  it("records the ITL guard's verdicts, an unbounded prediction capped", () => {
+    const guarded = {
+      ...rec,
+      decision: {
+        ...rec.decision,
+        candidates: [
+          { ...a, predictedItlMs: 87.65432 },
+          { ...b, predictedItlMs: Number.POSITIVE_INFINITY, withinItl: false },
+        ],
+      },
+    };
+    const at = decisionAttributes(guarded);
+    expect(at[A.ATTR_KINFERENCE_CANDIDATES_PREDICTED_ITL_MS]).toEqual([87.654, 1e9]);
+    expect(at[A.ATTR_KINFERENCE_CANDIDATES_WITHIN_ITL]).toEqual([true, false]);
   });
 
   it('uses GenAI semantic-convention names for model and prompt tokens', () => {

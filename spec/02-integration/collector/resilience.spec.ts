@@ -209,6 +209,7 @@ describe('collector resilience (real Redis, ZMQ, HTTP)', () => {
       running: 3,
       waiting: 5,
       kvUsage: 0.42,
+      kvCapacityTokens: 1234 * 16, // num_gpu_blocks × block_size, from cache_config_info
       healthy: true,
       meanQueuedPrefillTokens: 0,
     });

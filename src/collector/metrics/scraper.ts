@@ -106,6 +106,8 @@ export class MetricsScraper {
     this.targets.forEach((t, i) => {
       const m = engineView(pod, t.rank);
       const patch: PodStatePatch = { healthy: true, lastScrapeAtMs: now };
+      if (pod.numGpuBlocks !== null)
+        patch.kvCapacityTokens = pod.numGpuBlocks * (pod.blockSize ?? this.opts.expectedBlockSize);
       if (m !== null) {
         if (m.running !== null) patch.running = m.running;
         if (m.waiting !== null) patch.waiting = m.waiting;

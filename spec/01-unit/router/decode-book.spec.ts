@@ -1,0 +1,31 @@
+import { describe, expect, it } from 'vitest';
+import { DecodeBook } from '../../../src/router/decode-book.js';
+
+describe('DecodeBook (what the ITL guard knows of its own requests)', () => {
+  it('keeps prefill work for the window, even after the response ended', () => {
+    const book = new DecodeBook(10_000, 600_000);
+    const a = book.add('pod-a', 1_000, 500, 4_000, 256);
+    book.add('pod-a', 5_000, 700, 8_000, 128);
+    book.add('pod-b', 5_000, 900, 100, 16);
+    book.end(a);
+    expect(book.recentWork('pod-a', 10_999)).toEqual([
+      { atMs: 1_000, stallMs: 500 },
+      { atMs: 5_000, stallMs: 700 },
+    ]);
+    expect(book.recentWork('pod-a', 11_000)).toEqual([{ atMs: 5_000, stallMs: 700 }]);
+    expect(book.recentWork('pod-c', 0)).toEqual([]);
+  });
+
+  it('counts in-flight requests until their response ends, or until abandoned', () => {
+    const book = new DecodeBook(10_000, 60_000);
+    const a = book.add('pod-a', 0, 0, 4_000, 256);
+    book.add('pod-a', 1_000, 0, 8_000, 128);
+    expect(book.inFlight('pod-a', 2_000)).toEqual({ count: 2, contextTokens: 12_000, outputTokens: 384 });
+    book.end(a);
+    book.end(a); // twice: ignored
+    book.end(12345); // unknown: ignored
+    expect(book.inFlight('pod-a', 2_000)).toEqual({ count: 1, contextTokens: 8_000, outputTokens: 128 });
+    // The log phase never came: dropped after maxFlightMs.
+    expect(book.inFlight('pod-a', 61_000)).toEqual({ count: 0, contextTokens: 0, outputTokens: 0 });
+  });
+});

@@ -1,0 +1,124 @@
+import { describe, expect, it } from 'vitest';
+import { PluginConfigSchema, type PluginConfig } from '../../../src/config/plugin-config.js';
+import { validateConfig } from '../../../src/config/validate.js';
+import type { PodState } from '../../../src/core/types.js';
+import type { KvIndex } from '../../../src/index/index.js';
+import { createRouter, defaultResources } from '../../../src/router/index.js';
+import { QWEN3_TEMPLATE, QWEN3_TOKENIZER } from '../../helpers/qwen3.js';
+
+const MODEL = 'Qwen/Qwen3-8B';
+const NOW = 1_000_000;
+
+function body(user: string, maxTokens = 1): string {
+  return JSON.stringify({
+    model: MODEL,
+    messages: [{ role: 'user', content: `${user} ${'tell me more about it. '.repeat(100)}` }],
+    max_tokens: maxTokens,
+  });
+}
+
+/**
+ * A decode step of 99 ms against a 100 ms bound: any prefill on a pod that is decoding breaks the bound,
+ * so only an idle pod may take a request (the guard's one exception).
+ */
+function config(over: Partial<PluginConfig> = {}): PluginConfig {
+  return validateConfig(
+    PluginConfigSchema,
+    {
+      index: 'memory',
+      tokenizer: QWEN3_TOKENIZER,
+      chat_template: QWEN3_TEMPLATE,
+      itl_slo_ms: 100,
+      itl_decode_base_ms: 99,
+      itl_decode_ms_per_1k_context: 0,
+      shed_ttft_slo_ms: 3_600_000,
+      ...over,
+    },
+    'test',
+  );
+}
+
+async function fleet(index: KvIndex, over: Partial<PodState> = {}): Promise<void> {
+  for (const [podId, address] of [
+    ['pod-a', '10.0.0.1:8000'],
+    ['pod-b', '10.0.0.2:8000'],
+    ['pod-c', '10.0.0.3:8000'],
+  ] as const)
+    await index.upsertPodState(
+      { model: MODEL, podId },
+      { address, lastScrapeAtMs: NOW, lastEventAtMs: NOW, ...over },
+    );
+}
+
+describe('ITL guard through the router (itl_slo_ms)', () => {
+  it('gives each busy pod no more prefill than its decodes can bear, then sheds with Retry-After', async () => {
+    const cfg = config();
+    const res = defaultResources(cfg);
+    await fleet(res.index);
+    let now = NOW;
+    const router = createRouter(cfg, res, { clock: () => now });
+    const first = await router.route(body('one'));
+    const second = await router.route(body('two'));
+    const third = await router.route(body('three'));
+    const pods = [first, second, third].map((o) => o.target?.podId);
+    expect(new Set(pods).size).toBe(3); // one request per pod: each was idle when chosen
+    for (const o of [first, second, third]) expect(o.flightId).not.toBeNull();
+
+    const fourth = await router.route(body('four'));
+    expect(fourth.target).toBeNull();
+    expect(fourth.shed).toEqual({ status: 429, retryAfterS: 1 });
+    for (const c of fourth.decision.candidates) {
+      expect(c.withinItl).toBe(false);
+      expect(c.predictedItlMs).toBeGreaterThan(100);
+      expect(c.reasons.join(' ')).toMatch(
+        /ITL guard: predicted ITL (\d+ ms|unbounded) over the 100 ms bound/,
+      );
+    }
+
+    // The first answer ends and its prefill leaves the span (1 token × 100 ms): its pod is idle again.
+    router.observe(first, null);
+    now += 1_000;
+    const fifth = await router.route(body('five'));
+    expect(fifth.shed).toBeNull();
+    expect(fifth.target?.podId).toBe(first.target?.podId);
+  });
+
+  it('without shedding, routes the request anyway to the best pod and says why', async () => {
+    const cfg = config({ shed_ttft_slo_ms: 0 });
+    const res = defaultResources(cfg);
+    await fleet(res.index);
+    const router = createRouter(cfg, res, { clock: () => NOW });
+    for (const u of ['one', 'two', 'three']) await router.route(body(u));
+    const fourth = await router.route(body('four'));
+    expect(fourth.shed).toBeNull();
+    expect(fourth.target).not.toBeNull();
+    expect(fourth.decision.chosen?.withinItl).toBe(false);
+  });
+
+  it('refuses a pod whose KV cache cannot take the prompt (vLLM would preempt)', async () => {
+    const cfg = config({ itl_decode_base_ms: 10 });
+    const res = defaultResources(cfg);
+    // 100,000 tokens of KV, 99.5% in use: 500 free, less the answers; pod-c has room.
+    await fleet(res.index, { kvCapacityTokens: 100_000, kvUsage: 0.995, running: 4 });
+    await res.index.upsertPodState({ model: MODEL, podId: 'pod-c' }, { kvUsage: 0.5 });
+    const router = createRouter(cfg, res, { clock: () => NOW });
+    const out = await router.route(body('one', 16));
+    expect(out.target?.podId).toBe('pod-c');
+    const refused = out.decision.candidates.filter((c) => !c.withinItl);
+    expect(refused.map((c) => c.podId).sort()).toEqual(['pod-a', 'pod-b']);
+    expect(refused[0]!.reasons.join(' ')).toMatch(/cannot take \d+ more tokens without preempting/);
+  });
+
+  it('is off by default: no verdicts, no flight records', async () => {
+    const cfg = config({ itl_slo_ms: 0 });
+    const res = defaultResources(cfg);
+    await fleet(res.index);
+    const router = createRouter(cfg, res, { clock: () => NOW });
+    for (const u of ['one', 'two', 'three', 'four']) {
+      const o = await router.route(body(u));
+      expect(o.flightId).toBeNull();
+      expect(o.shed).toBeNull();
+      expect(o.decision.candidates.every((c) => c.withinItl && c.predictedItlMs === null)).toBe(true);
+    }
+  });
+});

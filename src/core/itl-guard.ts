@@ -1,0 +1,105 @@
+/**
+ * The ITL guard: whether a pod can take one more request without the requests decoding there missing an
+ * inter-token-latency bound, or running out of KV cache (vLLM then preempts and recomputes a request).
+ *
+ * A decode step reads the weights once and every running sequence's KV, so its time grows with the context
+ * the pod decodes: d = d0 + k·Σcontext. vLLM schedules a prefill chunk in the same step as every running
+ * decode, so while a pod prefills, each decoding request waits for the chunk: a response of n tokens whose
+ * pod spends S of its decode time prefilling has ITL = d + S/n. Its decode lasts n·ITL, so at the bound b it
+ * spans W = n·b, and the bound holds while the prefill stall within any such span stays under n·(b − d):
+ *   ITL ≈ d · W / (W − S)          S: stall of the prefills sent to the pod within the last W
+ * Under overload a choice by TTFT alone breaks the bound on every pod at once: it spreads cold prompts over
+ * all of them (bench/results/seed.md, shared-prefix at concurrency 24).
+ */
+
+/** One request the router sent to a pod: when, and how long its prefill stalls the pod's decodes. */
+export interface PrefillWork {
+  atMs: number;
+  stallMs: number;
+}
+
+export interface ItlModel {
+  /** Decode step with no context: weights read, scheduling, sampling (ms). */
+  decodeBaseMs: number;
+  /** Added to a decode step per context token decoding on the pod (ms). */
+  decodeMsPerContextToken: number;
+  boundMs: number;
+}
+
+export interface ItlGuardInput {
+  model: ItlModel;
+  /** Prefill work sent to the pod, any order; entries outside the span are ignored. */
+  work: readonly PrefillWork[];
+  /** Context tokens of the requests running on the pod (before this one). */
+  runningContextTokens: number;
+  /** Output tokens of a response decoding on the pod (the protected requests'). */
+  responseTokens: number;
+  /** KV cache the pod has left for this request's new blocks, in tokens; null when unknown. */
+  kvFreeTokens: number | null;
+  nowMs: number;
+  /** The candidate request: its prompt (its context once it decodes), the tokens it must prefill, the
+   * prefill time on this pod, and the engine steps that takes (each still gives every decode a token). */
+  promptTokens: number;
+  uncachedTokens: number;
+  prefillMs: number;
+  prefillSteps: number;
+}
+
+export interface ItlVerdict {
+  /** Predicted ITL of the pod's decodes if it takes the request. */
+  predictedItlMs: number;
+  /** Within the bound and the KV cache, or the pod is idle (none may be closed to every request). */
+  ok: boolean;
+  /** Why not ok. */
+  reason: 'itl' | 'kv' | null;
+  /** When not ok: how long until the request would fit, as far as the stall already sent tells. */
+  retryAfterMs: number;
+  /** How long this request's prefill would stall the pod's decodes. */
+  stallMs: number;
+}
+
+export function decodeStepMs(m: ItlModel, contextTokens: number): number {
+  return m.decodeBaseMs + m.decodeMsPerContextToken * Math.max(0, contextTokens);
+}
+
+/** ITL of decodes taking `stepMs` per step when prefill stalls them `stallMs` within a span `spanMs`. */
+export function itlWithStall(stepMs: number, spanMs: number, stallMs: number): number {
+  const free = spanMs - stallMs;
+  return free > 0 ? (stepMs * spanMs) / free : Number.POSITIVE_INFINITY;
+}
+
+export function itlVerdict(input: ItlGuardInput): ItlVerdict {
+  const { model: m, nowMs } = input;
+  const spanMs = Math.max(1, input.responseTokens) * m.boundMs;
+  const live = input.work.filter((w) => w.atMs > nowMs - spanMs && w.atMs <= nowMs);
+  let inSpan = 0;
+  for (const w of live) inSpan += w.stallMs;
+  const step = decodeStepMs(m, input.runningContextTokens + input.promptTokens);
+  const stallMs = Math.max(0, input.prefillMs - input.prefillSteps * step);
+  const itlAfter = (given: number): number => itlWithStall(step, spanMs, given + stallMs);
+  const predictedItlMs = itlAfter(inSpan);
+  const idle = inSpan <= 0 && input.runningContextTokens <= 0;
+  const kvShort = input.kvFreeTokens !== null && input.uncachedTokens > input.kvFreeTokens;
+  if (idle || (predictedItlMs <= m.boundMs && !kvShort))
+    return { predictedItlMs, ok: true, reason: null, retryAfterMs: 0, stallMs };
+  // Stall leaves the span oldest first; the request fits once enough has left. When the running context
+  // alone (or the KV cache) is the limit, no amount does: retry after a span, when most answers have ended.
+  let retryAfterMs = spanMs;
+  if (!kvShort) {
+    let left = inSpan;
+    for (const w of [...live].sort((a, b) => a.atMs - b.atMs)) {
+      left -= w.stallMs;
+      if (itlAfter(left) <= m.boundMs) {
+        retryAfterMs = w.atMs + spanMs - nowMs;
+        break;
+      }
+    }
+  }
+  return {
+    predictedItlMs,
+    ok: false,
+    reason: kvShort ? 'kv' : 'itl',
+    retryAfterMs: Math.max(0, retryAfterMs),
+    stallMs,
+  };
+}
