@@ -1,10 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { PluginConfigSchema, type PluginConfig } from '../../../src/config/plugin-config.js';
-import { validateConfig } from '../../../src/config/validate.js';
+import type { PluginConfig } from '../../../src/config/plugin-config.js';
 import type { PodState } from '../../../src/core/types.js';
 import type { KvIndex } from '../../../src/index/index.js';
 import { createRouter, defaultResources } from '../../../src/router/index.js';
-import { QWEN3_TEMPLATE, QWEN3_TOKENIZER } from '../../helpers/qwen3.js';
+import { qwen3RouterConfig } from '../../helpers/qwen3.js';
 
 const MODEL = 'Qwen/Qwen3-8B';
 const NOW = 1_000_000;
@@ -22,20 +21,13 @@ function body(user: string, maxTokens = 1): string {
  * so only an idle pod may take a request (the guard's one exception).
  */
 function config(over: Partial<PluginConfig> = {}): PluginConfig {
-  return validateConfig(
-    PluginConfigSchema,
-    {
-      index: 'memory',
-      tokenizer: QWEN3_TOKENIZER,
-      chat_template: QWEN3_TEMPLATE,
-      itl_slo_ms: 100,
-      itl_decode_base_ms: 99,
-      itl_decode_ms_per_1k_context: 0,
-      shed_ttft_slo_ms: 3_600_000,
-      ...over,
-    },
-    'test',
-  );
+  return qwen3RouterConfig({
+    itl_slo_ms: 100,
+    itl_decode_base_ms: 99,
+    itl_decode_ms_per_1k_context: 0,
+    shed_ttft_slo_ms: 3_600_000,
+    ...over,
+  });
 }
 
 async function fleet(index: KvIndex, over: Partial<PodState> = {}): Promise<void> {

@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PluginConfigSchema, type PluginConfig } from '../../../src/config/plugin-config.js';
-import { validateConfig } from '../../../src/config/validate.js';
+import type { PluginConfig } from '../../../src/config/plugin-config.js';
 import type { KvIndex } from '../../../src/index/index.js';
 import { createRouter, defaultResources, requestKeys } from '../../../src/router/index.js';
-import { QWEN3_TEMPLATE, QWEN3_TOKENIZER } from '../../helpers/qwen3.js';
+import { qwen3RouterConfig } from '../../helpers/qwen3.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 
 const MODEL = 'Qwen/Qwen3-8B';
@@ -22,17 +21,7 @@ function body(user: string, extra: Record<string, unknown> = {}): string {
 }
 
 function config(over: Partial<PluginConfig> = {}): PluginConfig {
-  return validateConfig(
-    PluginConfigSchema,
-    {
-      index: 'memory',
-      tokenizer: QWEN3_TOKENIZER,
-      chat_template: QWEN3_TEMPLATE,
-      lora_adapters: { 'sql-lora': MODEL },
-      ...over,
-    },
-    'test',
-  );
+  return qwen3RouterConfig({ lora_adapters: { 'sql-lora': MODEL }, ...over });
 }
 
 const NOW = 1_000_000;
