@@ -22,15 +22,18 @@ export function shedResponse(o: RouteOutcome & { shed: NonNullable<RouteOutcome[
   body: string;
   headers: Record<string, string>;
 } {
-  const best = o.decision.chosen?.predictedTtftMs;
+  const chosen = o.decision.chosen;
+  // The ITL guard refused every pod, or the best pod's TTFT is over the bound: say which.
+  const itl = chosen?.withinItl === false;
+  const ms = (x: number | null | undefined): string =>
+    x === null || x === undefined ? '' : Number.isFinite(x) ? ` (best ${Math.round(x)} ms)` : '';
+  const message = itl
+    ? `every pod is at its ITL bound or KV capacity${ms(chosen?.predictedItlMs)}; retry later`
+    : `every pod is predicted over the TTFT SLO${ms(chosen?.predictedTtftMs)}; retry later`;
   return {
     status: o.shed.status,
     body: JSON.stringify({
-      error: {
-        message: `every pod is predicted over the TTFT SLO${best === undefined ? '' : ` (best ${Math.round(best)} ms)`}; retry later`,
-        type: 'rate_limit_error',
-        code: 'ttft_slo_exceeded',
-      },
+      error: { message, type: 'rate_limit_error', code: itl ? 'itl_slo_exceeded' : 'ttft_slo_exceeded' },
     }),
     headers: { 'Retry-After': String(o.shed.retryAfterS), 'Content-Type': 'application/json' },
   };

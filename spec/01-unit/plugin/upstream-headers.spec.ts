@@ -64,6 +64,23 @@ describe('upstream headers and the shed answer', () => {
     });
   });
 
+  it('says when the ITL guard refused every pod (code itl_slo_exceeded)', () => {
+    const refused = { ...chosen, withinItl: false, predictedItlMs: 187.4 } as Prediction;
+    const r = shedResponse({
+      ...base,
+      decision: { candidates: [refused], chosen: refused, fallbackReason: null },
+      shed: { retryAfterS: 7, status: 429 },
+    });
+    expect(r.headers['Retry-After']).toBe('7');
+    expect(JSON.parse(r.body)).toEqual({
+      error: {
+        message: 'every pod is at its ITL bound or KV capacity (best 187 ms); retry later',
+        type: 'rate_limit_error',
+        code: 'itl_slo_exceeded',
+      },
+    });
+  });
+
   it('logs to stderr at most once per key per minute, counting what it suppressed', () => {
     const write = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
     try {
