@@ -3,6 +3,8 @@ import type { PodId } from '../core/types.js';
 
 /** Bounds memory if a pod is given requests faster than they leave (the oldest are dropped). */
 const MAX_PER_POD = 4096;
+/** Adds between sweeps of every pod's old work. */
+const SWEEP_EVERY = 1024;
 
 interface Flight {
   podId: PodId;
@@ -31,6 +33,11 @@ export class DecodeBook {
 
   /** Records a request sent to a pod; returns the id `end` takes. */
   add(podId: PodId, atMs: number, stallMs: number, contextTokens: number, outputTokens: number): number {
+    // Pods that left the fleet are never looked up again: sweep every pod now and then.
+    if (this.#nextId % SWEEP_EVERY === 0) {
+      for (const pod of [...this.#work.keys()]) this.recentWork(pod, atMs);
+      for (const pod of [...this.#byPod.keys()]) this.inFlight(pod, atMs);
+    }
     let list = this.#work.get(podId);
     if (!list) this.#work.set(podId, (list = []));
     list.push({ atMs, stallMs });
@@ -63,6 +70,11 @@ export class DecodeBook {
     if (i > 0) list.splice(0, i);
     if (list.length === 0) this.#work.delete(podId);
     return list;
+  }
+
+  /** Pods with prefill work on record (for tests and debugging). */
+  podsWithWork(): PodId[] {
+    return [...this.#work.keys()];
   }
 
   /** Requests in flight on the pod, their summed context and output tokens (abandoned ones are dropped). */
