@@ -198,6 +198,30 @@ async function main(): Promise<void> {
     const serverUsPerLookup =
       (statsAfter.usec - statsBefore.usec) / Math.max(1, statsAfter.calls - statsBefore.calls);
 
+    // Admission control's cost, side by side: the same short turns through a router with the ITL guard and
+    // shedding on (64 answers kept in flight, so every pod has a DecodeBook to read) and one without.
+    const guarded = createRouter(
+      { ...config, itl_slo_ms: 60_000, shed_ttft_slo_ms: 3_600_000 },
+      resources,
+    );
+    const plainPredict: number[] = [];
+    const guardPredict: number[] = [];
+    const plainTotal: number[] = [];
+    const guardTotal: number[] = [];
+    const inFlight: RouteOutcome[] = [];
+    for (let i = 1; i <= WARM_RUNS; i++) {
+      const b = body(system, prose(rng, 40));
+      const a = await router.route(b);
+      const g = await guarded.route(b);
+      plainPredict.push(a.timings.predictMs);
+      plainTotal.push(a.timings.totalMs);
+      guardPredict.push(g.timings.predictMs);
+      guardTotal.push(g.timings.totalMs);
+      router.observe(a, null);
+      inFlight.push(g);
+      if (inFlight.length > 64) guarded.observe(inFlight.shift()!, null);
+    }
+
     // Cold: an empty segment cache and a system prompt never seen before (same kind of prose, so the
     // tokenizer's word cache is as warm as in any running gateway).
     const coldTimes: number[] = [];
@@ -230,6 +254,13 @@ async function main(): Promise<void> {
         warm_short_turn: summary(shortTimes),
         cold: summary(coldTimes),
       },
+      admission_control_ms: {
+        note: 'short turns, same requests, interleaved; itl_slo_ms + shed_ttft_slo_ms on vs off, 64 in flight',
+        predict_off: summary(plainPredict),
+        predict_on: summary(guardPredict),
+        decision_off: summary(plainTotal),
+        decision_on: summary(guardTotal),
+      },
       breakdown_warm_ms: {
         tokenize: summary(warmTokenize),
         lookup_round_trip: summary(warmLookup),
@@ -255,6 +286,9 @@ async function main(): Promise<void> {
     console.log(`decision warm: ${fmt(results.decision_ms.warm)}`);
     console.log(`decision warm, ~50-token new turn: ${fmt(results.decision_ms.warm_short_turn)}`);
     console.log(`decision cold: ${fmt(results.decision_ms.cold)}`);
+    console.log(
+      `admission control (short turns, side by side): predict ${fmt(results.admission_control_ms.predict_off)} → ${fmt(results.admission_control_ms.predict_on)}; decision ${fmt(results.admission_control_ms.decision_off)} → ${fmt(results.admission_control_ms.decision_on)}`,
+    );
     console.log(
       `  warm tokenize: ${fmt(results.breakdown_warm_ms.tokenize)}; lookup round trip: ${fmt(results.breakdown_warm_ms.lookup_round_trip)}`,
     );

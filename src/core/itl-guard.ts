@@ -28,7 +28,7 @@ export interface ItlModel {
 
 export interface ItlGuardInput {
   model: ItlModel;
-  /** Prefill work sent to the pod, any order; entries outside the span are ignored. */
+  /** Prefill work sent to the pod, oldest first; entries before the span are ignored. */
   work: readonly PrefillWork[];
   /** Context tokens of the requests running on the pod (before this one). */
   runningContextTokens: number;
@@ -71,9 +71,11 @@ export function itlWithStall(stepMs: number, spanMs: number, stallMs: number): n
 export function itlVerdict(input: ItlGuardInput): ItlVerdict {
   const { model: m, nowMs } = input;
   const spanMs = Math.max(1, input.responseTokens) * m.boundMs;
-  const live = input.work.filter((w) => w.atMs > nowMs - spanMs && w.atMs <= nowMs);
+  const work = input.work;
+  // Oldest first: the span's work is a suffix of the list.
+  let first = work.length;
   let inSpan = 0;
-  for (const w of live) inSpan += w.stallMs;
+  while (first > 0 && work[first - 1]!.atMs > nowMs - spanMs) inSpan += work[--first]!.stallMs;
   const step = decodeStepMs(m, input.runningContextTokens + input.promptTokens);
   const stallMs = Math.max(0, input.prefillMs - input.prefillSteps * step);
   const itlAfter = (given: number): number => itlWithStall(step, spanMs, given + stallMs);
@@ -87,7 +89,8 @@ export function itlVerdict(input: ItlGuardInput): ItlVerdict {
   let retryAfterMs = spanMs;
   if (!kvShort) {
     let left = inSpan;
-    for (const w of [...live].sort((a, b) => a.atMs - b.atMs)) {
+    for (let i = first; i < work.length; i++) {
+      const w = work[i]!;
       left -= w.stallMs;
       if (itlAfter(left) <= m.boundMs) {
         retryAfterMs = w.atMs + spanMs - nowMs;

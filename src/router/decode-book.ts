@@ -7,8 +7,21 @@ const MAX_PER_POD = 4096;
 const SWEEP_EVERY = 1024;
 
 interface Flight {
-  podId: PodId;
   atMs: number;
+  contextTokens: number;
+  outputTokens: number;
+}
+
+/** One pod's account: its flights in the order they started, with running totals. */
+interface PodAccount {
+  work: PrefillWork[];
+  flights: Map<number, Flight>;
+  contextTokens: number;
+  outputTokens: number;
+}
+
+export interface InFlight {
+  count: number;
   contextTokens: number;
   outputTokens: number;
 }
@@ -17,13 +30,12 @@ interface Flight {
  * What the ITL guard needs to know of this router's own requests per pod: the prefill work sent there within
  * the window (it stalled the pod's decodes whether or not its answer has ended since), and the context and
  * answer length of the requests still in flight (each decode step reads that context), which end when the log
- * phase reports the response,
- * or after `maxFlightMs` if that never comes.
+ * phase reports the response, or after `maxFlightMs` if that never comes. Totals are kept as requests come
+ * and go, so a lookup costs no more than dropping what has expired.
  */
 export class DecodeBook {
-  readonly #work = new Map<PodId, PrefillWork[]>();
-  readonly #flights = new Map<number, Flight>();
-  readonly #byPod = new Map<PodId, Set<number>>();
+  readonly #pods = new Map<PodId, PodAccount>();
+  readonly #podOf = new Map<number, PodId>();
   #nextId = 1;
 
   constructor(
@@ -31,68 +43,74 @@ export class DecodeBook {
     readonly maxFlightMs: number,
   ) {}
 
+  #account(podId: PodId): PodAccount {
+    let a = this.#pods.get(podId);
+    if (!a) this.#pods.set(podId, (a = { work: [], flights: new Map(), contextTokens: 0, outputTokens: 0 }));
+    return a;
+  }
+
   /** Records a request sent to a pod; returns the id `end` takes. */
   add(podId: PodId, atMs: number, stallMs: number, contextTokens: number, outputTokens: number): number {
     // Pods that left the fleet are never looked up again: sweep every pod now and then.
-    if (this.#nextId % SWEEP_EVERY === 0) {
-      for (const pod of [...this.#work.keys()]) this.recentWork(pod, atMs);
-      for (const pod of [...this.#byPod.keys()]) this.inFlight(pod, atMs);
-    }
-    let list = this.#work.get(podId);
-    if (!list) this.#work.set(podId, (list = []));
-    list.push({ atMs, stallMs });
-    if (list.length > MAX_PER_POD) list.splice(0, list.length - MAX_PER_POD);
+    if (this.#nextId % SWEEP_EVERY === 0)
+      for (const pod of [...this.#pods.keys()]) {
+        this.recentWork(pod, atMs);
+        this.inFlight(pod, atMs);
+      }
+    const a = this.#account(podId);
+    a.work.push({ atMs, stallMs });
+    if (a.work.length > MAX_PER_POD) a.work.splice(0, a.work.length - MAX_PER_POD);
     const id = this.#nextId++;
-    this.#flights.set(id, { podId, atMs, contextTokens, outputTokens });
-    let ids = this.#byPod.get(podId);
-    if (!ids) this.#byPod.set(podId, (ids = new Set()));
-    ids.add(id);
-    if (ids.size > MAX_PER_POD) this.end(ids.values().next().value!);
+    a.flights.set(id, { atMs, contextTokens, outputTokens });
+    a.contextTokens += contextTokens;
+    a.outputTokens += outputTokens;
+    this.#podOf.set(id, podId);
+    if (a.flights.size > MAX_PER_POD) this.end(a.flights.keys().next().value!);
     return id;
   }
 
   /** The response has ended. Unknown ids are ignored. */
   end(id: number): void {
-    const f = this.#flights.get(id);
-    if (!f) return;
-    this.#flights.delete(id);
-    const ids = this.#byPod.get(f.podId);
-    ids?.delete(id);
-    if (ids?.size === 0) this.#byPod.delete(f.podId);
+    const podId = this.#podOf.get(id);
+    if (podId === undefined) return;
+    this.#podOf.delete(id);
+    const a = this.#pods.get(podId)!;
+    const f = a.flights.get(id)!;
+    a.flights.delete(id);
+    a.contextTokens -= f.contextTokens;
+    a.outputTokens -= f.outputTokens;
+    this.#dropIfEmpty(podId, a);
+  }
+
+  #dropIfEmpty(podId: PodId, a: PodAccount): void {
+    if (a.work.length === 0 && a.flights.size === 0) this.#pods.delete(podId);
   }
 
   /** The pod's prefill work still inside the window, oldest first (older entries are dropped). */
   recentWork(podId: PodId, nowMs: number): readonly PrefillWork[] {
-    const list = this.#work.get(podId);
-    if (!list) return [];
+    const a = this.#pods.get(podId);
+    if (!a) return [];
     let i = 0;
-    while (i < list.length && list[i]!.atMs <= nowMs - this.windowMs) i++;
-    if (i > 0) list.splice(0, i);
-    if (list.length === 0) this.#work.delete(podId);
-    return list;
-  }
-
-  /** Pods with prefill work on record (for tests and debugging). */
-  podsWithWork(): PodId[] {
-    return [...this.#work.keys()];
+    while (i < a.work.length && a.work[i]!.atMs <= nowMs - this.windowMs) i++;
+    if (i > 0) a.work.splice(0, i);
+    this.#dropIfEmpty(podId, a);
+    return a.work;
   }
 
   /** Requests in flight on the pod, their summed context and output tokens (abandoned ones are dropped). */
-  inFlight(podId: PodId, nowMs: number): { count: number; contextTokens: number; outputTokens: number } {
-    const ids = this.#byPod.get(podId);
-    let count = 0;
-    let contextTokens = 0;
-    let outputTokens = 0;
-    if (!ids) return { count, contextTokens, outputTokens };
-    for (const id of [...ids]) {
-      const f = this.#flights.get(id)!;
-      if (f.atMs + this.maxFlightMs <= nowMs) this.end(id);
-      else {
-        count++;
-        contextTokens += f.contextTokens;
-        outputTokens += f.outputTokens;
-      }
+  inFlight(podId: PodId, nowMs: number): InFlight {
+    const a = this.#pods.get(podId);
+    if (!a) return { count: 0, contextTokens: 0, outputTokens: 0 };
+    // Flights are in start order: the abandoned ones are at the front.
+    for (const [id, f] of a.flights) {
+      if (f.atMs + this.maxFlightMs > nowMs) break;
+      this.end(id);
     }
-    return { count, contextTokens, outputTokens };
+    return { count: a.flights.size, contextTokens: a.contextTokens, outputTokens: a.outputTokens };
+  }
+
+  /** Pods with work or flights on record (for tests and debugging). */
+  podsWithWork(): PodId[] {
+    return [...this.#pods.keys()];
   }
 }

@@ -61,9 +61,10 @@ describe('ITL guard (core/itl-guard.ts)', () => {
     const v = itlVerdict(
       input({
         work: [
-          { atMs: 99_000, stallMs: 500 },
+          { atMs: 89_000, stallMs: 9_000 }, // before the span
           { atMs: 92_000, stallMs: 2_500 },
           { atMs: 94_000, stallMs: 2_000 },
+          { atMs: 99_000, stallMs: 500 },
         ],
       }),
     );
@@ -97,10 +98,12 @@ describe('ITL guard (core/itl-guard.ts)', () => {
         fc.nat({ max: 5_000 }),
         fc.nat({ max: 50_000 }),
         (entries, extra, context) => {
-          const work = entries.map((e) => ({ atMs: 100_000 - e.age, stallMs: e.stallMs }));
+          const work = entries
+            .map((e) => ({ atMs: 100_000 - e.age, stallMs: e.stallMs }))
+            .sort((a, b) => a.atMs - b.atMs);
           const base = itlVerdict(input({ work, runningContextTokens: context }));
           const more = itlVerdict(
-            input({ work: [...work, { atMs: 99_999, stallMs: extra }], runningContextTokens: context }),
+            input({ work: [...work, { atMs: 100_000, stallMs: extra }], runningContextTokens: context }),
           );
           if (!base.ok) expect(more.ok).toBe(false);
           expect(more.predictedItlMs).toBeGreaterThanOrEqual(base.predictedItlMs);

@@ -31,7 +31,7 @@ describe('DecodeBook (what the ITL guard knows of its own requests)', () => {
 
   it('forgets the work of a pod that left the fleet (swept on later adds)', () => {
     const book = new DecodeBook(10_000, 600_000);
-    book.add('gone', 0, 500, 100, 16);
+    book.end(book.add('gone', 0, 500, 100, 16)); // answered; its prefill stays for the window
     for (let i = 1; i <= 2048; i++) book.end(book.add('pod-a', 20_000 + i, 1, 100, 16));
     // Not looked up since: its entry was dropped by a sweep, not kept until MAX_PER_POD.
     expect(book.podsWithWork()).toEqual(['pod-a']);
