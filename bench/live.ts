@@ -1,7 +1,8 @@
 /**
  * `npm run bench:live`: the same cell run twice — in virtual time (DES) and against real processes (Redis,
  * `kinference emulator` pods time-scaled, `kinference collector`, `kinference gateway` with the plugin in the
- * real kong-js-pluginserver) — for random and kinference, to show the two modes agree within noise.
+ * real kong-js-pluginserver) — for the given arms (random, kinference, kinference-slo), Poisson or N concurrent
+ * streams, to show the two modes agree within noise.
  * Writes bench/results/live.{json,md}.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -13,7 +14,9 @@ import { runLiveCell, type LiveArm } from './lib/live/run-live-cell.js';
 import { resetPrefixCaches, startLiveStack } from './lib/live/stack.js';
 import { SEED_SCHEDULE } from './lib/schedule.js';
 import { loadModelSetup } from './lib/setup.js';
-import type { Profile, WorkloadName } from './lib/types.js';
+import { sloFor } from './lib/slo.js';
+import { goodputPerMin } from './lib/stats/goodput.js';
+import type { Profile, RequestRecord, WorkloadName } from './lib/types.js';
 import { WorkloadFactory } from './lib/workload/workloads.js';
 
 const { values } = parseArgs({
@@ -22,23 +25,26 @@ const { values } = parseArgs({
     'time-scale': { type: 'string', default: '2' },
     'measure-s': { type: 'string', default: '150' },
     trial: { type: 'string', default: '0' },
+    arms: { type: 'string', default: 'random,kinference' },
+    concurrency: { type: 'string', default: '' },
+    name: { type: 'string', default: 'live' },
   },
 });
 const workload = values.workload as WorkloadName;
 const timeScale = Number(values['time-scale']);
 const trial = Number(values.trial);
 const s = SEED_SCHEDULE;
-const profile: Extract<Profile, { kind: 'poisson' }> = {
-  kind: 'poisson',
-  rate: s.poissonRate[workload],
-  warmupS: 60,
-  measureS: Number(values['measure-s']),
-  cooldownS: 20,
-};
+const windows = { warmupS: 60, measureS: Number(values['measure-s']), cooldownS: 20 };
+const profile: Profile = values.concurrency
+  ? { kind: 'concurrent', streams: Number(values.concurrency), ...windows }
+  : { kind: 'poisson', rate: s.poissonRate[workload], ...windows };
+const arms = values.arms!.split(',') as LiveArm[];
+for (const a of arms)
+  if (!['random', 'kinference', 'kinference-slo'].includes(a)) throw new Error(`unknown live arm ${a}`);
 const command = `npm run bench:live -- ${process.argv.slice(2).join(' ')}`.trim();
 const model = await loadModelSetup();
 const cli = fileURLToPath(new URL('../../bin/kinference.js', import.meta.url));
-const arms: LiveArm[] = ['random', 'kinference'];
+const slo = sloFor(s, model)[workload];
 
 const results: ArmAgreement[] = [];
 const wall: Record<string, { des: number; live: number }> = {};
@@ -51,7 +57,19 @@ const stack = await startLiveStack({
   scrapeIntervalMs: s.latency.scrapeIntervalMs,
   model,
   cli,
+  ...(arms.includes('kinference-slo')
+    ? { admission: { itl_slo_ms: slo.itlMs, shed_ttft_slo_ms: slo.ttftMs } }
+    : {}),
 });
+/** Goodput (requests/min within the SLO) and the gateway's 429s started in the measure window. */
+const rates = (c: { records: RequestRecord[]; windowStartMs: number; windowEndMs: number }) => ({
+  goodput: goodputPerMin(c.records, slo, c.windowStartMs, c.windowEndMs),
+  shed: c.records.filter(
+    (r) =>
+      r.status === 'errored' && r.pod === '' && r.startMs >= c.windowStartMs && r.startMs <= c.windowEndMs,
+  ).length,
+});
+const extra: Record<string, { des: ReturnType<typeof rates>; live: ReturnType<typeof rates> }> = {};
 try {
   for (const arm of arms) {
     await resetPrefixCaches(stack);
@@ -71,6 +89,7 @@ try {
     console.error(`des: ${workload} ${arm}…`);
     const des = await runSpec(s, model, { id: 0, workload, profile, arm, trial });
     results.push(compareModes(arm, des, live, s.bootstrapResamples, s.seed));
+    extra[arm] = { des: rates(des), live: rates(live) };
     wall[arm] = { des: des.wallMs, live: live.wallMs };
   }
 } finally {
@@ -83,9 +102,10 @@ const L = [
   '# Kinference benchmark: live vs discrete-event agreement',
   '',
   `Command: \`${command}\`  `,
-  `Cell: ${workload}, Poisson ${profile.rate}/s (virtual), windows ${profile.warmupS}/${profile.measureS}/${profile.cooldownS} s, seed ${s.seed}, trial ${trial}. ` +
+  `Cell: ${workload}, ${profile.kind === 'poisson' ? `Poisson ${profile.rate}/s` : `${profile.streams} concurrent streams`} (virtual), windows ${profile.warmupS}/${profile.measureS}/${profile.cooldownS} s, seed ${s.seed}, trial ${trial}. ` +
     `Live: Redis + ${s.pods} \`kinference emulator\` pods at time_scale ${timeScale} + \`kinference collector\` + \`kinference gateway\` (plugin in kong-js-pluginserver); ` +
-    `client timestamps × ${timeScale}. random = client picks a pod uniformly (kube-proxy); kinference = through the gateway.`,
+    `client timestamps × ${timeScale}. random = client picks a pod uniformly (kube-proxy); kinference = through the gateway; ` +
+    `kinference-slo = the gateway's route with admission control (itl_slo_ms ${slo.itlMs}, shed_ttft_slo_ms ${slo.ttftMs}).`,
   '',
   '| arm | metric | DES | live | live vs DES | 95% CI | agree |',
   '|---|---|---|---|---|---|---|',
@@ -99,6 +119,11 @@ for (const r of results) {
     `| ${r.arm} | ITL median (ms) | ${r.des.itl_ms.median.toFixed(1)} | ${r.live.itl_ms.median.toFixed(1)} | | | |`,
   );
   L.push(`| ${r.arm} | requests in window | ${r.desN} | ${r.liveN} | | | |`);
+  const x = extra[r.arm]!;
+  L.push(
+    `| ${r.arm} | goodput (req/min within the SLO) | ${x.des.goodput.toFixed(1)} | ${x.live.goodput.toFixed(1)} | | | |`,
+  );
+  L.push(`| ${r.arm} | 429s in window | ${x.des.shed} | ${x.live.shed} | | | |`);
 }
 const byArm = (a: string): ArmAgreement | undefined => results.find((r) => r.arm === a);
 const kr = byArm('kinference');
@@ -111,11 +136,15 @@ if (kr && rr) {
 }
 const md = L.join('\n');
 mkdirSync('bench/results', { recursive: true });
-writeFileSync('bench/results/live.md', md + '\n');
+writeFileSync(`bench/results/${values.name}.md`, md + '\n');
 writeFileSync(
-  'bench/results/live.json',
+  `bench/results/${values.name}.json`,
   JSON.stringify(
-    { meta: { command, date: new Date().toISOString(), timeScale, workload, profile, trial, wall }, results },
+    {
+      meta: { command, date: new Date().toISOString(), timeScale, workload, profile, trial, wall, slo },
+      results,
+      rates: extra,
+    },
     null,
     1,
   ) + '\n',

@@ -200,10 +200,7 @@ async function main(): Promise<void> {
 
     // Admission control's cost, side by side: the same short turns through a router with the ITL guard and
     // shedding on (64 answers kept in flight, so every pod has a DecodeBook to read) and one without.
-    const guarded = createRouter(
-      { ...config, itl_slo_ms: 60_000, shed_ttft_slo_ms: 3_600_000 },
-      resources,
-    );
+    const guarded = createRouter({ ...config, itl_slo_ms: 60_000, shed_ttft_slo_ms: 3_600_000 }, resources);
     const plainPredict: number[] = [];
     const guardPredict: number[] = [];
     const plainTotal: number[] = [];

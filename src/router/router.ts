@@ -171,8 +171,14 @@ export function createRouter(
     let shed: RouteOutcome['shed'] = null;
     if (config.shed_ttft_slo_ms > 0 && chosen !== null && base.fallbackReason === null) {
       // Retry once the best pod is expected to have drained the excess, or (ITL guard) once enough of the
-      // prefill sent to it has left the window.
-      const overTtftMs = Math.max(0, chosen.predictedTtftMs - config.shed_ttft_slo_ms);
+      // prefill sent to it has left the window. Only a queue is worth waiting out: a request over the bound
+      // on an empty pod is served (shedding it would protect nobody, and a cold prompt would never run again
+      // to refresh an overestimated calibration).
+      const unqueuedMs = (chosen.modelTtftMs - chosen.queueMs - chosen.interferenceMs) * chosen.ttftFactor;
+      const overTtftMs =
+        unqueuedMs > config.shed_ttft_slo_ms
+          ? 0
+          : Math.max(0, chosen.predictedTtftMs - config.shed_ttft_slo_ms);
       const overItlMs = chosen.withinItl ? 0 : (itl?.retryAfterMs(chosen.podId) ?? 0);
       if (overTtftMs > 0 || !chosen.withinItl)
         shed = { retryAfterS: Math.max(1, Math.ceil(Math.max(overTtftMs, overItlMs) / 1000)), status: 429 };

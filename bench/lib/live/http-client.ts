@@ -12,6 +12,8 @@ export interface StreamTiming {
   promptTokens: number;
   text: string;
   status: number;
+  /** Retry-After of a 429 (the gateway's shedding), seconds; null otherwise. */
+  retryAfterS: number | null;
 }
 
 const agent = new Agent({ keepAlive: true, maxSockets: 256 });
@@ -26,7 +28,12 @@ interface Chunk {
 }
 
 /** POSTs an OpenAI streaming chat body and times the SSE stream; the clock is performance.now(). */
-export function streamChat(host: string, port: number, body: string): Promise<StreamTiming> {
+export function streamChat(
+  host: string,
+  port: number,
+  body: string,
+  path = '/v1/chat/completions',
+): Promise<StreamTiming> {
   return new Promise((resolve) => {
     const t: StreamTiming = {
       ok: false,
@@ -39,6 +46,7 @@ export function streamChat(host: string, port: number, body: string): Promise<St
       promptTokens: 0,
       text: '',
       status: 0,
+      retryAfterS: null,
     };
     let buf = '';
     let streamed = 0;
@@ -70,13 +78,15 @@ export function streamChat(host: string, port: number, body: string): Promise<St
       {
         host,
         port,
-        path: '/v1/chat/completions',
+        path,
         method: 'POST',
         agent,
         headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
       },
       (res) => {
         t.status = res.statusCode ?? 0;
+        const ra = Number(res.headers['retry-after']);
+        if (t.status === 429 && Number.isFinite(ra)) t.retryAfterS = ra;
         res.setEncoding('utf8');
         res.on('data', (d: string) => {
           buf += d;

@@ -7,7 +7,7 @@ import type { WorkloadFactory } from '../workload/workloads.js';
 import { streamChat, type StreamTiming } from './http-client.js';
 import type { LiveStack } from './stack.js';
 
-export type LiveArm = 'random' | 'kinference';
+export type LiveArm = 'random' | 'kinference' | 'kinference-slo';
 
 export interface LiveCellResult {
   records: RequestRecord[];
@@ -18,16 +18,18 @@ export interface LiveCellResult {
 }
 
 /**
- * One Poisson cell against real processes. Arrival gaps are drawn in virtual time with the same seeded
- * stream as the discrete-event run and slept for gap / timeScale; every client timestamp is multiplied back
- * by timeScale, so results read in the same units as the DES. random = the client picks a pod uniformly
- * (kube-proxy); kinference = through the Kong stand-in and the plugin.
+ * One cell against real processes. Poisson: arrival gaps are drawn in virtual time with the same seeded
+ * stream as the discrete-event run and slept for gap / timeScale. Concurrent: N streams, each sending its next
+ * request when the previous ended, or the Retry-After after a 429 (as the DES client does). Every client
+ * timestamp is multiplied back by timeScale, so results read in the same units as the DES. random = the
+ * client picks a pod uniformly (kube-proxy); kinference = through the Kong stand-in and the plugin;
+ * kinference-slo = the stand-in's route whose plugin has admission control.
  */
 export async function runLiveCell(o: {
   arm: LiveArm;
   stack: LiveStack;
   factory: WorkloadFactory;
-  profile: Extract<Profile, { kind: 'poisson' }>;
+  profile: Profile;
   timeScale: number;
   model: ModelSetup;
   seed: number;
@@ -44,10 +46,15 @@ export async function runLiveCell(o: {
   const t0 = performance.now();
   const virt = (realMs: number): number => (realMs - t0) * k;
 
-  const sendOne = async (): Promise<void> => {
+  const viaGateway = o.arm !== 'random';
+  const path = o.arm === 'kinference-slo' ? (o.stack.sloPath ?? undefined) : undefined;
+  if (o.arm === 'kinference-slo' && !path)
+    throw new Error('kinference-slo needs a stack started with admission');
+  /** Sends one turn; resolves with the Retry-After in real ms when the gateway answered 429. */
+  const sendOne = async (): Promise<number | null> => {
     const turn = await client.next();
     const body = chatBody(turn, o.model.model);
-    const target = o.arm === 'kinference' ? { id: 'gateway', ...o.stack.gateway } : pick.pick(o.stack.pods);
+    const target = viaGateway ? { id: 'gateway', ...o.stack.gateway } : pick.pick(o.stack.pods);
     const rec: RequestRecord = {
       key: turn.key,
       conversationId: turn.conv.id,
@@ -64,7 +71,7 @@ export async function runLiveCell(o: {
       cachedTokens: 0,
     };
     records.push(rec);
-    const t: StreamTiming = await streamChat(target.host, target.port, body);
+    const t: StreamTiming = await streamChat(target.host, target.port, body, path);
     rec.startMs = virt(t.startMs);
     rec.promptTokens = t.promptTokens;
     rec.outputTokens = t.outputTokens;
@@ -76,20 +83,38 @@ export async function runLiveCell(o: {
     // GuideLLM: requests still running when the run ends are incomplete.
     if (virt(t.endMs) > durationMs) {
       client.complete(turn, null);
-      return;
+      return null;
     }
     rec.endMs = virt(t.endMs);
     rec.status = t.ok ? 'successful' : 'errored';
+    if (t.status === 429) rec.pod = ''; // answered by the gateway, as in the DES
     client.complete(turn, t.ok ? t.text : null);
+    return t.status === 429 && t.retryAfterS !== null ? (t.retryAfterS * 1000) / k : null;
   };
+  const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-  let nextV = arrivals.exponential(o.profile.rate / 1000);
-  while (nextV <= durationMs) {
-    const wait = nextV / k - (performance.now() - t0);
-    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-    const p = sendOne().finally(() => inflight.delete(p));
-    inflight.add(p);
-    nextV += arrivals.exponential(o.profile.rate / 1000);
+  if (o.profile.kind === 'poisson') {
+    const rate = o.profile.rate / 1000;
+    let nextV = arrivals.exponential(rate);
+    while (nextV <= durationMs) {
+      const wait = nextV / k - (performance.now() - t0);
+      if (wait > 0) await sleep(wait);
+      const p = sendOne()
+        .then(() => undefined)
+        .finally(() => inflight.delete(p));
+      inflight.add(p);
+      nextV += arrivals.exponential(rate);
+    }
+  } else {
+    for (let i = 0; i < o.profile.streams; i++) {
+      const p = (async (): Promise<void> => {
+        while (virt(performance.now()) < durationMs) {
+          const retryMs = await sendOne();
+          if (retryMs !== null) await sleep(retryMs);
+        }
+      })().finally(() => inflight.delete(p));
+      inflight.add(p);
+    }
   }
   const endWait = durationMs / k - (performance.now() - t0);
   if (endWait > 0) await new Promise((r) => setTimeout(r, endWait));

@@ -11,6 +11,8 @@ import type { ModelSetup } from '../setup.js';
 export interface LiveStack {
   pods: { id: string; host: string; port: number }[];
   gateway: { host: string; port: number };
+  /** Path of the route whose plugin has admission control (`admission` option); the same gateway. */
+  sloPath: string | null;
   redis: { url: string };
   dir: string;
   stop(): Promise<void>;
@@ -31,6 +33,8 @@ export interface LiveStackOptions {
   otlpEndpoint?: string;
   /** Use this Redis instead of starting a private redis-server (keys go under a run-specific prefix). */
   redisUrl?: string;
+  /** Also serve a route `/slo/v1/chat/completions` whose plugin has these admission-control settings. */
+  admission?: { itl_slo_ms: number; shed_ttft_slo_ms: number };
 }
 
 function get(host: string, port: number, path: string): Promise<number> {
@@ -124,6 +128,16 @@ export async function startLiveStack(o: LiveStackOptions): Promise<LiveStack> {
         seed: o.seed,
       },
     };
+    const pluginConfig = {
+      redis_url: redis.url,
+      redis_key_prefix: keyPrefix,
+      index: 'redis',
+      ...(o.otlpEndpoint ? { otlp_endpoint: o.otlpEndpoint } : {}),
+      tokenizer: o.model.tokenizerSpec,
+      chat_template: o.model.templateSpec,
+      block_size: 16,
+      model_pods: { [o.model.model]: pods.map((p) => `${p.host}:${p.port}`) },
+    };
     const kong = {
       _format_version: '3.0',
       services: [
@@ -139,22 +153,21 @@ export async function startLiveStack(o: LiveStackOptions): Promise<LiveStack> {
               methods: ['POST'],
               strip_path: false,
               response_buffering: false,
-              plugins: [
-                {
-                  name: 'kinference',
-                  config: {
-                    redis_url: redis.url,
-                    redis_key_prefix: keyPrefix,
-                    index: 'redis',
-                    ...(o.otlpEndpoint ? { otlp_endpoint: o.otlpEndpoint } : {}),
-                    tokenizer: o.model.tokenizerSpec,
-                    chat_template: o.model.templateSpec,
-                    block_size: 16,
-                    model_pods: { [o.model.model]: pods.map((p) => `${p.host}:${p.port}`) },
-                  },
-                },
-              ],
+              plugins: [{ name: 'kinference', config: pluginConfig }],
             },
+            // Same plugin, its own instance (Kong keys instances by config): admission control on.
+            ...(o.admission
+              ? [
+                  {
+                    name: 'chat-slo',
+                    paths: ['/slo'],
+                    methods: ['POST'],
+                    strip_path: true,
+                    response_buffering: false,
+                    plugins: [{ name: 'kinference', config: { ...pluginConfig, ...o.admission } }],
+                  },
+                ]
+              : []),
           ],
         },
       ],
@@ -189,6 +202,7 @@ export async function startLiveStack(o: LiveStackOptions): Promise<LiveStack> {
     return {
       pods: pods.map(({ id, host, port }) => ({ id, host, port })),
       gateway: { host: '127.0.0.1', port: gatewayPort },
+      sloPath: o.admission ? '/slo/v1/chat/completions' : null,
       redis,
       dir,
       stop,

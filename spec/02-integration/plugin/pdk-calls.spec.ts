@@ -91,6 +91,8 @@ beforeAll(async () => {
       id,
       address: `127.0.0.1:${s.port}`,
       holds: id === 'pod-b' ? keys : [],
+      // A queue on every pod (~3.3 s of prefill), so the shedding route has something worth waiting out.
+      state: { waiting: 10, meanQueuedPrefillTokens: 1000 },
     })),
   );
   gw = await startGateway({
@@ -105,7 +107,7 @@ beforeAll(async () => {
             route('plain', {}),
             route('exposed', { expose_headers: true }),
             route('traced', { otlp_endpoint: `${sink.url}/v1/traces` }),
-            route('shed', { shed_ttft_slo_ms: 1 }),
+            route('shed', { shed_ttft_slo_ms: 1000 }),
           ],
         },
       ],

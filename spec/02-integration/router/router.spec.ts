@@ -183,15 +183,30 @@ describe('router pipeline (real tokenizer, real template, both indexes)', () => 
     expect(out.target).toEqual({ host: '10.9.9.9', port: 8000, podId: '10.9.9.9:8000' });
   });
 
-  it('sheds with 429 only when opted in and every pod is over the SLO', async () => {
+  it('sheds with 429 only when opted in and every pod is over the SLO because of its queue', async () => {
+    const cfg = config({ shed_ttft_slo_ms: 2000 });
+    const res = defaultResources(cfg);
+    await fleet(res.index);
+    // 10 queued prompts of 1,000 uncached tokens on every pod: ~3.3 s of queue before this request.
+    for (const podId of ['pod-a', 'pod-b', 'pod-c'])
+      await res.index.upsertPodState({ model: MODEL, podId }, { waiting: 10, meanQueuedPrefillTokens: 1000 });
+    const out = await createRouter(cfg, res, { clock: () => NOW }).route(body('q'));
+    const best = out.decision.chosen!;
+    expect(best.queueMs).toBeGreaterThan(2000);
+    expect(out.shed).toEqual({ status: 429, retryAfterS: Math.ceil((best.predictedTtftMs - 2000) / 1000) });
+    expect(out.target).toBeNull();
+    const off = await createRouter(config(), res, { clock: () => NOW }).route(body('q'));
+    expect(off.shed).toBeNull();
+  });
+
+  it('serves a request over the SLO on an idle pod: waiting would not bring it within', async () => {
     const cfg = config({ shed_ttft_slo_ms: 1 });
     const res = defaultResources(cfg);
     await fleet(res.index);
     const out = await createRouter(cfg, res, { clock: () => NOW }).route(body('q'));
-    expect(out.shed).toEqual({ status: 429, retryAfterS: 1 });
-    expect(out.target).toBeNull();
-    const off = await createRouter(config(), res, { clock: () => NOW }).route(body('q'));
-    expect(off.shed).toBeNull();
+    expect(out.decision.chosen!.predictedTtftMs).toBeGreaterThan(1);
+    expect(out.shed).toBeNull();
+    expect(out.target).not.toBeNull();
   });
 
   it('caps tokenization of a 10 MB prompt and says it truncated', async () => {
