@@ -200,7 +200,7 @@ return {
                 0,
                 3600000,
               },
-              description = "Opt-in load shedding: when every pod is predicted over this TTFT (or, with itl_slo_ms, over the ITL guard), answer 429 with Retry-After. 0 disables shedding.",
+              description = "Opt-in load shedding: when every pod is predicted over this TTFT because of its queue (or, with itl_slo_ms, over the ITL guard), answer 429 with Retry-After. 0 disables shedding.",
             },
           },
           {

@@ -103,7 +103,7 @@ export const PluginConfigSchema = Type.Object(
       minimum: 0,
       maximum: 3600000,
       description:
-        'Opt-in load shedding: when every pod is predicted over this TTFT (or, with itl_slo_ms, over the ITL guard), answer 429 with Retry-After. 0 disables shedding.',
+        'Opt-in load shedding: when every pod is predicted over this TTFT because of its queue (or, with itl_slo_ms, over the ITL guard), answer 429 with Retry-After. 0 disables shedding.',
     }),
     itl_slo_ms: Type.Integer({
       default: 0,
