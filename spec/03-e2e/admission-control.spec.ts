@@ -1,15 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../../kong/stand-in/index.js';
-import type { Collector } from '../../src/collector/collector.js';
-import { createKvIndex } from '../../src/index/index.js';
-import type { KvIndex } from '../../src/index/kv-index.js';
-import { pluginConfigFromFleet } from '../../src/router/from-fleet.js';
-import { startCollector } from '../helpers/collector/collector-harness.js';
+import { MODEL } from '../02-integration/emulator/emulator-fleet.js';
+import { promCounter as counter, startFullSystem, type FullSystem } from '../helpers/full-system.js';
 import { waitFor } from '../helpers/ports.js';
-import { startRedis, type TestRedis } from '../helpers/redis-server.js';
-import { MODEL, startTestFleet, type TestFleet } from '../02-integration/emulator/emulator-fleet.js';
-import { startSseUpstream, type SseUpstream } from '../02-integration/kong/test-servers.js';
-import { buildPlugin, startPluginGateway, type BuiltPlugin } from '../02-integration/plugin/harness.js';
 
 /**
  * Admission control end to end: emulated pods → collector → Redis → the plugin in the real plugin server
@@ -18,14 +10,7 @@ import { buildPlugin, startPluginGateway, type BuiltPlugin } from '../02-integra
  * the rest are answered 429 with Retry-After, and once the streams end (Kong's log phase) pods take work again.
  */
 
-const PREFIX = 'kinf-e2e-adm';
-let redis: TestRedis;
-let fleet: TestFleet;
-let index: KvIndex;
-let collector: Collector;
-let plugin: BuiltPlugin;
-let service: SseUpstream;
-let gw: Gateway;
+let sys: FullSystem;
 
 const chat = (q: string, maxTokens: number): string =>
   JSON.stringify({
@@ -36,37 +21,14 @@ const chat = (q: string, maxTokens: number): string =>
   });
 
 const post = (body: string): Promise<Response> =>
-  fetch(`${gw.url}/v1/chat/completions`, {
+  fetch(`${sys.gw.url}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body,
   });
 
-/** Sum of a Prometheus counter over all its label sets. */
-async function counter(base: string, name: string): Promise<number> {
-  const text = await (await fetch(`${base}/metrics`)).text();
-  let sum = 0;
-  for (const line of text.split('\n'))
-    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `))
-      sum += Number(line.slice(line.lastIndexOf(' ') + 1));
-  return sum;
-}
-
 beforeAll(async () => {
-  [redis, plugin, service] = await Promise.all([startRedis(), buildPlugin(), startSseUpstream('service')]);
-  fleet = await startTestFleet(3);
-  index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: PREFIX });
-  collector = startCollector(index, fleet.config.pods ?? []);
-  await collector.start();
-  await waitFor(
-    'pods registered',
-    async () => (await index.listPods(MODEL)).filter((p) => p.address).length === 3,
-    20_000,
-  );
-  gw = await startPluginGateway(plugin, service.url, {
-    ...pluginConfigFromFleet({ ...fleet.config, redis_url: redis.url }, MODEL, 'e2e fleet'),
-    redis_key_prefix: PREFIX,
-    redis_timeout_ms: 200,
+  sys = await startFullSystem('kinf-e2e-adm', {
     itl_slo_ms: 100,
     itl_decode_base_ms: 50,
     itl_decode_ms_per_1k_context: 1000,
@@ -75,12 +37,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  await gw?.close();
-  await collector?.stop();
-  await index?.close();
-  await fleet?.close();
-  await Promise.all([redis?.stop(), service?.close()]);
-  plugin?.cleanup();
+  await sys?.close();
 });
 
 describe('e2e: admission control (itl_slo_ms + shed_ttft_slo_ms) through the real plugin server', () => {
@@ -91,7 +48,9 @@ describe('e2e: admission control (itl_slo_ms + shed_ttft_slo_ms) through the rea
       await r.text();
       return r.status === 200;
     });
-    const before = await Promise.all(fleet.pods.map((p) => counter(p.base, 'vllm:request_success_total')));
+    const before = await Promise.all(
+      sys.fleet.pods.map((p) => counter(p.base, 'vllm:request_success_total')),
+    );
 
     // Six long streams at once: three pods, each busy pod over the bound.
     const responses = await Promise.all(
@@ -113,11 +72,11 @@ describe('e2e: admission control (itl_slo_ms + shed_ttft_slo_ms) through the rea
     const bodies = await Promise.all(served.map((r) => r.text()));
     for (const b of bodies) expect(b).toContain('data: [DONE]');
     // No pod ran two of them: the guard spread what it admitted.
-    const after = await Promise.all(fleet.pods.map((p) => counter(p.base, 'vllm:request_success_total')));
+    const after = await Promise.all(sys.fleet.pods.map((p) => counter(p.base, 'vllm:request_success_total')));
     const perPod = after.map((n, i) => n - before[i]!);
     expect(perPod.reduce((a, b) => a + b, 0)).toBe(served.length);
     expect(Math.max(...perPod)).toBe(1);
-    expect(service.requests.length).toBe(0); // nothing fell through to the service url
+    expect(sys.service.requests.length).toBe(0); // nothing fell through to the service url
 
     // The streams ended, the log phase released them: the pods take work again.
     await waitFor('admitted again', async () => {

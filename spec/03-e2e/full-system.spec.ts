@@ -1,21 +1,9 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Gateway } from '../../kong/stand-in/index.js';
-import type { Collector } from '../../src/collector/collector.js';
-import { createKvIndex } from '../../src/index/index.js';
-import type { KvIndex } from '../../src/index/kv-index.js';
-import { pluginConfigFromFleet } from '../../src/router/from-fleet.js';
-import { startCollector } from '../helpers/collector/collector-harness.js';
+import { MODEL } from '../02-integration/emulator/emulator-fleet.js';
+import { keysFor } from '../02-integration/plugin/harness.js';
+import { promCounter as counter, startFullSystem, type FullSystem } from '../helpers/full-system.js';
 import { waitFor } from '../helpers/ports.js';
-import { startRedis, type TestRedis } from '../helpers/redis-server.js';
-import { MODEL, startTestFleet, type TestFleet } from '../02-integration/emulator/emulator-fleet.js';
-import { startSseUpstream, type SseUpstream } from '../02-integration/kong/test-servers.js';
-import {
-  buildPlugin,
-  keysFor,
-  startPluginGateway,
-  type BuiltPlugin,
-} from '../02-integration/plugin/harness.js';
 
 /**
  * The whole system, nothing faked: emulated vLLM pods (real Qwen3 tokenizer and chat template) publish KV
@@ -24,15 +12,7 @@ import {
  * the prompt's prefix — and that pod then reports a prefix-cache hit.
  */
 
-const PREFIX = 'kinf-e2e-sys';
-let redis: TestRedis;
-let fleet: TestFleet;
-let index: KvIndex;
-let collector: Collector;
-let plugin: BuiltPlugin;
-let service: SseUpstream;
-let gw: Gateway;
-let pluginConfig: Record<string, unknown>;
+let sys: FullSystem;
 
 const SYSTEM = Array.from(
   { length: 40 },
@@ -44,53 +24,23 @@ const messages = (q: string): { role: 'system' | 'user'; content: string }[] => 
   { role: 'user', content: q },
 ];
 
-/** Sum of a Prometheus counter over all its label sets. */
-async function counter(base: string, name: string): Promise<number> {
-  const text = await (await fetch(`${base}/metrics`)).text();
-  let sum = 0;
-  for (const line of text.split('\n'))
-    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `))
-      sum += Number(line.slice(line.lastIndexOf(' ') + 1));
-  return sum;
-}
-
 beforeAll(async () => {
-  [redis, plugin, service] = await Promise.all([startRedis(), buildPlugin(), startSseUpstream('service')]);
-  fleet = await startTestFleet(3);
-  index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: PREFIX });
-  collector = startCollector(index, fleet.config.pods ?? []);
-  await collector.start();
-  await waitFor(
-    'pods registered',
-    async () => (await index.listPods(MODEL)).filter((p) => p.address).length === 3,
-    20_000,
-  );
-  pluginConfig = {
-    ...pluginConfigFromFleet({ ...fleet.config, redis_url: redis.url }, MODEL, 'e2e fleet'),
-    redis_key_prefix: PREFIX,
-    redis_timeout_ms: 200,
-  };
-  gw = await startPluginGateway(plugin, service.url, pluginConfig);
+  sys = await startFullSystem('kinf-e2e-sys');
   // First request per router loads the Qwen3 tokenizer and opens Redis: keep it off the measured path.
-  await fetch(`${gw.url}/v1/chat/completions`, {
+  await fetch(`${sys.gw.url}/v1/chat/completions`, {
     method: 'POST',
     body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hello' }], max_tokens: 2 }),
   }).then((r) => r.text());
 }, 120_000);
 
 afterAll(async () => {
-  await gw?.close();
-  await collector?.stop();
-  await index?.close();
-  await fleet?.close();
-  await Promise.all([redis?.stop(), service?.close()]);
-  plugin?.cleanup();
+  await sys?.close();
 });
 
 describe('e2e: emulator → collector → Redis → plugin (stand-in) → OpenAI SDK', () => {
   it('sends the request to the pod that really cached the prefix, which then hits its prefix cache', async () => {
     // Warm pod-2 only (pod-0 would win a tie on pod id, so a hit on pod-2 can only come from the cache).
-    const warm = fleet.pods[2]!;
+    const warm = sys.fleet.pods[2]!;
     const r0 = await fetch(`${warm.base}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -105,12 +55,12 @@ describe('e2e: emulator → collector → Redis → plugin (stand-in) → OpenAI
 
     // The collector turns pod-2's KV events into index entries for the shared prefix.
     const body = { model: MODEL, messages: messages('Summarise clause 17.'), stream: true };
-    const keys = await keysFor(pluginConfig, body);
+    const keys = await keysFor(sys.pluginConfig, body);
     const sharedBlocks = Math.floor(keys.length * 0.8);
     await waitFor(
       'pod-2 indexed',
       async () => {
-        const res = await index.lookup(MODEL, keys);
+        const res = await sys.index.lookup(MODEL, keys);
         return (res.pods.find((p) => p.state.podId === 'pod-2')?.prefixBlocks.GPU ?? 0) >= sharedBlocks;
       },
       20_000,
@@ -118,14 +68,14 @@ describe('e2e: emulator → collector → Redis → plugin (stand-in) → OpenAI
     );
 
     const hitsBefore = await Promise.all(
-      fleet.pods.map((p) => counter(p.base, 'vllm:prefix_cache_hits_total')),
+      sys.fleet.pods.map((p) => counter(p.base, 'vllm:prefix_cache_hits_total')),
     );
     const doneBefore = await Promise.all(
-      fleet.pods.map((p) => counter(p.base, 'vllm:request_success_total')),
+      sys.fleet.pods.map((p) => counter(p.base, 'vllm:request_success_total')),
     );
-    const serviceBefore = service.requests.length;
+    const serviceBefore = sys.service.requests.length;
 
-    const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: 'test', maxRetries: 0 });
+    const client = new OpenAI({ baseURL: `${sys.gw.url}/v1`, apiKey: 'test', maxRetries: 0 });
     const stream = await client.chat.completions.create({
       ...body,
       max_tokens: 8,
@@ -139,12 +89,14 @@ describe('e2e: emulator → collector → Redis → plugin (stand-in) → OpenAI
     expect(chunks).toBeGreaterThan(1);
     expect(finish).not.toBeNull();
 
-    const doneAfter = await Promise.all(fleet.pods.map((p) => counter(p.base, 'vllm:request_success_total')));
+    const doneAfter = await Promise.all(
+      sys.fleet.pods.map((p) => counter(p.base, 'vllm:request_success_total')),
+    );
     const hitsAfter = await Promise.all(
-      fleet.pods.map((p) => counter(p.base, 'vllm:prefix_cache_hits_total')),
+      sys.fleet.pods.map((p) => counter(p.base, 'vllm:prefix_cache_hits_total')),
     );
     expect(doneAfter.map((n, i) => n - doneBefore[i]!)).toEqual([0, 0, 1]);
     expect(hitsAfter[2]! - hitsBefore[2]!).toBeGreaterThanOrEqual(sharedBlocks * 16);
-    expect(service.requests.length).toBe(serviceBefore);
+    expect(sys.service.requests.length).toBe(serviceBefore);
   });
 });

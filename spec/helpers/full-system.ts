@@ -1,0 +1,84 @@
+import type { Gateway } from '../../kong/stand-in/index.js';
+import type { Collector } from '../../src/collector/collector.js';
+import { createKvIndex } from '../../src/index/index.js';
+import type { KvIndex } from '../../src/index/kv-index.js';
+import { pluginConfigFromFleet } from '../../src/router/from-fleet.js';
+import { MODEL, startTestFleet, type TestFleet } from '../02-integration/emulator/emulator-fleet.js';
+import { startSseUpstream, type SseUpstream } from '../02-integration/kong/test-servers.js';
+import { buildPlugin, startPluginGateway, type BuiltPlugin } from '../02-integration/plugin/harness.js';
+import { startCollector } from './collector/collector-harness.js';
+import { waitFor } from './ports.js';
+import { startRedis, type TestRedis } from './redis-server.js';
+
+/** The whole system, nothing faked: emulated pods → collector → Redis → the plugin behind the Kong stand-in. */
+export interface FullSystem {
+  redis: TestRedis;
+  fleet: TestFleet;
+  index: KvIndex;
+  collector: Collector;
+  plugin: BuiltPlugin;
+  /** The route's service url (where a request goes when the plugin leaves Kong's target). */
+  service: SseUpstream;
+  gw: Gateway;
+  pluginConfig: Record<string, unknown>;
+  close(): Promise<void>;
+}
+
+/** Starts 3 emulated pods, the collector on a private Redis, and the gateway with `pluginExtra` merged in. */
+export async function startFullSystem(
+  keyPrefix: string,
+  pluginExtra: Record<string, unknown> = {},
+): Promise<FullSystem> {
+  // Stopped in reverse order, also when a later step fails.
+  const closers: (() => unknown)[] = [];
+  const close = async (): Promise<void> => {
+    for (const c of closers.reverse()) await c();
+    closers.length = 0;
+  };
+  try {
+    const [redis, plugin, service] = await Promise.all([
+      startRedis(),
+      buildPlugin(),
+      startSseUpstream('service'),
+    ]);
+    closers.push(
+      () => redis.stop(),
+      () => service.close(),
+      () => plugin.cleanup(),
+    );
+    const fleet = await startTestFleet(3);
+    closers.push(() => fleet.close());
+    const index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix });
+    closers.push(() => index.close());
+    const collector = startCollector(index, fleet.config.pods ?? []);
+    closers.push(() => collector.stop());
+    await collector.start();
+    await waitFor(
+      'pods registered',
+      async () => (await index.listPods(MODEL)).filter((p) => p.address).length === 3,
+      20_000,
+    );
+    const pluginConfig = {
+      ...pluginConfigFromFleet({ ...fleet.config, redis_url: redis.url }, MODEL, 'e2e fleet'),
+      redis_key_prefix: keyPrefix,
+      redis_timeout_ms: 200,
+      ...pluginExtra,
+    };
+    const gw = await startPluginGateway(plugin, service.url, pluginConfig);
+    closers.push(() => gw.close());
+    return { redis, fleet, index, collector, plugin, service, gw, pluginConfig, close };
+  } catch (e) {
+    await close();
+    throw e;
+  }
+}
+
+/** Sum of a Prometheus counter over all its label sets, from a pod's /metrics. */
+export async function promCounter(base: string, name: string): Promise<number> {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  let sum = 0;
+  for (const line of text.split('\n'))
+    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `))
+      sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  return sum;
+}
