@@ -1,4 +1,4 @@
-import { itlVerdict, type ItlModel } from '../core/itl-guard.js';
+import { itlVerdict, type ItlModel, type ItlVerdict } from '../core/itl-guard.js';
 import { DEFAULT_CALIBRATION, type Prediction } from '../core/predictor.js';
 import type { PodLookup, Reservation } from '../core/types.js';
 import { DecodeBook } from './decode-book.js';
@@ -34,8 +34,8 @@ export interface Candidate {
 export class ItlAdmission {
   readonly #model: ItlModel;
   readonly #book: DecodeBook;
-  readonly #retryMs = new Map<string, number>();
-  readonly #stallMs = new Map<string, number>();
+  /** Each assessed prediction's verdict: its Retry-After and, once chosen, the stall it records. */
+  readonly #verdicts = new WeakMap<Prediction, ItlVerdict>();
 
   constructor(readonly config: ItlAdmissionConfig) {
     this.#model = {
@@ -48,12 +48,6 @@ export class ItlAdmission {
 
   responseTokens(maxTokens: number | null): number {
     return Math.min(MAX_RESPONSE_TOKENS, maxTokens ?? this.config.itl_response_tokens);
-  }
-
-  /** Starts a new request's assessment (forgets the previous request's verdicts). */
-  begin(): void {
-    this.#retryMs.clear();
-    this.#stallMs.clear();
   }
 
   assess(c: Candidate): void {
@@ -87,11 +81,10 @@ export class ItlAdmission {
       prefillMs: p.prefillMs,
       prefillSteps: Math.ceil(p.uncachedTokens / cal.maxBatchedTokens),
     });
-    this.#stallMs.set(s.podId, v.stallMs);
+    this.#verdicts.set(p, v);
     p.predictedItlMs = v.predictedItlMs;
     p.withinItl = v.ok;
     if (v.ok) return;
-    this.#retryMs.set(s.podId, v.retryAfterMs);
     p.reasons.push(
       v.reason === 'kv'
         ? `ITL guard: its KV cache cannot take ${p.uncachedTokens} more tokens without preempting`
@@ -100,13 +93,13 @@ export class ItlAdmission {
   }
 
   /** How long until the guard would let the assessed request onto the pod (for Retry-After). */
-  retryAfterMs(podId: string): number {
-    return this.#retryMs.get(podId) ?? 0;
+  retryAfterMs(p: Prediction): number {
+    return this.#verdicts.get(p)?.retryAfterMs ?? 0;
   }
 
   /** The request was sent to the pod: returns the id `end` takes. */
   record(chosen: Prediction, nowMs: number, promptTokens: number, maxTokens: number | null): number {
-    const stall = this.#stallMs.get(chosen.podId) ?? chosen.prefillMs;
+    const stall = this.#verdicts.get(chosen)?.stallMs ?? chosen.prefillMs;
     return this.#book.add(chosen.podId, nowMs, stall, promptTokens, this.responseTokens(maxTokens));
   }
 

@@ -130,7 +130,6 @@ export function createRouter(
     nowMs: number,
     maxTokens: number | null,
   ): Prediction[] {
-    itl?.begin();
     return pods.map((pod) => {
       const active = reservations.active(pod.state.podId, nowMs);
       const prediction = predictTtft(pod, {
@@ -179,7 +178,7 @@ export function createRouter(
         unqueuedMs > config.shed_ttft_slo_ms
           ? 0
           : Math.max(0, chosen.predictedTtftMs - config.shed_ttft_slo_ms);
-      const overItlMs = chosen.withinItl ? 0 : (itl?.retryAfterMs(chosen.podId) ?? 0);
+      const overItlMs = chosen.withinItl ? 0 : (itl?.retryAfterMs(chosen) ?? 0);
       if (overTtftMs > 0 || !chosen.withinItl)
         shed = { retryAfterS: Math.max(1, Math.ceil(Math.max(overTtftMs, overItlMs) / 1000)), status: 429 };
     }

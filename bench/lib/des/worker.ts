@@ -41,7 +41,8 @@ export async function runSpec(
     model: m,
     seed: s.seed,
     trial: c.trial,
-    slo: sloFor(s, m)[c.workload],
+    // Only the arm with admission control needs the SLO (computing it runs the idle engine).
+    ...(c.arm === 'kinference-slo' ? { slo: sloFor(s, m)[c.workload] } : {}),
     ...(onProgress ? { onProgress } : {}),
   });
   return {
