@@ -16,6 +16,7 @@ import { SEED_SCHEDULE } from './lib/schedule.js';
 import { loadModelSetup } from './lib/setup.js';
 import { sloFor } from './lib/slo.js';
 import { goodputPerMin } from './lib/stats/goodput.js';
+import { erroredInWindow } from './lib/stats/metrics.js';
 import type { Profile, RequestRecord, WorkloadName } from './lib/types.js';
 import { WorkloadFactory } from './lib/workload/workloads.js';
 
@@ -64,10 +65,7 @@ const stack = await startLiveStack({
 /** Goodput (requests/min within the SLO) and the gateway's 429s started in the measure window. */
 const rates = (c: { records: RequestRecord[]; windowStartMs: number; windowEndMs: number }) => ({
   goodput: goodputPerMin(c.records, slo, c.windowStartMs, c.windowEndMs),
-  shed: c.records.filter(
-    (r) =>
-      r.status === 'errored' && r.pod === '' && r.startMs >= c.windowStartMs && r.startMs <= c.windowEndMs,
-  ).length,
+  shed: erroredInWindow(c.records, c.windowStartMs, c.windowEndMs).filter((r) => r.pod === '').length,
 });
 const extra: Record<string, { des: ReturnType<typeof rates>; live: ReturnType<typeof rates> }> = {};
 try {

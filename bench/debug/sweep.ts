@@ -14,7 +14,7 @@ import { sloFor } from '../lib/slo.js';
 import { fleetOf } from '../lib/des/fleet.js';
 import { runArmCell } from '../lib/des/cell-setup.js';
 import { goodputPerMin } from '../lib/stats/goodput.js';
-import { inMeasureWindow, requestMetrics } from '../lib/stats/metrics.js';
+import { erroredInWindow, inMeasureWindow, requestMetrics } from '../lib/stats/metrics.js';
 import { percentile } from '../lib/stats/percentile.js';
 import type { ArmName, Profile, RequestRecord, WorkloadName } from '../lib/types.js';
 
@@ -63,9 +63,7 @@ for (const cell of values.cells!.split(',')) {
       });
       recs.push(...r.records.filter((x) => inMeasureWindow(x, r.windowStartMs, r.windowEndMs)));
       preemptions += r.pods.reduce((a, p) => a + p.preemptions, 0);
-      shed += r.records.filter(
-        (x) => x.status === 'errored' && x.startMs >= r.windowStartMs && x.startMs <= r.windowEndMs,
-      ).length;
+      shed += erroredInWindow(r.records, r.windowStartMs, r.windowEndMs).length;
       good += goodputPerMin(r.records, slo[w], r.windowStartMs, r.windowEndMs) / trials;
     }
   const ms = recs.map((r) => requestMetrics(r)!).filter(Boolean);

@@ -6,6 +6,7 @@ import {
 } from '../stats/bootstrap.js';
 import { goodputPerMin, meetsSlo, throughputPerMin, type Slo } from '../stats/goodput.js';
 import {
+  erroredInWindow,
   inMeasureWindow,
   requestMetrics,
   summarizeRequests,
@@ -132,11 +133,7 @@ export function analyze(
       requests: recs.length,
       incomplete: list.reduce((n, c) => n + c.records.filter((r) => r.status === 'incomplete').length, 0),
       errored: list.reduce(
-        (n, c) =>
-          n +
-          c.records.filter(
-            (r) => r.status === 'errored' && r.startMs >= c.windowStartMs && r.startMs <= c.windowEndMs,
-          ).length,
+        (n, c) => n + erroredInWindow(c.records, c.windowStartMs, c.windowEndMs).length,
         0,
       ),
       summary: summarizeRequests(recs),

@@ -34,6 +34,17 @@ export function inMeasureWindow(r: RequestRecord, windowStartMs: number, windowE
   );
 }
 
+/** Requests that failed and were started inside the measure window (the gateway's 429s among them). */
+export function erroredInWindow(
+  records: readonly RequestRecord[],
+  windowStartMs: number,
+  windowEndMs: number,
+): RequestRecord[] {
+  return records.filter(
+    (r) => r.status === 'errored' && r.startMs >= windowStartMs && r.startMs <= windowEndMs,
+  );
+}
+
 export interface MetricSummaries {
   ttft_ms: DistributionSummary;
   /** Weighted by output_tokens − 1, as GuideLLM does. */
