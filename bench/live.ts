@@ -28,6 +28,8 @@ const { values } = parseArgs({
     trial: { type: 'string', default: '0' },
     arms: { type: 'string', default: 'random,kinference' },
     concurrency: { type: 'string', default: '' },
+    'client-workers': { type: 'string', default: '1' },
+    rate: { type: 'string' },
     name: { type: 'string', default: 'live' },
   },
 });
@@ -38,7 +40,12 @@ const s = SEED_SCHEDULE;
 const windows = { warmupS: 60, measureS: Number(values['measure-s']), cooldownS: 20 };
 const profile: Profile = values.concurrency
   ? { kind: 'concurrent', streams: Number(values.concurrency), ...windows }
-  : { kind: 'poisson', rate: s.poissonRate[workload], ...windows };
+  : {
+      kind: 'poisson',
+      rate: Number(values.rate ?? s.poissonRate[workload]),
+      ...windows,
+      clientWorkers: Number(values['client-workers']),
+    };
 const arms = values.arms!.split(',') as LiveArm[];
 for (const a of arms)
   if (!['random', 'kinference', 'kinference-slo'].includes(a)) throw new Error(`unknown live arm ${a}`);

@@ -10,7 +10,7 @@ import { parseArgs } from 'node:util';
 import { MemoryKvIndex } from '../../src/index/memory-index.js';
 import type { RouteOutcome } from '../../src/router/router.js';
 import { loadModelSetup, routerConfig } from '../lib/setup.js';
-import { SEED_SCHEDULE } from '../lib/schedule.js';
+import { latencyProfile, SEED_SCHEDULE } from '../lib/schedule.js';
 import { fleetOf } from '../lib/des/fleet.js';
 import { CollectorFeed } from '../lib/des/feed.js';
 import { kinferenceArm } from '../lib/des/kinference-arm.js';
@@ -39,7 +39,10 @@ const m = await loadModelSetup();
 const fleet = fleetOf(s, m);
 const profile: Profile = values.streams
   ? { kind: 'concurrent', streams: Number(values.streams), ...s.capacityWindows }
-  : { kind: 'poisson', rate: Number(values.rate ?? s.poissonRate[workload]), ...s.latencyWindows };
+  : latencyProfile(
+      { ...s, poissonRate: { ...s.poissonRate, [workload]: Number(values.rate ?? s.poissonRate[workload]) } },
+      workload,
+    );
 const pods = simPods(fleet, s.seed, trial);
 let now = 0;
 const overhead = fleet.latency.requestOverheadMs + fleet.latency.responseOverheadMs;

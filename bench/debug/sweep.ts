@@ -1,6 +1,6 @@
 /**
  * `npx tsx bench/debug/sweep.ts --cells shared-prefix:p,shared-prefix:16 [--arm kinference] [--trials 3]
- * [--seeds 42,43] [--config '{"field":value}']`: runs the given discrete-event cells (workload:p for the
+ * [--seeds 42,43] [--config '{"field":value}'] [--client-workers 10] [--kv-capacity T] [--rates multiturn=0.3]`: runs the given discrete-event cells (workload:p for the
  * Poisson profile, workload:N for N streams) of one arm in this process, router config = the benchmark's
  * with the JSON overrides, and prints per cell, pooled over seeds × trials: n, share of TTFT < 0.3 s,
  * TTFT p50/p95, hit ≥ ½ prompt, goodput/min under the seed SLO, ITL p50, shares meeting the TTFT and ITL
@@ -9,7 +9,7 @@
  */
 import { parseArgs } from 'node:util';
 import { loadModelSetup, routerConfig } from '../lib/setup.js';
-import { SEED_SCHEDULE } from '../lib/schedule.js';
+import { latencyProfile, SEED_SCHEDULE } from '../lib/schedule.js';
 import { sloFor } from '../lib/slo.js';
 import { fleetOf } from '../lib/des/fleet.js';
 import { runArmCell } from '../lib/des/cell-setup.js';
@@ -26,10 +26,22 @@ const { values } = parseArgs({
     seed: { type: 'string', default: '42' },
     seeds: { type: 'string' },
     config: { type: 'string', default: '{}' },
+    'client-workers': { type: 'string', default: '1' },
+    'kv-capacity': { type: 'string' },
+    rates: { type: 'string' },
   },
 });
 const seeds = (values.seeds ?? values.seed!).split(',').map(Number);
-const s = SEED_SCHEDULE;
+const s = {
+  ...SEED_SCHEDULE,
+  poissonRate: { ...SEED_SCHEDULE.poissonRate },
+  clientWorkers: Number(values['client-workers']),
+  kvCapacityTokens: Number(values['kv-capacity'] ?? SEED_SCHEDULE.kvCapacityTokens),
+};
+for (const kv of values.rates ? values.rates.split(',') : []) {
+  const [w, r] = kv.split('=') as [WorkloadName, string];
+  s.poissonRate[w] = Number(r);
+}
 const m = await loadModelSetup();
 const fleet = fleetOf(s, m);
 const slo = sloFor(s, m);
@@ -38,9 +50,7 @@ const config = routerConfig(m, JSON.parse(values.config!) as Record<string, unkn
 for (const cell of values.cells!.split(',')) {
   const [w, p] = cell.split(':') as [WorkloadName, string];
   const profile: Profile =
-    p === 'p'
-      ? { kind: 'poisson', rate: s.poissonRate[w], ...s.latencyWindows }
-      : { kind: 'concurrent', streams: Number(p), ...s.capacityWindows };
+    p === 'p' ? latencyProfile(s, w) : { kind: 'concurrent', streams: Number(p), ...s.capacityWindows };
   const recs: RequestRecord[] = [];
   let good = 0;
   let shed = 0;

@@ -17,6 +17,7 @@ export function scheduleFromArgs(
       concurrency: { type: 'string' },
       'kv-capacity': { type: 'string' },
       rates: { type: 'string' },
+      'client-workers': { type: 'string' },
       seed: { type: 'string' },
       workers: { type: 'string' },
       'measure-s': { type: 'string' },
@@ -45,6 +46,11 @@ export function scheduleFromArgs(
       const [w, r] = kv.split('=') as [WorkloadName, string];
       s.poissonRate[w] = Number(r);
     }
+  }
+  if (values['client-workers']) {
+    s.clientWorkers = Number(values['client-workers']);
+    if (!Number.isInteger(s.clientWorkers) || s.clientWorkers < 1)
+      throw new Error(`--client-workers ${values['client-workers']}: a whole number ≥ 1`);
   }
   if (values['measure-s']) {
     const m = Number(values['measure-s']);

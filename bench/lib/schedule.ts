@@ -14,6 +14,12 @@ export interface BenchSchedule {
   shapes: WorkloadShapes;
   /** Poisson rate per workload (requests/s) for the latency profile. */
   poissonRate: Record<WorkloadName, number>;
+  /**
+   * How the open-loop arrivals are drawn: 1 = a plain Poisson process; N > 1 = GuideLLM's `poisson`
+   * strategy as it actually runs with N worker processes (GuideLLM's default is 10; workload/arrivals.ts).
+   * Optional so that results written before it read as 1.
+   */
+  clientWorkers?: number;
   latencyWindows: { warmupS: number; measureS: number; cooldownS: number };
   concurrency: number[];
   capacityWindows: { warmupS: number; measureS: number; cooldownS: number };
@@ -26,9 +32,19 @@ export interface BenchSchedule {
   latency: FleetSpec['latency'];
 }
 
+/** The open-loop latency profile of a workload. */
+export function latencyProfile(s: BenchSchedule, w: WorkloadName): Profile {
+  return {
+    kind: 'poisson',
+    rate: s.poissonRate[w],
+    ...s.latencyWindows,
+    clientWorkers: s.clientWorkers ?? 1,
+  };
+}
+
 export function profilesOf(s: BenchSchedule, w: WorkloadName): Profile[] {
   const out: Profile[] = [];
-  if (s.poissonRate[w] > 0) out.push({ kind: 'poisson', rate: s.poissonRate[w], ...s.latencyWindows });
+  if (s.poissonRate[w] > 0) out.push(latencyProfile(s, w));
   for (const n of s.concurrency) out.push({ kind: 'concurrent', streams: n, ...s.capacityWindows });
   return out;
 }
@@ -51,6 +67,7 @@ export const SEED_SCHEDULE: BenchSchedule = {
   workloads: [...WORKLOAD_NAMES],
   shapes: PUBLISHED_SHAPES,
   poissonRate: { control: 0.2, 'shared-prefix': 0.25, multiturn: 0.5 },
+  clientWorkers: 1,
   latencyWindows: { warmupS: 60, measureS: 240, cooldownS: 45 },
   concurrency: [4, 8, 16, 24, 32],
   capacityWindows: { warmupS: 60, measureS: 180, cooldownS: 60 },

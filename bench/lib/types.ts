@@ -16,13 +16,26 @@ export const ARM_NAMES = [
 ] as const;
 export type ArmName = (typeof ARM_NAMES)[number];
 
+/** GuideLLM's `settings.max_worker_processes`: the worker processes its `poisson` strategy draws arrivals in. */
+export const GUIDELLM_WORKERS = 10;
+
 /** A GuideLLM load profile with its transient phases (seconds, GuideLLM's prefer_duration mode). */
 export type Profile =
-  | { kind: 'poisson'; rate: number; warmupS: number; measureS: number; cooldownS: number }
+  | {
+      kind: 'poisson';
+      rate: number;
+      warmupS: number;
+      measureS: number;
+      cooldownS: number;
+      /** 1 (default): a plain Poisson process; N > 1: GuideLLM's schedule with N workers (workload/arrivals.ts). */
+      clientWorkers?: number;
+    }
   | { kind: 'concurrent'; streams: number; warmupS: number; measureS: number; cooldownS: number };
 
 export function profileLabel(p: Profile): string {
-  return p.kind === 'poisson' ? `poisson@${p.rate}/s` : `concurrent@${p.streams}`;
+  if (p.kind === 'concurrent') return `concurrent@${p.streams}`;
+  const w = p.clientWorkers ?? 1;
+  return w > 1 ? `guidellm-poisson@${p.rate}/s×${w}` : `poisson@${p.rate}/s`;
 }
 
 export function profileDurationS(p: Profile): number {

@@ -1,10 +1,10 @@
 import { RequestBlockHasher } from '../../../emulator/engine/block-hash.js';
 import type { StepOutcome } from '../../../emulator/engine/types.js';
 import type { Arm, ArmDecision, ArmRequest, PodView } from '../arms/types.js';
-import { Rng } from '../rng.js';
 import type { Profile, RequestRecord } from '../types.js';
 import { profileDurationS } from '../types.js';
 import { ConversationClient, type Turn } from '../workload/client.js';
+import { arrivalSlots } from '../workload/arrivals.js';
 import { prepareRequest, type PreparedRequest } from '../workload/prepare.js';
 import type { WorkloadFactory } from '../workload/workloads.js';
 import type { ChatTemplate, PromptTokenizer } from '../../../src/tokenize/types.js';
@@ -75,7 +75,6 @@ export async function runCell(input: CellInput): Promise<CellResult> {
   const { arm, pods, profile, latency } = input;
   const durationMs = profileDurationS(profile) * 1000;
   const client = new ConversationClient(input.factory);
-  const arrivals = Rng.derive(input.seed, input.trial, 'arrivals', input.factory.name);
   const byId = new Map(pods.map((p) => [p.id, p]));
   const live = new Map<string, Live>();
   const inFlight = new Map<string, number>(pods.map((p) => [p.id, 0]));
@@ -86,8 +85,18 @@ export async function runCell(input: CellInput): Promise<CellResult> {
   const streamStarts: { atMs: number; stream: number }[] = [];
   let now = 0;
   let seq = 0;
-  let nextPoissonMs =
-    profile.kind === 'poisson' ? arrivals.exponential(profile.rate / 1000) : Number.POSITIVE_INFINITY;
+  const slots =
+    profile.kind === 'poisson'
+      ? arrivalSlots({
+          ratePerS: profile.rate,
+          durationMs,
+          clientWorkers: profile.clientWorkers ?? 1,
+          seed: input.seed,
+          trial: input.trial,
+          workload: input.factory.name,
+        })
+      : [];
+  let nextSlot = 0;
   let nextScrapeMs = 0;
   if (profile.kind === 'concurrent')
     for (let s = 0; s < profile.streams; s++) streamStarts.push({ atMs: 0, stream: s });
@@ -207,7 +216,8 @@ export async function runCell(input: CellInput): Promise<CellResult> {
       ? Math.min(...streamStarts.map((s) => s.atMs))
       : Number.POSITIVE_INFINITY;
     const tScrape = input.feed || arm.name === 'approx-prefix' ? nextScrapeMs : Number.POSITIVE_INFINITY;
-    const t = Math.min(tEngine, tArrive, tKv, tStream, tScrape, nextPoissonMs);
+    const tSlot = slots[nextSlot]?.atMs ?? Number.POSITIVE_INFINITY;
+    const t = Math.min(tEngine, tArrive, tKv, tStream, tScrape, tSlot);
     if (!(t <= durationMs)) break;
     now = t;
     input.onProgress?.(now);
@@ -268,9 +278,9 @@ export async function runCell(input: CellInput): Promise<CellResult> {
       await send(await client.next(), stream);
       continue;
     }
-    if (nextPoissonMs === t && profile.kind === 'poisson') {
-      await send(await client.next(), null);
-      nextPoissonMs = t + arrivals.exponential(profile.rate / 1000);
+    if (tSlot === t) {
+      const slot = slots[nextSlot++]!;
+      await send(await client.next(slot.worker), null);
     }
   }
 

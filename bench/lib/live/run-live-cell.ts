@@ -1,6 +1,7 @@
 import { Rng } from '../rng.js';
 import type { ModelSetup } from '../setup.js';
 import { profileDurationS, type Profile, type RequestRecord } from '../types.js';
+import { arrivalSlots } from '../workload/arrivals.js';
 import { ConversationClient } from '../workload/client.js';
 import { chatBody } from '../workload/prepare.js';
 import type { WorkloadFactory } from '../workload/workloads.js';
@@ -18,8 +19,8 @@ export interface LiveCellResult {
 }
 
 /**
- * One cell against real processes. Poisson: arrival gaps are drawn in virtual time with the same seeded
- * stream as the discrete-event run and slept for gap / timeScale. Concurrent: N streams, each sending its next
+ * One cell against real processes. Open loop: the same arrival schedule as the discrete-event run (in
+ * virtual time, slept for t / timeScale). Concurrent: N streams, each sending its next
  * request when the previous ended, or the Retry-After after a 429 (as the DES client does). Every client
  * timestamp is multiplied back by timeScale, so results read in the same units as the DES. random = the
  * client picks a pod uniformly (kube-proxy); kinference = through the Kong stand-in and the plugin;
@@ -38,7 +39,6 @@ export async function runLiveCell(o: {
   const k = o.timeScale;
   const durationMs = profileDurationS(o.profile) * 1000;
   const client = new ConversationClient(o.factory);
-  const arrivals = Rng.derive(o.seed, o.trial, 'arrivals', o.factory.name);
   // The same stream as the DES random arm (des/cell-setup.ts), so both modes make the same picks in order.
   const pick = Rng.derive(o.seed, o.trial, 'arm', 'random');
   const records: RequestRecord[] = [];
@@ -51,8 +51,8 @@ export async function runLiveCell(o: {
   if (o.arm === 'kinference-slo' && !path)
     throw new Error('kinference-slo needs a stack started with admission');
   /** Sends one turn; resolves with the Retry-After in real ms when the gateway answered 429. */
-  const sendOne = async (): Promise<number | null> => {
-    const turn = await client.next();
+  const sendOne = async (worker = 0): Promise<number | null> => {
+    const turn = await client.next(worker);
     const body = chatBody(turn, o.model.model);
     const target = viaGateway ? { id: 'gateway', ...o.stack.gateway } : pick.pick(o.stack.pods);
     const rec: RequestRecord = {
@@ -94,16 +94,21 @@ export async function runLiveCell(o: {
   const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
   if (o.profile.kind === 'poisson') {
-    const rate = o.profile.rate / 1000;
-    let nextV = arrivals.exponential(rate);
-    while (nextV <= durationMs) {
-      const wait = nextV / k - (performance.now() - t0);
+    const slots = arrivalSlots({
+      ratePerS: o.profile.rate,
+      durationMs,
+      clientWorkers: o.profile.clientWorkers ?? 1,
+      seed: o.seed,
+      trial: o.trial,
+      workload: o.factory.name,
+    });
+    for (const slot of slots) {
+      const wait = slot.atMs / k - (performance.now() - t0);
       if (wait > 0) await sleep(wait);
-      const p = sendOne()
+      const p = sendOne(slot.worker)
         .then(() => undefined)
         .finally(() => inflight.delete(p));
       inflight.add(p);
-      nextV += arrivals.exponential(rate);
     }
   } else {
     for (let i = 0; i < o.profile.streams; i++) {

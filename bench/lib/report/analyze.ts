@@ -12,7 +12,7 @@ import {
   summarizeRequests,
   type MetricSummaries,
 } from '../stats/metrics.js';
-import type { BenchSchedule } from '../schedule.js';
+import { latencyProfile, type BenchSchedule } from '../schedule.js';
 import { profileLabel, type ArmName, type Profile, type RequestRecord, type WorkloadName } from '../types.js';
 import type { CellOutput } from '../des/worker.js';
 
@@ -243,12 +243,11 @@ export function analyze(
     }
   }
 
-  const latencyProfile = (w: WorkloadName): string =>
-    profileLabel({ kind: 'poisson', rate: s.poissonRate[w], ...s.latencyWindows });
+  const latencyLabel = (w: WorkloadName): string => profileLabel(latencyProfile(s, w));
   const cdf: BenchResults['cdf'] = [];
   for (const w of s.workloads)
     for (const arm of s.arms) {
-      const recs = trialsOf(key(w, latencyProfile(w), arm)).flatMap(windowed);
+      const recs = trialsOf(key(w, latencyLabel(w), arm)).flatMap(windowed);
       const ttft = recs
         .map(ttftOf)
         .filter((x): x is number => x !== null)
@@ -258,7 +257,7 @@ export function analyze(
 
   const calibration: BenchResults['calibration'] = [];
   for (const w of s.workloads) {
-    const g = groups.find((x) => x.workload === w && x.profile === latencyProfile(w) && x.arm === 'random');
+    const g = groups.find((x) => x.workload === w && x.profile === latencyLabel(w) && x.arm === 'random');
     if (!g) continue;
     for (const metric of ['median', 'p95'] as const) {
       const published = PUBLISHED[w].random[metric];
@@ -280,7 +279,7 @@ export function analyze(
     groups,
     comparisons,
     goodput,
-    targets: checkTargets(s, groups, comparisons, goodput, latencyProfile),
+    targets: checkTargets(s, groups, comparisons, goodput, latencyLabel),
     calibration,
     cdf,
   };

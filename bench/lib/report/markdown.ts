@@ -1,4 +1,5 @@
 import { profileLabel, type ArmName, type WorkloadName } from '../types.js';
+import { latencyProfile } from '../schedule.js';
 import type { BenchResults } from './analyze.js';
 
 const s2 = (ms: number): string => (Number.isFinite(ms) ? (ms / 1000).toFixed(2) : '–');
@@ -22,8 +23,10 @@ export function toMarkdown(
   );
   L.push(
     `Fleet: ${s.pods} emulated vLLM pods, profile \`${s.emulatorProfile}\`, KV ${s.kvCapacityTokens.toLocaleString('en')} tokens/pod, block 16. ` +
-      `Seed ${s.seed}, ${s.trials} trial(s), fresh prompts per trial. Latency profile: Poisson, windows ${s.latencyWindows.warmupS}/${s.latencyWindows.measureS}/${s.latencyWindows.cooldownS} s; ` +
-      `capacity: concurrency ${s.concurrency.join('/')}, windows ${s.capacityWindows.warmupS}/${s.capacityWindows.measureS}/${s.capacityWindows.cooldownS} s. ` +
+      `Seed ${s.seed}, ${s.trials} trial(s), fresh prompts per trial. Latency profile: ${(s.clientWorkers ?? 1) > 1 ? `GuideLLM's poisson strategy as it runs (${s.clientWorkers} worker processes, random_seed = seed + trial)` : 'Poisson'}, windows ${s.latencyWindows.warmupS}/${s.latencyWindows.measureS}/${s.latencyWindows.cooldownS} s; ` +
+      (s.concurrency.length > 0
+        ? `capacity: concurrency ${s.concurrency.join('/')}, windows ${s.capacityWindows.warmupS}/${s.capacityWindows.measureS}/${s.capacityWindows.cooldownS} s. `
+        : 'no capacity profile. ') +
       `Percentiles nearest-rank (GuideLLM). CIs: paired hierarchical bootstrap (trials → clusters), ${s.bootstrapResamples} resamples, 95% percentile intervals.`,
     '',
   );
@@ -43,7 +46,7 @@ export function toMarkdown(
   L.push('');
 
   for (const w of s.workloads) {
-    const lp = profileLabel({ kind: 'poisson', rate: s.poissonRate[w], ...s.latencyWindows });
+    const lp = profileLabel(latencyProfile(s, w));
     L.push(`## ${w} — ${lp} (TTFT, s)`, '');
     L.push(
       '| arm | metric | random | arm | improvement | 95% CI | n (random / arm) |',
@@ -69,8 +72,8 @@ export function toMarkdown(
     L.push('');
   }
 
-  L.push('## Goodput (requests/min meeting the SLO) vs concurrency', '');
-  for (const w of s.workloads) {
+  if (s.concurrency.length > 0) L.push('## Goodput (requests/min meeting the SLO) vs concurrency', '');
+  for (const w of s.concurrency.length > 0 ? s.workloads : []) {
     L.push(
       `### ${w}`,
       '',

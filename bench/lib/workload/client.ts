@@ -12,13 +12,16 @@ export interface Turn {
 interface ConvState {
   conv: Conversation;
   history: ChatMessage[];
+  /** The worker that started the conversation; only it sends the follow-ups (GuideLLM's turns_queue). */
+  owner: number;
 }
 
 /**
  * GuideLLM's client-side conversation logic (bench.md §1.6): a follow-up turn becomes ready only when the
  * previous turn finished, with the full history including the assistant's actual reply; whoever needs a
  * request next takes a ready follow-up before starting a new conversation. Poisson arrivals call next()
- * per arrival; a concurrent stream calls next() when its previous request finished.
+ * per arrival slot with the slot's worker (GuideLLM keeps the conversations a worker process started in that
+ * worker); a concurrent stream calls next() when its previous request finished.
  */
 export class ConversationClient {
   #nextIndex = 0;
@@ -27,8 +30,9 @@ export class ConversationClient {
 
   constructor(readonly factory: WorkloadFactory) {}
 
-  async next(): Promise<Turn> {
-    const st = this.#ready.shift() ?? (await this.#start());
+  async next(owner = 0): Promise<Turn> {
+    const i = this.#ready.findIndex((r) => r.owner === owner);
+    const st = i >= 0 ? this.#ready.splice(i, 1)[0]! : await this.#start(owner);
     const turn = st.history.filter((m) => m.role === 'user').length;
     const text = await st.conv.userText(turn);
     const messages = [...st.history, { role: 'user' as const, content: text }];
@@ -36,9 +40,9 @@ export class ConversationClient {
     return { conv: st.conv, turn, messages, key: `${st.conv.id}/m${turn}` };
   }
 
-  async #start(): Promise<ConvState> {
+  async #start(owner: number): Promise<ConvState> {
     const conv = this.factory.conversation(this.#nextIndex++);
-    const st: ConvState = { conv, history: await this.factory.preamble(conv) };
+    const st: ConvState = { conv, history: await this.factory.preamble(conv), owner };
     this.#states.set(conv.id, st);
     return st;
   }

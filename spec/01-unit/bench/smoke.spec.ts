@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { runBench } from '../../../bench/lib/main.js';
-import { SMOKE_SCHEDULE } from '../../../bench/lib/schedule.js';
+import { latencyProfile, SMOKE_SCHEDULE } from '../../../bench/lib/schedule.js';
 import { profileLabel } from '../../../bench/lib/types.js';
 
 // The CI configuration of the discrete-event benchmark: emulator engine, real router, collector key path.
@@ -27,14 +27,14 @@ describe('bench:smoke (discrete-event, tiny schedule)', () => {
     for (const c of r.comparisons) expect(c.ttft.median.ci95[0]).toBeLessThanOrEqual(c.ttft.median.ci95[1]);
     for (const w of s.workloads) {
       expect(r.slo[w].ttftMs).toBeGreaterThan(1000);
-      const lp = profileLabel({ kind: 'poisson', rate: s.poissonRate[w], ...s.latencyWindows });
+      const lp = profileLabel(latencyProfile(s, w));
       const med = (arm: string): number =>
         r.groups.find((g) => g.workload === w && g.profile === lp && g.arm === arm)!.summary.ttft_ms.median;
       // The limit is never worse than random at the median.
       expect(med('oracle')).toBeLessThanOrEqual(med('random') * 1.001);
     }
     // Multiturn: routing on the KV index finds the conversation's pod; random mostly does not.
-    const mt = profileLabel({ kind: 'poisson', rate: s.poissonRate.multiturn, ...s.latencyWindows });
+    const mt = profileLabel(latencyProfile(s, 'multiturn'));
     const k = r.groups.find((g) => g.workload === 'multiturn' && g.profile === mt && g.arm === 'kinference')!;
     const rnd = r.groups.find((g) => g.workload === 'multiturn' && g.profile === mt && g.arm === 'random')!;
     expect(k.hitRate).toBeGreaterThan(rnd.hitRate);

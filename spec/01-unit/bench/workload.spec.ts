@@ -85,3 +85,19 @@ describe('token-exact synthesis on the real Qwen3 tokenizer', () => {
     expect(t3.turn).toBe(0);
   });
 });
+
+describe('conversations belong to the worker that started them (GuideLLM turns_queue)', () => {
+  it('a worker takes only its own ready follow-ups and otherwise starts a conversation', async () => {
+    const f = new WorkloadFactory('multiturn', SHAPES, m.synth, 5, 0);
+    const client = new ConversationClient(f);
+    const a = await client.next(0);
+    const b = await client.next(1);
+    client.complete(a, ' one');
+    const fromOther = await client.next(1); // worker 1 has no ready turn: new conversation
+    expect(fromOther.turn).toBe(0);
+    expect([a.conv.id, b.conv.id]).not.toContain(fromOther.conv.id);
+    const own = await client.next(0);
+    expect(own.conv.id).toBe(a.conv.id);
+    expect(own.turn).toBe(1);
+  });
+});

@@ -1,0 +1,91 @@
+import MersenneTwister from 'mersenne-twister';
+import { Rng } from '../rng.js';
+
+/** One open-loop arrival: when the request is sent, and by which client worker. */
+export interface ArrivalSlot {
+  atMs: number;
+  /** The worker sends the follow-up turns of the conversations it started (GuideLLM's turns_queue). */
+  worker: number;
+}
+
+/** Python's `random.Random(seed).expovariate(rate)` stream: MT19937 seeded by `init_by_array`, 53-bit floats. */
+export function pythonExpovariate(seed: number, ratePerS: number): () => number {
+  if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff)
+    throw new RangeError(`GuideLLM random_seed ${seed}: an integer in 0..2^32-1`);
+  const mt = new MersenneTwister();
+  mt.init_by_array([seed], 1);
+  return () => -Math.log(1 - mt.random_long()) / ratePerS;
+}
+
+/** A plain Poisson process (one worker, gaps from the benchmark's seeded stream). */
+export function poissonSlots(ratePerS: number, durationMs: number, rng: Rng): ArrivalSlot[] {
+  const out: ArrivalSlot[] = [];
+  for (let t = rng.exponential(ratePerS / 1000); t <= durationMs; t += rng.exponential(ratePerS / 1000))
+    out.push({ atMs: t, worker: 0 });
+  return out;
+}
+
+/**
+ * The arrivals of GuideLLM's `poisson` strategy as it runs (v0.4–v0.7: `AsyncPoissonStrategy` in
+ * `scheduler/strategies.py`, the loop in `scheduler/worker.py`, `max_worker_processes` = 10 and
+ * `fut_scheduling_time_limit` = 0 in `scheduler/worker_group.py`). Every worker process draws its gaps
+ * from its own `random.Random(random_seed)`, all seeded alike, and adds them to one shared offset; a worker
+ * draws, sleeps until that time, sends (picking its turn then) and draws again. So the workers take turns
+ * and each gap recurs once per worker: the schedule is rounds of `workers` requests at one gap each, and a
+ * short gap is a burst. The marginal gap is exponential with the rate; the process is not Poisson.
+ */
+export function guidellmPoissonSlots(o: {
+  ratePerS: number;
+  durationMs: number;
+  workers: number;
+  /** GuideLLM's `random_seed` (default 42). */
+  seed: number;
+}): ArrivalSlot[] {
+  const draws = Array.from({ length: o.workers }, () => pythonExpovariate(o.seed, o.ratePerS));
+  // Each worker's next draw happens when its previous slot fires; at the start all draw in turn.
+  const next: { atMs: number; seq: number; worker: number }[] = draws.map((_, w) => ({
+    atMs: 0,
+    seq: w,
+    worker: w,
+  }));
+  let seq = o.workers;
+  let offsetMs = 0;
+  const slots: ArrivalSlot[] = [];
+  while (next.length > 0) {
+    let i = 0;
+    for (let j = 1; j < next.length; j++) {
+      const a = next[j]!;
+      const b = next[i]!;
+      if (a.atMs < b.atMs || (a.atMs === b.atMs && a.seq < b.seq)) i = j;
+    }
+    const { worker } = next.splice(i, 1)[0]!;
+    offsetMs += draws[worker]!() * 1000;
+    if (offsetMs > o.durationMs) continue; // past the run: this worker stops
+    slots.push({ atMs: offsetMs, worker });
+    next.push({ atMs: offsetMs, seq: seq++, worker });
+  }
+  return slots.sort((a, b) => a.atMs - b.atMs);
+}
+
+/**
+ * The open-loop schedule of a cell: a plain Poisson process (`clientWorkers` 1, the stream the benchmark
+ * has always used for the trial) or GuideLLM's worker-process schedule (`clientWorkers` > 1, GuideLLM
+ * `random_seed` = seed + trial, so trial 0 of seed 42 is GuideLLM's default).
+ */
+export function arrivalSlots(o: {
+  ratePerS: number;
+  durationMs: number;
+  clientWorkers: number;
+  seed: number;
+  trial: number;
+  workload: string;
+}): ArrivalSlot[] {
+  if (o.clientWorkers <= 1)
+    return poissonSlots(o.ratePerS, o.durationMs, Rng.derive(o.seed, o.trial, 'arrivals', o.workload));
+  return guidellmPoissonSlots({
+    ratePerS: o.ratePerS,
+    durationMs: o.durationMs,
+    workers: o.clientWorkers,
+    seed: o.seed + o.trial,
+  });
+}
