@@ -8,11 +8,13 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { fleetOf } from './lib/des/fleet.js';
 import { runSpec } from './lib/des/worker.js';
+import { probePath, type PathFit } from './lib/live/path-probe.js';
 import { compareModes, type ArmAgreement } from './lib/live/agreement.js';
 import { runLiveCell, type LiveArm } from './lib/live/run-live-cell.js';
 import { resetPrefixCaches, startLiveStack } from './lib/live/stack.js';
-import { SEED_SCHEDULE } from './lib/schedule.js';
+import { SEED_SCHEDULE, type BenchSchedule } from './lib/schedule.js';
 import { loadModelSetup } from './lib/setup.js';
 import { sloFor } from './lib/slo.js';
 import { goodputPerMin } from './lib/stats/goodput.js';
@@ -31,6 +33,7 @@ const { values } = parseArgs({
     'client-workers': { type: 'string', default: '1' },
     rate: { type: 'string' },
     name: { type: 'string', default: 'live' },
+    'des-path': { type: 'string', default: 'measured' },
   },
 });
 const workload = values.workload as WorkloadName;
@@ -75,7 +78,31 @@ const rates = (c: { records: RequestRecord[]; windowStartMs: number; windowEndMs
   shed: erroredInWindow(c.records, c.windowStartMs, c.windowEndMs).filter((r) => r.pod === '').length,
 });
 const extra: Record<string, { des: ReturnType<typeof rates>; live: ReturnType<typeof rates> }> = {};
+if (!['measured', 'seed'].includes(values['des-path']!))
+  throw new Error(`--des-path ${values['des-path']}: measured or seed`);
+/** The stack's own path latency (pod direct, and through the gateway), measured on idle pods. */
+const paths: Record<'direct' | 'gateway', PathFit | null> = { direct: null, gateway: null };
+/** The DES the live arm is compared with: the seed's fixed path, or the path this stack measured. */
+const desSchedule = (arm: LiveArm): BenchSchedule => {
+  const fit = paths[arm === 'random' ? 'direct' : 'gateway'];
+  if (!fit) return s;
+  const { requestOverheadMs, requestOverheadMsPerToken } = fit;
+  return { ...s, latency: { ...s.latency, requestOverheadMs, requestOverheadMsPerToken } };
+};
 try {
+  if (values['des-path'] === 'measured') {
+    const probe = {
+      pod: fleetOf(s, model).pod,
+      model,
+      timeScale,
+      responseOverheadMs: s.latency.responseOverheadMs,
+    };
+    if (arms.includes('random'))
+      paths.direct = await probePath({ ...probe, target: stack.pods[0]!, label: 'direct' });
+    if (arms.some((a) => a !== 'random'))
+      paths.gateway = await probePath({ ...probe, target: stack.gateway, label: 'gateway' });
+    console.error(`path: ${JSON.stringify(paths)}`);
+  }
   for (const arm of arms) {
     await resetPrefixCaches(stack);
     console.error(
@@ -92,7 +119,7 @@ try {
       trial,
     });
     console.error(`des: ${workload} ${arm}…`);
-    const des = await runSpec(s, model, { id: 0, workload, profile, arm, trial });
+    const des = await runSpec(desSchedule(arm), model, { id: 0, workload, profile, arm, trial });
     results.push(compareModes(arm, des, live, s.bootstrapResamples, s.seed));
     extra[arm] = { des: rates(des), live: rates(live) };
     wall[arm] = { des: des.wallMs, live: live.wallMs };
@@ -111,6 +138,18 @@ const L = [
     `Live: Redis + ${s.pods} \`kinference emulator\` pods at time_scale ${timeScale} + \`kinference collector\` + \`kinference gateway\` (plugin in kong-js-pluginserver); ` +
     `client timestamps × ${timeScale}. random = client picks a pod uniformly (kube-proxy); kinference = through the gateway; ` +
     `kinference-slo = the gateway's route with admission control (itl_slo_ms ${slo.itlMs}, shed_ttft_slo_ms ${slo.ttftMs}).`,
+  '',
+  `DES path latency (client → engine → client, virtual ms): ${
+    values['des-path'] === 'seed'
+      ? `the seed schedule's ${s.latency.requestOverheadMs} + ${s.latency.requestOverheadMsPerToken}/token + ${s.latency.responseOverheadMs}`
+      : (['direct', 'gateway'] as const)
+          .filter((k) => paths[k])
+          .map(
+            (k) =>
+              `${k === 'direct' ? 'random (pod direct)' : 'through the gateway'} ${paths[k]!.requestOverheadMs.toFixed(1)} + ${paths[k]!.requestOverheadMsPerToken.toFixed(4)}/token + ${s.latency.responseOverheadMs}, measured on this stack (idle, uncached probes: ${paths[k]!.samples.map((x) => `${x.promptTokens} tokens ${x.overheadMs.toFixed(1)} ms`).join(', ')})`,
+          )
+          .join('; ')
+  } (the seed schedule charges ${s.latency.requestOverheadMs} + ${s.latency.requestOverheadMsPerToken}/token + ${s.latency.responseOverheadMs} for every arm).`,
   '',
   '| arm | metric | DES | live | live vs DES | 95% CI | agree |',
   '|---|---|---|---|---|---|---|',
@@ -146,7 +185,17 @@ writeFileSync(
   `bench/results/${values.name}.json`,
   JSON.stringify(
     {
-      meta: { command, date: new Date().toISOString(), timeScale, workload, profile, trial, wall, slo },
+      meta: {
+        command,
+        date: new Date().toISOString(),
+        timeScale,
+        workload,
+        profile,
+        trial,
+        wall,
+        slo,
+        paths,
+      },
       results,
       rates: extra,
     },

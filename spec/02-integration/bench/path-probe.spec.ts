@@ -1,0 +1,51 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fleetOf } from '../../../bench/lib/des/fleet.js';
+import { idleUncachedTtftMs } from '../../../bench/lib/des/idle-ttft.js';
+import { probePath } from '../../../bench/lib/live/path-probe.js';
+import { SEED_SCHEDULE } from '../../../bench/lib/schedule.js';
+import { loadModelSetup, type ModelSetup } from '../../../bench/lib/setup.js';
+import { MODEL, startTestFleet, type TestFleet } from '../emulator/emulator-fleet.js';
+
+// bench:live runs its discrete-event twin with the path latency it measures on the live stack; that only
+// makes sense if live TTFT minus the DES engine's own idle TTFT leaves just the HTTP/tokenizing path.
+describe('live path probe against a real emulator pod', () => {
+  let fleet: TestFleet;
+  let m: ModelSetup;
+  beforeAll(async () => {
+    const s = SEED_SCHEDULE;
+    fleet = await startTestFleet(1, {
+      profile: s.emulatorProfile,
+      time_scale: 1,
+      kv_capacity_tokens: s.kvCapacityTokens,
+    });
+    m = { ...(await loadModelSetup()), model: MODEL };
+  }, 60_000);
+  afterAll(async () => fleet?.close());
+
+  it('leaves a small, non-negative path once the engine time is taken out', { timeout: 60_000 }, async () => {
+    const pod = fleetOf(SEED_SCHEDULE, m).pod;
+    const [host, port] = fleet.config.pods![0]!.address!.split(':') as [string, string];
+    const fit = await probePath({
+      target: { host, port: Number(port) },
+      pod,
+      model: m,
+      timeScale: 1,
+      responseOverheadMs: 1,
+      label: 'spec',
+      sizes: [128, 2048],
+      repeats: 3,
+    });
+    expect(fit.samples.map((x) => x.promptTokens)).toEqual([
+      expect.toSatisfy((n: number) => n >= 128 && n < 150),
+      expect.toSatisfy((n: number) => n >= 2048 && n < 2070),
+    ]);
+    const engine2k = idleUncachedTtftMs(pod, fit.samples[1]!.promptTokens);
+    expect(engine2k).toBeGreaterThan(300); // a 2k prefill on this profile is hundreds of ms…
+    for (const x of fit.samples) {
+      expect(x.overheadMs).toBeGreaterThan(-5); // …and the live pod is not faster than its engine
+      expect(x.overheadMs).toBeLessThan(0.25 * engine2k); // nor slower by more than an HTTP path
+    }
+    expect(fit.requestOverheadMs).toBeGreaterThanOrEqual(0);
+    expect(fit.requestOverheadMsPerToken).toBeGreaterThanOrEqual(0);
+  });
+});
