@@ -6,6 +6,9 @@ import {
   pythonExpovariate,
 } from '../../../bench/lib/workload/arrivals.js';
 import { Rng } from '../../../bench/lib/rng.js';
+import { scheduleFromArgs } from '../../../bench/lib/cli-args.js';
+import { latencyProfile, SEED_SCHEDULE } from '../../../bench/lib/schedule.js';
+import { profileLabel } from '../../../bench/lib/types.js';
 
 // From CPython 3: [random.Random(42).expovariate(0.5) for _ in range(12)] and Random(7).expovariate(2.0).
 const PY_42_HALF = [
@@ -86,5 +89,16 @@ describe("GuideLLM's poisson strategy with worker processes", () => {
     expect(arrivalSlots({ ...base, clientWorkers: 10, trial: 1 })).toEqual(
       guidellmPoissonSlots({ ratePerS: 0.4, durationMs: 100_000, workers: 10, seed: 43 }),
     );
+  });
+});
+
+describe('--client-workers on the command line', () => {
+  it('sets the schedule, and rejects what is not a whole number ≥ 1', () => {
+    const { schedule } = scheduleFromArgs(SEED_SCHEDULE, ['--client-workers', '10']);
+    expect(latencyProfile(schedule, 'multiturn')).toMatchObject({ kind: 'poisson', clientWorkers: 10 });
+    expect(profileLabel(latencyProfile(schedule, 'multiturn'))).toBe('guidellm-poisson@0.5/s×10');
+    expect(profileLabel(latencyProfile(SEED_SCHEDULE, 'multiturn'))).toBe('poisson@0.5/s');
+    for (const bad of ['0', '2.5', 'ten'])
+      expect(() => scheduleFromArgs(SEED_SCHEDULE, ['--client-workers', bad])).toThrow(/client-workers/);
   });
 });
