@@ -19,7 +19,7 @@ import { loadModelSetup } from './lib/setup.js';
 import { sloFor } from './lib/slo.js';
 import { goodputPerMin } from './lib/stats/goodput.js';
 import { erroredInWindow } from './lib/stats/metrics.js';
-import type { Profile, RequestRecord, WorkloadName } from './lib/types.js';
+import type { Profile, RandomRouting, RequestRecord, WorkloadName } from './lib/types.js';
 import { WorkloadFactory } from './lib/workload/workloads.js';
 
 const { values } = parseArgs({
@@ -30,24 +30,33 @@ const { values } = parseArgs({
     trial: { type: 'string', default: '0' },
     arms: { type: 'string', default: 'random,kinference' },
     concurrency: { type: 'string', default: '' },
-    'client-workers': { type: 'string', default: '1' },
+    'client-workers': { type: 'string', default: '10' },
+    arrivals: { type: 'string', default: 'poisson' },
     rate: { type: 'string' },
     name: { type: 'string', default: 'live' },
     'des-path': { type: 'string', default: 'measured' },
+    'random-routing': { type: 'string', default: 'per-connection' },
   },
 });
 const workload = values.workload as WorkloadName;
 const timeScale = Number(values['time-scale']);
 const trial = Number(values.trial);
-const s = SEED_SCHEDULE;
+const randomRouting = values['random-routing'] as RandomRouting;
+if (randomRouting !== 'per-request' && randomRouting !== 'per-connection')
+  throw new Error(`--random-routing ${randomRouting}: per-request or per-connection`);
+const s: BenchSchedule = { ...SEED_SCHEDULE, randomRouting };
 const windows = { warmupS: 60, measureS: Number(values['measure-s']), cooldownS: 20 };
+const clientWorkers = Number(values['client-workers']);
+if (values.arrivals !== 'poisson' && values.arrivals !== 'guidellm')
+  throw new Error(`--arrivals ${values.arrivals}: poisson or guidellm`);
 const profile: Profile = values.concurrency
-  ? { kind: 'concurrent', streams: Number(values.concurrency), ...windows }
+  ? { kind: 'concurrent', streams: Number(values.concurrency), ...windows, clientWorkers }
   : {
       kind: 'poisson',
       rate: Number(values.rate ?? s.poissonRate[workload]),
       ...windows,
-      clientWorkers: Number(values['client-workers']),
+      arrivals: values.arrivals,
+      clientWorkers,
     };
 const arms = values.arms!.split(',') as LiveArm[];
 for (const a of arms)
@@ -117,6 +126,7 @@ try {
       model,
       seed: s.seed,
       trial,
+      randomRouting,
     });
     console.error(`des: ${workload} ${arm}…`);
     const des = await runSpec(desSchedule(arm), model, { id: 0, workload, profile, arm, trial });

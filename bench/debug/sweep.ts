@@ -1,6 +1,7 @@
 /**
  * `npx tsx bench/debug/sweep.ts --cells shared-prefix:p,shared-prefix:16 [--arm kinference] [--trials 3]
- * [--seeds 42,43] [--config '{"field":value}'] [--client-workers 10] [--kv-capacity T] [--rates multiturn=0.3]`: runs the given discrete-event cells (workload:p for the
+ * [--seeds 42,43] [--config '{"field":value}'] [--client-workers 10] [--arrivals guidellm] [--random-routing per-request] [--kv-capacity T]
+ * [--rates multiturn=0.3]`: runs the given discrete-event cells (workload:p for the
  * Poisson profile, workload:N for N streams) of one arm in this process, router config = the benchmark's
  * with the JSON overrides, and prints per cell, pooled over seeds × trials: n, share of TTFT < 0.3 s,
  * TTFT p50/p95, hit ≥ ½ prompt, goodput/min under the seed SLO, ITL p50, shares meeting the TTFT and ITL
@@ -16,7 +17,14 @@ import { runArmCell } from '../lib/des/cell-setup.js';
 import { goodputPerMin } from '../lib/stats/goodput.js';
 import { erroredInWindow, inMeasureWindow, requestMetrics } from '../lib/stats/metrics.js';
 import { percentile } from '../lib/stats/percentile.js';
-import type { ArmName, Profile, RequestRecord, WorkloadName } from '../lib/types.js';
+import type {
+  ArmName,
+  ArrivalProcess,
+  Profile,
+  RandomRouting,
+  RequestRecord,
+  WorkloadName,
+} from '../lib/types.js';
 
 const { values } = parseArgs({
   options: {
@@ -26,7 +34,9 @@ const { values } = parseArgs({
     seed: { type: 'string', default: '42' },
     seeds: { type: 'string' },
     config: { type: 'string', default: '{}' },
-    'client-workers': { type: 'string', default: '1' },
+    'client-workers': { type: 'string', default: '10' },
+    arrivals: { type: 'string', default: 'poisson' },
+    'random-routing': { type: 'string', default: 'per-connection' },
     'kv-capacity': { type: 'string' },
     rates: { type: 'string' },
   },
@@ -36,6 +46,7 @@ const s = {
   ...SEED_SCHEDULE,
   poissonRate: { ...SEED_SCHEDULE.poissonRate },
   clientWorkers: Number(values['client-workers']),
+  arrivals: values.arrivals as ArrivalProcess,
   kvCapacityTokens: Number(values['kv-capacity'] ?? SEED_SCHEDULE.kvCapacityTokens),
 };
 for (const kv of values.rates ? values.rates.split(',') : []) {
@@ -70,6 +81,7 @@ for (const cell of values.cells!.split(',')) {
         trial,
         config,
         slo: slo[w],
+        randomRouting: values['random-routing'] as RandomRouting,
       });
       recs.push(...r.records.filter((x) => inMeasureWindow(x, r.windowStartMs, r.windowEndMs)));
       preemptions += r.pods.reduce((a, p) => a + p.preemptions, 0);

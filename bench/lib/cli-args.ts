@@ -18,6 +18,8 @@ export function scheduleFromArgs(
       'kv-capacity': { type: 'string' },
       rates: { type: 'string' },
       'client-workers': { type: 'string' },
+      arrivals: { type: 'string' },
+      'random-routing': { type: 'string' },
       seed: { type: 'string' },
       workers: { type: 'string' },
       'measure-s': { type: 'string' },
@@ -51,6 +53,17 @@ export function scheduleFromArgs(
     s.clientWorkers = Number(values['client-workers']);
     if (!Number.isInteger(s.clientWorkers) || s.clientWorkers < 1)
       throw new Error(`--client-workers ${values['client-workers']}: a whole number ≥ 1`);
+  }
+  if (values.arrivals) {
+    if (values.arrivals !== 'poisson' && values.arrivals !== 'guidellm')
+      throw new Error(`--arrivals ${values.arrivals}: poisson or guidellm`);
+    s.arrivals = values.arrivals;
+  }
+  if (values['random-routing']) {
+    const r = values['random-routing'];
+    if (r !== 'per-request' && r !== 'per-connection')
+      throw new Error(`--random-routing ${r}: per-request or per-connection`);
+    s.randomRouting = r;
   }
   if (values['measure-s']) {
     const m = Number(values['measure-s']);

@@ -1,6 +1,6 @@
 import type { FleetSpec } from './des/cell-setup.js';
-import type { ArmName, Profile, WorkloadName } from './types.js';
-import { ARM_NAMES, WORKLOAD_NAMES } from './types.js';
+import type { ArmName, ArrivalProcess, Profile, RandomRouting, WorkloadName } from './types.js';
+import { ARM_NAMES, GUIDELLM_WORKERS, WORKLOAD_NAMES } from './types.js';
 import type { WorkloadShapes } from './workload/workloads.js';
 import { PUBLISHED_SHAPES } from './workload/workloads.js';
 
@@ -14,12 +14,15 @@ export interface BenchSchedule {
   shapes: WorkloadShapes;
   /** Poisson rate per workload (requests/s) for the latency profile. */
   poissonRate: Record<WorkloadName, number>;
-  /**
-   * How the open-loop arrivals are drawn: 1 = a plain Poisson process; N > 1 = GuideLLM's `poisson`
-   * strategy as it actually runs with N worker processes (GuideLLM's default is 10; workload/arrivals.ts).
-   * Optional so that results written before it read as 1.
-   */
+  /** Open-loop arrival times (default `poisson`; `guidellm` = GuideLLM's own schedule, workload/arrivals.ts). */
+  arrivals?: ArrivalProcess;
+  /** Client worker processes, as GuideLLM runs them (default 10): conversations and connection pools are per worker. */
   clientWorkers?: number;
+  /**
+   * The random arm: a random pod per keep-alive connection, as kube-proxy does behind GuideLLM's httpx pools
+   * (default; arms/kube-proxy.ts), or per request.
+   */
+  randomRouting?: RandomRouting;
   latencyWindows: { warmupS: number; measureS: number; cooldownS: number };
   concurrency: number[];
   capacityWindows: { warmupS: number; measureS: number; cooldownS: number };
@@ -38,14 +41,21 @@ export function latencyProfile(s: BenchSchedule, w: WorkloadName): Profile {
     kind: 'poisson',
     rate: s.poissonRate[w],
     ...s.latencyWindows,
-    clientWorkers: s.clientWorkers ?? 1,
+    arrivals: s.arrivals ?? 'poisson',
+    clientWorkers: s.clientWorkers ?? GUIDELLM_WORKERS,
   };
 }
 
 export function profilesOf(s: BenchSchedule, w: WorkloadName): Profile[] {
   const out: Profile[] = [];
   if (s.poissonRate[w] > 0) out.push(latencyProfile(s, w));
-  for (const n of s.concurrency) out.push({ kind: 'concurrent', streams: n, ...s.capacityWindows });
+  for (const n of s.concurrency)
+    out.push({
+      kind: 'concurrent',
+      streams: n,
+      ...s.capacityWindows,
+      clientWorkers: s.clientWorkers ?? GUIDELLM_WORKERS,
+    });
   return out;
 }
 
@@ -66,8 +76,10 @@ export const SEED_SCHEDULE: BenchSchedule = {
   arms: [...ARM_NAMES],
   workloads: [...WORKLOAD_NAMES],
   shapes: PUBLISHED_SHAPES,
-  poissonRate: { control: 0.2, 'shared-prefix': 0.25, multiturn: 0.5 },
-  clientWorkers: 1,
+  poissonRate: { control: 0.2, 'shared-prefix': 0.27, multiturn: 0.52 },
+  arrivals: 'poisson',
+  clientWorkers: GUIDELLM_WORKERS,
+  randomRouting: 'per-connection',
   latencyWindows: { warmupS: 60, measureS: 240, cooldownS: 45 },
   concurrency: [4, 8, 16, 24, 32],
   capacityWindows: { warmupS: 60, measureS: 180, cooldownS: 60 },

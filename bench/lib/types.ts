@@ -16,26 +16,52 @@ export const ARM_NAMES = [
 ] as const;
 export type ArmName = (typeof ARM_NAMES)[number];
 
-/** GuideLLM's `settings.max_worker_processes`: the worker processes its `poisson` strategy draws arrivals in. */
+/** kube-proxy picks a pod per TCP connection; a keep-alive client reuses connections (arms/kube-proxy.ts). */
+export type RandomRouting = 'per-connection' | 'per-request';
+
+/** GuideLLM's `settings.max_worker_processes`: the client processes a run is spread over. */
 export const GUIDELLM_WORKERS = 10;
+
+/**
+ * Open-loop arrival times: `poisson`, independent exponential gaps (the benchmark's seeded stream); or
+ * `guidellm`, GuideLLM's `poisson` strategy as it runs, where every worker draws the same gaps
+ * (workload/arrivals.ts).
+ */
+export type ArrivalProcess = 'poisson' | 'guidellm';
+
+/** How the client runs, as GuideLLM does: worker processes, each with its conversations and connection pool. */
+export interface ClientShape {
+  /** Worker processes (default GUIDELLM_WORKERS): open-loop slots are dealt to them in turn, streams spread over them. */
+  clientWorkers?: number;
+}
 
 /** A GuideLLM load profile with its transient phases (seconds, GuideLLM's prefer_duration mode). */
 export type Profile =
-  | {
+  | ({
       kind: 'poisson';
       rate: number;
       warmupS: number;
       measureS: number;
       cooldownS: number;
-      /** 1 (default): a plain Poisson process; N > 1: GuideLLM's schedule with N workers (workload/arrivals.ts). */
-      clientWorkers?: number;
-    }
-  | { kind: 'concurrent'; streams: number; warmupS: number; measureS: number; cooldownS: number };
+      /** Default `poisson`. */
+      arrivals?: ArrivalProcess;
+    } & ClientShape)
+  | ({
+      kind: 'concurrent';
+      streams: number;
+      warmupS: number;
+      measureS: number;
+      cooldownS: number;
+    } & ClientShape);
+
+/** The client worker that sends stream `stream` (GuideLLM runs min(streams, workers) processes). */
+export function workerOfStream(p: Profile & { kind: 'concurrent' }, stream: number): number {
+  return stream % Math.min(p.streams, p.clientWorkers ?? GUIDELLM_WORKERS);
+}
 
 export function profileLabel(p: Profile): string {
   if (p.kind === 'concurrent') return `concurrent@${p.streams}`;
-  const w = p.clientWorkers ?? 1;
-  return w > 1 ? `guidellm-poisson@${p.rate}/s×${w}` : `poisson@${p.rate}/s`;
+  return p.arrivals === 'guidellm' ? `guidellm-poisson@${p.rate}/s` : `poisson@${p.rate}/s`;
 }
 
 export function profileDurationS(p: Profile): number {

@@ -19,6 +19,8 @@ export interface ArmRequest {
   promptTokenIds: readonly number[];
   /** Tokens of the first message (the shared system prompt, or the first user turn): what a prefix hash keys on. */
   firstMessageText: string;
+  /** The client process sending it (GuideLLM worker): its own HTTP connection pool (kube-proxy routes per connection). */
+  client: number;
 }
 
 export interface ArmDecision {

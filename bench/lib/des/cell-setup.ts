@@ -3,12 +3,13 @@ import { MemoryKvIndex } from '../../../src/index/memory-index.js';
 import { approxPrefixArm } from '../arms/approx-prefix.js';
 import { consistentHashArm } from '../arms/consistent-hash.js';
 import { latencyEwmaArm } from '../arms/latency-ewma.js';
+import { kubeProxyArm } from '../arms/kube-proxy.js';
 import { leastConnectionsArm, randomArm, roundRobinArm } from '../arms/simple.js';
 import type { Arm } from '../arms/types.js';
 import { Rng } from '../rng.js';
 import type { Slo } from '../stats/goodput.js';
 import { routerConfig, type ModelSetup } from '../setup.js';
-import type { ArmName, Profile, WorkloadName } from '../types.js';
+import type { ArmName, Profile, RandomRouting, WorkloadName } from '../types.js';
 import { WorkloadFactory, type WorkloadShapes } from '../workload/workloads.js';
 import { CollectorFeed } from './feed.js';
 import { kinferenceArm } from './kinference-arm.js';
@@ -50,6 +51,8 @@ export async function runArmCell(opts: {
   config?: PluginConfig;
   /** The workload's SLO: kinference-slo sets its admission control (itl_slo_ms, shed_ttft_slo_ms) to it. */
   slo?: Slo;
+  /** How the random arm (kube-proxy) picks: per request (default) or per keep-alive connection. */
+  randomRouting?: RandomRouting;
   onProgress?: (virtualMs: number) => void;
 }): Promise<CellResult & { fallbacks?: Record<string, number>; indexStats?: Record<string, number> }> {
   const { fleet, model, seed, trial } = opts;
@@ -62,7 +65,7 @@ export async function runArmCell(opts: {
   let fallbacks: Map<string, number> | undefined;
   switch (opts.arm) {
     case 'random':
-      arm = randomArm(armRng);
+      arm = opts.randomRouting === 'per-connection' ? kubeProxyArm(armRng) : randomArm(armRng);
       break;
     case 'round-robin':
       arm = roundRobinArm();

@@ -2,7 +2,7 @@ import { RequestBlockHasher } from '../../../emulator/engine/block-hash.js';
 import type { StepOutcome } from '../../../emulator/engine/types.js';
 import type { Arm, ArmDecision, ArmRequest, PodView } from '../arms/types.js';
 import type { Profile, RequestRecord } from '../types.js';
-import { profileDurationS } from '../types.js';
+import { GUIDELLM_WORKERS, profileDurationS, workerOfStream } from '../types.js';
 import { ConversationClient, type Turn } from '../workload/client.js';
 import { arrivalSlots } from '../workload/arrivals.js';
 import { prepareRequest, type PreparedRequest } from '../workload/prepare.js';
@@ -90,7 +90,8 @@ export async function runCell(input: CellInput): Promise<CellResult> {
       ? arrivalSlots({
           ratePerS: profile.rate,
           durationMs,
-          clientWorkers: profile.clientWorkers ?? 1,
+          process: profile.arrivals ?? 'poisson',
+          clientWorkers: profile.clientWorkers ?? GUIDELLM_WORKERS,
           seed: input.seed,
           trial: input.trial,
           workload: input.factory.name,
@@ -111,13 +112,14 @@ export async function runCell(input: CellInput): Promise<CellResult> {
       kvUsage: scraped.get(p.id)?.kvUsage ?? null,
     }));
 
-  async function send(turn: Turn, stream: number | null): Promise<void> {
+  async function send(turn: Turn, stream: number | null, worker: number): Promise<void> {
     const prepared = await prepareRequest(turn, input.model, input.template, input.promptTokenizer);
     const armReq: ArmRequest = {
       key: turn.key,
       body: prepared.body,
       promptTokenIds: prepared.promptTokenIds,
       firstMessageText: prepared.firstMessageText,
+      client: worker,
     };
     const decision = await arm.choose(armReq, views(), now);
     if (decision.rejected) {
@@ -275,12 +277,13 @@ export async function runCell(input: CellInput): Promise<CellResult> {
     if (tStream === t) {
       const i = streamStarts.findIndex((s) => s.atMs === t);
       const { stream } = streamStarts.splice(i, 1)[0]!;
-      await send(await client.next(), stream);
+      const worker = profile.kind === 'concurrent' ? workerOfStream(profile, stream) : 0;
+      await send(await client.next(worker), stream, worker);
       continue;
     }
     if (tSlot === t) {
       const slot = slots[nextSlot++]!;
-      await send(await client.next(slot.worker), null);
+      await send(await client.next(slot.worker), null, slot.worker);
     }
   }
 

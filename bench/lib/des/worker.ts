@@ -43,6 +43,7 @@ export async function runSpec(
     trial: c.trial,
     // Only the arm with admission control needs the SLO (computing it runs the idle engine).
     ...(c.arm === 'kinference-slo' ? { slo: sloFor(s, m)[c.workload] } : {}),
+    ...(s.randomRouting ? { randomRouting: s.randomRouting } : {}),
     ...(onProgress ? { onProgress } : {}),
   });
   return {

@@ -1,6 +1,16 @@
 import { Rng } from '../rng.js';
 import type { ModelSetup } from '../setup.js';
-import { profileDurationS, type Profile, type RequestRecord } from '../types.js';
+import { kubeProxyArm } from '../arms/kube-proxy.js';
+import { randomArm as randomPerRequest } from '../arms/simple.js';
+import type { ArmDecision, ArmRequest } from '../arms/types.js';
+import {
+  GUIDELLM_WORKERS,
+  profileDurationS,
+  type Profile,
+  type RandomRouting,
+  type RequestRecord,
+  workerOfStream,
+} from '../types.js';
 import { arrivalSlots } from '../workload/arrivals.js';
 import { ConversationClient } from '../workload/client.js';
 import { chatBody } from '../workload/prepare.js';
@@ -35,12 +45,24 @@ export async function runLiveCell(o: {
   model: ModelSetup;
   seed: number;
   trial: number;
+  randomRouting?: RandomRouting;
 }): Promise<LiveCellResult> {
   const k = o.timeScale;
   const durationMs = profileDurationS(o.profile) * 1000;
   const client = new ConversationClient(o.factory);
   // The same stream as the DES random arm (des/cell-setup.ts), so both modes make the same picks in order.
   const pick = Rng.derive(o.seed, o.trial, 'arm', 'random');
+  const randomArm = o.randomRouting === 'per-connection' ? kubeProxyArm(pick) : randomPerRequest(pick);
+  const podViews = o.stack.pods.map((p) => ({ id: p.id, inFlight: 0, waiting: null, kvUsage: null }));
+  const armRequest = (client: number): ArmRequest => ({
+    key: '',
+    body: '',
+    promptTokenIds: [],
+    firstMessageText: '',
+    client,
+  });
+  const randomRoute = (client: number, nowMs: number): ArmDecision =>
+    randomArm.choose(armRequest(client), podViews, nowMs) as ArmDecision;
   const records: RequestRecord[] = [];
   const inflight = new Set<Promise<void>>();
   const t0 = performance.now();
@@ -51,10 +73,15 @@ export async function runLiveCell(o: {
   if (o.arm === 'kinference-slo' && !path)
     throw new Error('kinference-slo needs a stack started with admission');
   /** Sends one turn; resolves with the Retry-After in real ms when the gateway answered 429. */
-  const sendOne = async (worker = 0): Promise<number | null> => {
+  /** One request from client worker `worker` (its conversations, its connection pool). */
+  const sendOne = async (worker: number): Promise<number | null> => {
     const turn = await client.next(worker);
     const body = chatBody(turn, o.model.model);
-    const target = viaGateway ? { id: 'gateway', ...o.stack.gateway } : pick.pick(o.stack.pods);
+    // random: the same choice as the DES arm (per request, or kube-proxy per keep-alive connection).
+    const route = viaGateway ? null : randomRoute(worker, virt(performance.now()));
+    const target = route
+      ? o.stack.pods.find((p) => p.id === route.podId)!
+      : { id: 'gateway', ...o.stack.gateway };
     const rec: RequestRecord = {
       key: turn.key,
       conversationId: turn.conv.id,
@@ -86,6 +113,7 @@ export async function runLiveCell(o: {
       return null;
     }
     rec.endMs = virt(t.endMs);
+    if (route) randomArm.onComplete?.(route, armRequest(worker), rec.endMs, 0, 0);
     rec.status = t.ok ? 'successful' : 'errored';
     if (t.status === 429) rec.pod = ''; // answered by the gateway, as in the DES
     client.complete(turn, t.ok ? t.text : null);
@@ -97,7 +125,8 @@ export async function runLiveCell(o: {
     const slots = arrivalSlots({
       ratePerS: o.profile.rate,
       durationMs,
-      clientWorkers: o.profile.clientWorkers ?? 1,
+      process: o.profile.arrivals ?? 'poisson',
+      clientWorkers: o.profile.clientWorkers ?? GUIDELLM_WORKERS,
       seed: o.seed,
       trial: o.trial,
       workload: o.factory.name,
@@ -111,10 +140,11 @@ export async function runLiveCell(o: {
       inflight.add(p);
     }
   } else {
-    for (let i = 0; i < o.profile.streams; i++) {
+    const profile = o.profile;
+    for (let i = 0; i < profile.streams; i++) {
       const p = (async (): Promise<void> => {
         while (virt(performance.now()) < durationMs) {
-          const retryMs = await sendOne();
+          const retryMs = await sendOne(workerOfStream(profile, i));
           if (retryMs !== null) await sleep(retryMs);
         }
       })().finally(() => inflight.delete(p));

@@ -23,7 +23,7 @@ export function toMarkdown(
   );
   L.push(
     `Fleet: ${s.pods} emulated vLLM pods, profile \`${s.emulatorProfile}\`, KV ${s.kvCapacityTokens.toLocaleString('en')} tokens/pod, block 16. ` +
-      `Seed ${s.seed}, ${s.trials} trial(s), fresh prompts per trial. Latency profile: ${(s.clientWorkers ?? 1) > 1 ? `GuideLLM's poisson strategy as it runs (${s.clientWorkers} worker processes, random_seed = seed + trial)` : 'Poisson'}, windows ${s.latencyWindows.warmupS}/${s.latencyWindows.measureS}/${s.latencyWindows.cooldownS} s; ` +
+      `Seed ${s.seed}, ${s.trials} trial(s), fresh prompts per trial. Random arm: a random pod ${s.randomRouting === 'per-connection' ? "per keep-alive connection (kube-proxy behind GuideLLM's httpx pools, 5 s keep-alive)" : 'per request'}. Client: ${s.clientWorkers ?? 10} worker processes (conversations and connections per worker). Latency profile: ${s.arrivals === 'guidellm' ? "GuideLLM's poisson strategy as it runs (every worker draws the same gaps, random_seed = seed + trial)" : 'Poisson, slots dealt to the workers in turn'}, windows ${s.latencyWindows.warmupS}/${s.latencyWindows.measureS}/${s.latencyWindows.cooldownS} s; ` +
       (s.concurrency.length > 0
         ? `capacity: concurrency ${s.concurrency.join('/')}, windows ${s.capacityWindows.warmupS}/${s.capacityWindows.measureS}/${s.capacityWindows.cooldownS} s. `
         : 'no capacity profile. ') +

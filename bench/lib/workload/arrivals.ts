@@ -1,5 +1,6 @@
 import MersenneTwister from 'mersenne-twister';
 import { Rng } from '../rng.js';
+import type { ArrivalProcess } from '../types.js';
 
 /** One open-loop arrival: when the request is sent, and by which client worker. */
 export interface ArrivalSlot {
@@ -68,24 +69,28 @@ export function guidellmPoissonSlots(o: {
 }
 
 /**
- * The open-loop schedule of a cell: a plain Poisson process (`clientWorkers` 1, the stream the benchmark
- * has always used for the trial) or GuideLLM's worker-process schedule (`clientWorkers` > 1, GuideLLM
- * `random_seed` = seed + trial, so trial 0 of seed 42 is GuideLLM's default).
+ * The open-loop schedule of a cell. `poisson`: independent exponential gaps from the benchmark's seeded
+ * stream, dealt to the client workers in turn (as GuideLLM's workers take turns). `guidellm`: GuideLLM's
+ * own schedule, `random_seed` = seed + trial (trial 0 of seed 42 is GuideLLM's default).
  */
 export function arrivalSlots(o: {
   ratePerS: number;
   durationMs: number;
+  process: ArrivalProcess;
   clientWorkers: number;
   seed: number;
   trial: number;
   workload: string;
 }): ArrivalSlot[] {
-  if (o.clientWorkers <= 1)
-    return poissonSlots(o.ratePerS, o.durationMs, Rng.derive(o.seed, o.trial, 'arrivals', o.workload));
-  return guidellmPoissonSlots({
-    ratePerS: o.ratePerS,
-    durationMs: o.durationMs,
-    workers: o.clientWorkers,
-    seed: o.seed + o.trial,
-  });
+  if (!Number.isInteger(o.clientWorkers) || o.clientWorkers < 1)
+    throw new RangeError(`client workers ${o.clientWorkers}: a whole number ≥ 1`);
+  if (o.process === 'guidellm')
+    return guidellmPoissonSlots({
+      ratePerS: o.ratePerS,
+      durationMs: o.durationMs,
+      workers: o.clientWorkers,
+      seed: o.seed + o.trial,
+    });
+  const slots = poissonSlots(o.ratePerS, o.durationMs, Rng.derive(o.seed, o.trial, 'arrivals', o.workload));
+  return slots.map((x, i) => ({ atMs: x.atMs, worker: i % o.clientWorkers }));
 }

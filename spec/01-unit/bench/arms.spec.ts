@@ -3,7 +3,8 @@ import { approxPrefixArm } from '../../../bench/lib/arms/approx-prefix.js';
 import { consistentHashArm } from '../../../bench/lib/arms/consistent-hash.js';
 import { latencyEwmaArm } from '../../../bench/lib/arms/latency-ewma.js';
 import { leastConnectionsArm, randomArm, roundRobinArm } from '../../../bench/lib/arms/simple.js';
-import type { ArmRequest, PodView } from '../../../bench/lib/arms/types.js';
+import { kubeProxyArm } from '../../../bench/lib/arms/kube-proxy.js';
+import type { ArmDecision, ArmRequest, PodView } from '../../../bench/lib/arms/types.js';
 import { Rng } from '../../../bench/lib/rng.js';
 
 const pods = (inFlight: number[] = [0, 0, 0], waiting: (number | null)[] = [null, null, null]): PodView[] =>
@@ -13,6 +14,7 @@ const req = (first: string, ids: number[] = []): ArmRequest => ({
   body: '{}',
   promptTokenIds: ids,
   firstMessageText: first,
+  client: 0,
 });
 
 describe('routing arms', () => {
@@ -24,6 +26,33 @@ describe('routing arms', () => {
       Array.from({ length: 60 }, () => (b.choose(req('x'), pods(), 0) as { podId: string }).podId),
     ).toEqual(picks.map((p) => p.podId));
     expect(new Set(picks.map((p) => p.podId)).size).toBe(3);
+  });
+
+  it('kube-proxy behind a keep-alive pool: a client reuses its oldest live idle connection, else a new random pod', () => {
+    const arm = kubeProxyArm(new Rng(3), 5000);
+    const on = (client: number, t: number): ArmDecision =>
+      arm.choose({ ...req('x'), client }, pods(), t) as ArmDecision;
+    const done = (d: ArmDecision, t: number): void => arm.onComplete!(d, req('x'), t, 0, 0);
+    const a = on(0, 0);
+    const b = on(0, 10); // a is busy: a second connection
+    done(b, 100);
+    done(a, 200);
+    // Both idle: the oldest connection (a's) is taken first, then b's, then a fresh one.
+    const c = on(0, 300);
+    expect(c.podId).toBe(a.podId);
+    expect(c.token).toBe(a.token);
+    const d = on(0, 301);
+    expect(d.token).toBe(b.token);
+    expect(on(0, 302).token).not.toBe(a.token);
+    // Another client never shares the pool.
+    done(c, 400);
+    expect(on(1, 401).token).not.toBe(c.token);
+    // Idle longer than the keep-alive: closed, so the request opens a new connection.
+    expect(on(0, 400 + 5001).token).not.toBe(c.token);
+    // Over many fresh connections every pod is used.
+    const seen = new Set<string>();
+    for (let i = 0; i < 60; i++) seen.add(on(9, i).podId); // none released: always new
+    expect(seen.size).toBe(3);
   });
 
   it('round-robin cycles; least-connections takes the fewest in flight', () => {

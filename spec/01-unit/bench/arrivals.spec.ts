@@ -80,25 +80,38 @@ describe("GuideLLM's poisson strategy with worker processes", () => {
     expect(dg.vmr).toBeGreaterThan(3 * dp.vmr);
   });
 
-  it('arrivalSlots: one client worker is the benchmark stream, several are GuideLLM with seed + trial', () => {
+  it('arrivalSlots: Poisson gaps dealt to the workers in turn, or GuideLLM with random_seed = seed + trial', () => {
     const base = { ratePerS: 0.4, durationMs: 100_000, seed: 42, workload: 'multiturn' };
-    const one = arrivalSlots({ ...base, clientWorkers: 1, trial: 2 });
-    expect(one.map((s) => s.atMs)).toEqual(
-      poissonSlots(0.4, 100_000, Rng.derive(42, 2, 'arrivals', 'multiturn')).map((s) => s.atMs),
-    );
-    expect(arrivalSlots({ ...base, clientWorkers: 10, trial: 1 })).toEqual(
+    const p = arrivalSlots({ ...base, process: 'poisson', clientWorkers: 3, trial: 2 });
+    const plain = poissonSlots(0.4, 100_000, Rng.derive(42, 2, 'arrivals', 'multiturn'));
+    expect(p.map((s) => s.atMs)).toEqual(plain.map((s) => s.atMs));
+    expect(p.slice(0, 7).map((s) => s.worker)).toEqual([0, 1, 2, 0, 1, 2, 0]);
+    expect(arrivalSlots({ ...base, process: 'guidellm', clientWorkers: 10, trial: 1 })).toEqual(
       guidellmPoissonSlots({ ratePerS: 0.4, durationMs: 100_000, workers: 10, seed: 43 }),
+    );
+    expect(() => arrivalSlots({ ...base, process: 'poisson', clientWorkers: 0, trial: 0 })).toThrow(
+      /client workers/,
     );
   });
 });
 
-describe('--client-workers on the command line', () => {
-  it('sets the schedule, and rejects what is not a whole number ≥ 1', () => {
-    const { schedule } = scheduleFromArgs(SEED_SCHEDULE, ['--client-workers', '10']);
-    expect(latencyProfile(schedule, 'multiturn')).toMatchObject({ kind: 'poisson', clientWorkers: 10 });
-    expect(profileLabel(latencyProfile(schedule, 'multiturn'))).toBe('guidellm-poisson@0.5/s×10');
+describe('the client shape on the command line', () => {
+  it('sets arrivals and client workers, and rejects bad values', () => {
+    const { schedule } = scheduleFromArgs(SEED_SCHEDULE, ['--client-workers', '4', '--arrivals', 'guidellm']);
+    expect(latencyProfile(schedule, 'multiturn')).toMatchObject({
+      kind: 'poisson',
+      arrivals: 'guidellm',
+      clientWorkers: 4,
+    });
+    expect(profileLabel(latencyProfile(schedule, 'multiturn'))).toBe('guidellm-poisson@0.5/s');
     expect(profileLabel(latencyProfile(SEED_SCHEDULE, 'multiturn'))).toBe('poisson@0.5/s');
+    expect(latencyProfile(SEED_SCHEDULE, 'multiturn')).toMatchObject({
+      arrivals: 'poisson',
+      clientWorkers: 10,
+    });
     for (const bad of ['0', '2.5', 'ten'])
       expect(() => scheduleFromArgs(SEED_SCHEDULE, ['--client-workers', bad])).toThrow(/client-workers/);
+    expect(() => scheduleFromArgs(SEED_SCHEDULE, ['--arrivals', 'burst'])).toThrow(/arrivals/);
+    expect(() => scheduleFromArgs(SEED_SCHEDULE, ['--random-routing', 'sticky'])).toThrow(/random-routing/);
   });
 });

@@ -24,6 +24,7 @@ describe('discrete-event runner: GuideLLM worker-process arrivals', () => {
         warmupS: 0,
         measureS: 60,
         cooldownS: 0,
+        arrivals: 'guidellm',
         clientWorkers: 4,
       };
       const r = await runCell({
