@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { fleetOf } from './lib/des/fleet.js';
 import { runSpec } from './lib/des/worker.js';
-import { probePath, type PathFit } from './lib/live/path-probe.js';
+import { probePaths, type PathFit } from './lib/live/path-probe.js';
 import { compareModes, type ArmAgreement } from './lib/live/agreement.js';
 import { runLiveCell, type LiveArm } from './lib/live/run-live-cell.js';
 import { resetPrefixCaches, startLiveStack } from './lib/live/stack.js';
@@ -106,10 +106,9 @@ try {
       timeScale,
       responseOverheadMs: s.latency.responseOverheadMs,
     };
-    if (arms.includes('random'))
-      paths.direct = await probePath({ ...probe, target: stack.pods[0]!, label: 'direct' });
-    if (arms.some((a) => a !== 'random'))
-      paths.gateway = await probePath({ ...probe, target: stack.gateway, label: 'gateway' });
+    const fits = await probePaths({ ...probe, targets: { direct: stack.pods[0]!, gateway: stack.gateway } });
+    if (arms.includes('random')) paths.direct = fits.direct;
+    if (arms.some((a) => a !== 'random')) paths.gateway = fits.gateway;
     console.error(`path: ${JSON.stringify(paths)}`);
   }
   for (const arm of arms) {
@@ -156,7 +155,7 @@ const L = [
           .filter((k) => paths[k])
           .map(
             (k) =>
-              `${k === 'direct' ? 'random (pod direct)' : 'through the gateway'} ${paths[k]!.requestOverheadMs.toFixed(1)} + ${paths[k]!.requestOverheadMsPerToken.toFixed(4)}/token + ${s.latency.responseOverheadMs}, measured on this stack (idle, uncached probes: ${paths[k]!.samples.map((x) => `${x.promptTokens} tokens ${x.overheadMs.toFixed(1)} ms`).join(', ')})`,
+              `${k === 'direct' ? 'random (pod direct)' : 'through the gateway'} ${paths[k]!.requestOverheadMs.toFixed(1)} + ${paths[k]!.requestOverheadMsPerToken.toFixed(4)}/token + ${s.latency.responseOverheadMs}, measured on this stack (idle, uncached probes, medians of 7: ${paths[k]!.samples.map((x) => `${x.promptTokens} tokens ${x.overheadMs.toFixed(1)} ms`).join(', ')})`,
           )
           .join('; ')
   } (the seed schedule charges ${s.latency.requestOverheadMs} + ${s.latency.requestOverheadMsPerToken}/token + ${s.latency.responseOverheadMs} for every arm).`,

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fleetOf } from '../../../bench/lib/des/fleet.js';
 import { idleUncachedTtftMs } from '../../../bench/lib/des/idle-ttft.js';
-import { probePath } from '../../../bench/lib/live/path-probe.js';
+import { probePaths } from '../../../bench/lib/live/path-probe.js';
 import { SEED_SCHEDULE } from '../../../bench/lib/schedule.js';
 import { loadModelSetup, type ModelSetup } from '../../../bench/lib/setup.js';
 import { MODEL, startTestFleet, type TestFleet } from '../emulator/emulator-fleet.js';
@@ -25,13 +25,12 @@ describe('live path probe against a real emulator pod', () => {
   it('leaves a small, non-negative path once the engine time is taken out', { timeout: 60_000 }, async () => {
     const pod = fleetOf(SEED_SCHEDULE, m).pod;
     const [host, port] = fleet.config.pods![0]!.address!.split(':') as [string, string];
-    const fit = await probePath({
-      target: { host, port: Number(port) },
+    const { pod0: fit } = await probePaths({
+      targets: { pod0: { host, port: Number(port) } },
       pod,
       model: m,
       timeScale: 1,
       responseOverheadMs: 1,
-      label: 'spec',
       sizes: [128, 2048],
       repeats: 3,
     });
