@@ -94,9 +94,11 @@ const paths: Record<'direct' | 'gateway', PathFit | null> = { direct: null, gate
 /** The DES the live arm is compared with: the seed's fixed path, or the path this stack measured. */
 const desSchedule = (arm: LiveArm): BenchSchedule => {
   const fit = paths[arm === 'random' ? 'direct' : 'gateway'];
-  if (!fit) return s;
+  // The live collector calibrates each pod from its /metrics; so does the twin.
+  const base = { ...s, collectorCalibration: true };
+  if (!fit) return base;
   const { requestOverheadMs, requestOverheadMsPerToken } = fit;
-  return { ...s, latency: { ...s.latency, requestOverheadMs, requestOverheadMsPerToken } };
+  return { ...base, latency: { ...s.latency, requestOverheadMs, requestOverheadMsPerToken } };
 };
 try {
   if (values['des-path'] === 'measured') {

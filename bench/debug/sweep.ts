@@ -37,6 +37,7 @@ const { values } = parseArgs({
     'client-workers': { type: 'string', default: '10' },
     arrivals: { type: 'string', default: 'poisson' },
     'random-routing': { type: 'string', default: 'per-connection' },
+    'collector-calibration': { type: 'boolean', default: false },
     'kv-capacity': { type: 'string' },
     rates: { type: 'string' },
   },
@@ -82,6 +83,7 @@ for (const cell of values.cells!.split(',')) {
         config,
         slo: slo[w],
         randomRouting: values['random-routing'] as RandomRouting,
+        collectorCalibration: values['collector-calibration'],
       });
       recs.push(...r.records.filter((x) => inMeasureWindow(x, r.windowStartMs, r.windowEndMs)));
       preemptions += r.pods.reduce((a, p) => a + p.preemptions, 0);

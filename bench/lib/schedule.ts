@@ -23,6 +23,11 @@ export interface BenchSchedule {
    * (default; arms/kube-proxy.ts), or per request.
    */
   randomRouting?: RandomRouting;
+  /**
+   * Calibrate the router's per-pod prefill cost from the pods' /metrics with the collector's estimator, as a
+   * live deployment does (bench:live's twin); default off: the emulator profile's defaults.
+   */
+  collectorCalibration?: boolean;
   latencyWindows: { warmupS: number; measureS: number; cooldownS: number };
   concurrency: number[];
   capacityWindows: { warmupS: number; measureS: number; cooldownS: number };

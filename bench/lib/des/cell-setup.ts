@@ -53,6 +53,8 @@ export async function runArmCell(opts: {
   slo?: Slo;
   /** How the random arm (kube-proxy) picks: per request (default) or per keep-alive connection. */
   randomRouting?: RandomRouting;
+  /** The kinference arms' pods are calibrated from /metrics by the collector's estimator (as live). */
+  collectorCalibration?: boolean;
   onProgress?: (virtualMs: number) => void;
 }): Promise<CellResult & { fallbacks?: Record<string, number>; indexStats?: Record<string, number> }> {
   const { fleet, model, seed, trial } = opts;
@@ -89,7 +91,7 @@ export async function runArmCell(opts: {
     case 'kinference':
     case 'kinference-slo': {
       const index = new MemoryKvIndex();
-      feed = new CollectorFeed(index, model.model, fleet.pod.blockSize);
+      feed = new CollectorFeed(index, model.model, fleet.pod.blockSize, opts.collectorCalibration ?? false);
       let config = opts.config ?? routerConfig(model);
       if (opts.arm === 'kinference-slo') {
         if (!opts.slo) throw new Error('kinference-slo needs the workload SLO');

@@ -1,8 +1,15 @@
 import type { KvCacheEvent } from '../../../emulator/engine/types.js';
 import { encodeKvEventBatch } from '../../../emulator/wire/kv-event-batch.js';
 import { KeyMapper, newMapperCounters, type MapperCounters } from '../../../src/collector/key-mapper.js';
+import { CalibrationEstimator } from '../../../src/collector/metrics/calibration.js';
+import { parsePromText } from '../../../src/collector/metrics/prom-text.js';
+import { engineView, extractVllmMetrics } from '../../../src/collector/metrics/vllm-metrics.js';
 import { parseVllmBatch } from '../../../src/collector/wire/vllm-events.js';
+import { CollectorSectionSchema } from '../../../src/config/collector-section.js';
+import { validateConfig } from '../../../src/config/validate.js';
+import { DEFAULT_CALIBRATION } from '../../../src/core/predictor.js';
 import type { KvIndex } from '../../../src/index/kv-index.js';
+import type { PodStatePatch } from '../../../src/index/pod-state-codec.js';
 import type { SimPod } from './pod.js';
 
 /**
@@ -18,13 +25,35 @@ export class CollectorFeed {
   readonly counters: MapperCounters = newMapperCounters();
   decodeErrors = 0;
 
+  /** Per pod, when the feed calibrates from /metrics as the collector does. */
+  readonly #estimators = new Map<string, CalibrationEstimator>();
+
+  /**
+   * `calibrate`: each scrape renders the pod's vLLM /metrics text and runs it through the collector's own
+   * parser and CalibrationEstimator (collector defaults), so the router gets the per-pod calibration and
+   * queued-prefill estimate a live collector writes; otherwise the router keeps the profile's defaults.
+   */
   constructor(
     readonly index: KvIndex,
     readonly model: string,
     readonly blockSize: number,
+    readonly calibrate = false,
   ) {}
 
   async register(pod: SimPod, nowMs: number): Promise<void> {
+    if (this.calibrate) {
+      pod.enableMetrics(this.model);
+      const c = validateConfig(CollectorSectionSchema, {}, 'collector defaults');
+      this.#estimators.set(
+        pod.id,
+        new CalibrationEstimator({
+          windowMs: c.calibration_window_ms,
+          minRequests: c.calibration_min_requests,
+          minDecodeSteps: 50,
+          defaults: DEFAULT_CALIBRATION,
+        }),
+      );
+    }
     await this.index.upsertPodState(
       { model: this.model, podId: pod.id },
       { address: pod.address, healthy: true, lastScrapeAtMs: nowMs },
@@ -47,17 +76,24 @@ export class CollectorFeed {
 
   /** What a /metrics scrape gives the collector (vllm:num_requests_running/waiting, kv_cache_usage_perc). */
   async scrape(pod: SimPod, nowMs: number): Promise<void> {
-    await this.index.upsertPodState(
-      { model: this.model, podId: pod.id },
-      {
-        running: pod.engine.numRunning,
-        waiting: pod.engine.numWaiting,
-        kvUsage: pod.engine.kvUsage,
-        kvCapacityTokens: pod.engine.numGpuBlocks * pod.engine.blockSize,
-        meanQueuedPrefillTokens: pod.takeMeanQueuedPrefill(),
-        lastScrapeAtMs: nowMs,
-        healthy: true,
-      },
-    );
+    const patch: PodStatePatch = {
+      running: pod.engine.numRunning,
+      waiting: pod.engine.numWaiting,
+      kvUsage: pod.engine.kvUsage,
+      kvCapacityTokens: pod.engine.numGpuBlocks * pod.engine.blockSize,
+      meanQueuedPrefillTokens: pod.takeMeanQueuedPrefill(),
+      lastScrapeAtMs: nowMs,
+      healthy: true,
+    };
+    const est = this.#estimators.get(pod.id);
+    if (est && pod.metrics) {
+      const m = engineView(extractVllmMetrics(parsePromText(await pod.metrics.render())), null);
+      if (m) {
+        const e = est.add(nowMs, m);
+        if (e.meanUncachedTokens !== null) patch.meanQueuedPrefillTokens = e.meanUncachedTokens;
+        if (e.calibration !== null) patch.calibration = e.calibration;
+      }
+    }
+    await this.index.upsertPodState({ model: this.model, podId: pod.id }, patch);
   }
 }

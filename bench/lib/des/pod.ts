@@ -1,6 +1,7 @@
 import { Engine } from '../../../emulator/engine/engine.js';
 import type { EngineProfile } from '../../../emulator/profiles.js';
 import type { StepOutcome } from '../../../emulator/engine/types.js';
+import { VllmMetrics } from '../../../emulator/server/vllm-metrics.js';
 
 /** Engine settings of one emulated pod (a profile from emulator/profiles.ts plus overrides). */
 export interface PodSpec {
@@ -32,6 +33,11 @@ export class SimPod {
   admittedUncached = 0;
   admittedCount = 0;
   lastMeanQueuedPrefill = 0;
+  /**
+   * The pod's vLLM /metrics (the emulator's own exporter), recorded step by step when the run feeds the
+   * collector's calibration from them (`enableMetrics`); null otherwise.
+   */
+  metrics: VllmMetrics | null = null;
   /** Totals for the report. */
   stepCount = 0;
   busyMs = 0;
@@ -59,8 +65,22 @@ export class SimPod {
     });
   }
 
+  /** Records every step into a vLLM /metrics exporter, as the live emulator does (time scale 1). */
+  enableMetrics(modelName: string): void {
+    this.metrics = new VllmMetrics({
+      modelName,
+      engineIndexes: [0],
+      maxModelLen: this.engine.maxModelLen,
+      blockSize: this.engine.blockSize,
+      numGpuBlocks: this.engine.numGpuBlocks,
+      msToSeconds: (ms) => ms / 1000,
+      hashAlgo: 'sha256_cbor',
+    });
+  }
+
   /** Applies a step to the ledger (before the runner reads its tokens). */
   noteStep(s: StepOutcome): void {
+    this.metrics?.record(0, s);
     this.stepCount++;
     this.busyMs += s.endMs - s.startMs;
     this.preemptions += s.preempted.length;

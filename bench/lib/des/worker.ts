@@ -44,6 +44,7 @@ export async function runSpec(
     // Only the arm with admission control needs the SLO (computing it runs the idle engine).
     ...(c.arm === 'kinference-slo' ? { slo: sloFor(s, m)[c.workload] } : {}),
     ...(s.randomRouting ? { randomRouting: s.randomRouting } : {}),
+    ...(s.collectorCalibration ? { collectorCalibration: true } : {}),
     ...(onProgress ? { onProgress } : {}),
   });
   return {
