@@ -103,8 +103,12 @@ describe('the client shape on the command line', () => {
       arrivals: 'guidellm',
       clientWorkers: 4,
     });
-    expect(profileLabel(latencyProfile(schedule, 'multiturn'))).toBe('guidellm-poisson@0.5/s');
-    expect(profileLabel(latencyProfile(SEED_SCHEDULE, 'multiturn'))).toBe('poisson@0.5/s');
+    expect(profileLabel(latencyProfile(schedule, 'multiturn'))).toBe(
+      `guidellm-poisson@${SEED_SCHEDULE.poissonRate.multiturn}/s`,
+    );
+    expect(profileLabel(latencyProfile(SEED_SCHEDULE, 'multiturn'))).toBe(
+      `poisson@${SEED_SCHEDULE.poissonRate.multiturn}/s`,
+    );
     expect(latencyProfile(SEED_SCHEDULE, 'multiturn')).toMatchObject({
       arrivals: 'poisson',
       clientWorkers: 10,
