@@ -14,12 +14,13 @@ import { probePaths, type PathFit } from './lib/live/path-probe.js';
 import { compareModes, type ArmAgreement } from './lib/live/agreement.js';
 import { runLiveCell, type LiveArm } from './lib/live/run-live-cell.js';
 import { resetPrefixCaches, startLiveStack } from './lib/live/stack.js';
-import { SEED_SCHEDULE, type BenchSchedule } from './lib/schedule.js';
+import { applyClientArgs, CLIENT_ARG_OPTIONS } from './lib/cli-args.js';
+import { capacityProfile, latencyProfile, SEED_SCHEDULE, type BenchSchedule } from './lib/schedule.js';
 import { loadModelSetup } from './lib/setup.js';
 import { sloFor } from './lib/slo.js';
 import { goodputPerMin } from './lib/stats/goodput.js';
 import { erroredInWindow } from './lib/stats/metrics.js';
-import type { Profile, RandomRouting, RequestRecord, WorkloadName } from './lib/types.js';
+import type { Profile, RequestRecord, WorkloadName } from './lib/types.js';
 import { WorkloadFactory } from './lib/workload/workloads.js';
 
 const { values } = parseArgs({
@@ -30,34 +31,24 @@ const { values } = parseArgs({
     trial: { type: 'string', default: '0' },
     arms: { type: 'string', default: 'random,kinference' },
     concurrency: { type: 'string', default: '' },
-    'client-workers': { type: 'string', default: '10' },
-    arrivals: { type: 'string', default: 'poisson' },
+    ...CLIENT_ARG_OPTIONS,
     rate: { type: 'string' },
     name: { type: 'string', default: 'live' },
     'des-path': { type: 'string', default: 'measured' },
-    'random-routing': { type: 'string', default: 'per-connection' },
   },
 });
 const workload = values.workload as WorkloadName;
 const timeScale = Number(values['time-scale']);
 const trial = Number(values.trial);
-const randomRouting = values['random-routing'] as RandomRouting;
-if (randomRouting !== 'per-request' && randomRouting !== 'per-connection')
-  throw new Error(`--random-routing ${randomRouting}: per-request or per-connection`);
-const s: BenchSchedule = { ...SEED_SCHEDULE, randomRouting };
+const s: BenchSchedule = structuredClone(SEED_SCHEDULE);
+applyClientArgs(s, values);
+if (values.rate) s.poissonRate[workload] = Number(values.rate);
+const randomRouting = s.randomRouting;
 const windows = { warmupS: 60, measureS: Number(values['measure-s']), cooldownS: 20 };
-const clientWorkers = Number(values['client-workers']);
-if (values.arrivals !== 'poisson' && values.arrivals !== 'guidellm')
-  throw new Error(`--arrivals ${values.arrivals}: poisson or guidellm`);
-const profile: Profile = values.concurrency
-  ? { kind: 'concurrent', streams: Number(values.concurrency), ...windows, clientWorkers }
-  : {
-      kind: 'poisson',
-      rate: Number(values.rate ?? s.poissonRate[workload]),
-      ...windows,
-      arrivals: values.arrivals,
-      clientWorkers,
-    };
+const profile: Profile = {
+  ...(values.concurrency ? capacityProfile(s, Number(values.concurrency)) : latencyProfile(s, workload)),
+  ...windows,
+};
 const arms = values.arms!.split(',') as LiveArm[];
 for (const a of arms)
   if (!['random', 'kinference', 'kinference-slo'].includes(a)) throw new Error(`unknown live arm ${a}`);
@@ -127,7 +118,7 @@ try {
       model,
       seed: s.seed,
       trial,
-      randomRouting,
+      ...(randomRouting ? { randomRouting } : {}),
     });
     console.error(`des: ${workload} ${arm}…`);
     const des = await runSpec(desSchedule(arm), model, { id: 0, workload, profile, arm, trial });
@@ -147,7 +138,7 @@ const L = [
   `Command: \`${command}\`  `,
   `Cell: ${workload}, ${profile.kind === 'poisson' ? `Poisson ${profile.rate}/s` : `${profile.streams} concurrent streams`} (virtual), windows ${profile.warmupS}/${profile.measureS}/${profile.cooldownS} s, seed ${s.seed}, trial ${trial}. ` +
     `Live: Redis + ${s.pods} \`kinference emulator\` pods at time_scale ${timeScale} + \`kinference collector\` + \`kinference gateway\` (plugin in kong-js-pluginserver); ` +
-    `client timestamps × ${timeScale}. random = client picks a pod uniformly (kube-proxy); kinference = through the gateway; ` +
+    `client timestamps × ${timeScale}. random = client sends to the pod kube-proxy would pick (${s.randomRouting ?? 'per-request'}, as the DES arm); kinference = through the gateway; ` +
     `kinference-slo = the gateway's route with admission control (itl_slo_ms ${slo.itlMs}, shed_ttft_slo_ms ${slo.ttftMs}).`,
   '',
   `DES path latency (client → engine → client, virtual ms): ${

@@ -10,12 +10,12 @@ import { parseArgs } from 'node:util';
 import { MemoryKvIndex } from '../../src/index/memory-index.js';
 import type { RouteOutcome } from '../../src/router/router.js';
 import { loadModelSetup, routerConfig } from '../lib/setup.js';
-import { latencyProfile, SEED_SCHEDULE } from '../lib/schedule.js';
+import { capacityProfile, latencyProfile, SEED_SCHEDULE } from '../lib/schedule.js';
 import { fleetOf } from '../lib/des/fleet.js';
 import { CollectorFeed } from '../lib/des/feed.js';
 import { kinferenceArm } from '../lib/des/kinference-arm.js';
 import { exactTtftMs, oracleArm } from '../lib/des/oracle-arm.js';
-import { simPods } from '../lib/des/cell-setup.js';
+import { cellEnvironment, simPods } from '../lib/des/cell-setup.js';
 import { runCell } from '../lib/des/run-cell.js';
 import { WorkloadFactory } from '../lib/workload/workloads.js';
 import type { Arm } from '../lib/arms/types.js';
@@ -38,7 +38,7 @@ const trial = Number(values.trial);
 const m = await loadModelSetup();
 const fleet = fleetOf(s, m);
 const profile: Profile = values.streams
-  ? { kind: 'concurrent', streams: Number(values.streams), ...s.capacityWindows }
+  ? capacityProfile(s, Number(values.streams))
   : latencyProfile(
       { ...s, poissonRate: { ...s.poissonRate, [workload]: Number(values.rate ?? s.poissonRate[workload]) } },
       workload,
@@ -93,11 +93,7 @@ const r = await runCell({
   factory,
   profile,
   pods,
-  model: m.model,
-  template: m.template,
-  promptTokenizer: m.promptTokenizer,
-  wordOf: m.wordOf,
-  latency: fleet.latency,
+  ...cellEnvironment(m, fleet),
   seed: s.seed,
   trial,
   feed,

@@ -10,21 +10,15 @@
  */
 import { parseArgs } from 'node:util';
 import { loadModelSetup, routerConfig } from '../lib/setup.js';
-import { latencyProfile, SEED_SCHEDULE } from '../lib/schedule.js';
+import { applyClientArgs, CLIENT_ARG_OPTIONS } from '../lib/cli-args.js';
+import { capacityProfile, latencyProfile, SEED_SCHEDULE } from '../lib/schedule.js';
 import { sloFor } from '../lib/slo.js';
 import { fleetOf } from '../lib/des/fleet.js';
 import { runArmCell } from '../lib/des/cell-setup.js';
 import { goodputPerMin } from '../lib/stats/goodput.js';
 import { erroredInWindow, inMeasureWindow, requestMetrics } from '../lib/stats/metrics.js';
 import { percentile } from '../lib/stats/percentile.js';
-import type {
-  ArmName,
-  ArrivalProcess,
-  Profile,
-  RandomRouting,
-  RequestRecord,
-  WorkloadName,
-} from '../lib/types.js';
+import type { ArmName, Profile, RequestRecord, WorkloadName } from '../lib/types.js';
 
 const { values } = parseArgs({
   options: {
@@ -34,26 +28,13 @@ const { values } = parseArgs({
     seed: { type: 'string', default: '42' },
     seeds: { type: 'string' },
     config: { type: 'string', default: '{}' },
-    'client-workers': { type: 'string', default: '10' },
-    arrivals: { type: 'string', default: 'poisson' },
-    'random-routing': { type: 'string', default: 'per-connection' },
+    ...CLIENT_ARG_OPTIONS,
     'collector-calibration': { type: 'boolean', default: false },
-    'kv-capacity': { type: 'string' },
-    rates: { type: 'string' },
   },
 });
 const seeds = (values.seeds ?? values.seed!).split(',').map(Number);
-const s = {
-  ...SEED_SCHEDULE,
-  poissonRate: { ...SEED_SCHEDULE.poissonRate },
-  clientWorkers: Number(values['client-workers']),
-  arrivals: values.arrivals as ArrivalProcess,
-  kvCapacityTokens: Number(values['kv-capacity'] ?? SEED_SCHEDULE.kvCapacityTokens),
-};
-for (const kv of values.rates ? values.rates.split(',') : []) {
-  const [w, r] = kv.split('=') as [WorkloadName, string];
-  s.poissonRate[w] = Number(r);
-}
+const s = structuredClone(SEED_SCHEDULE);
+applyClientArgs(s, values);
 const m = await loadModelSetup();
 const fleet = fleetOf(s, m);
 const slo = sloFor(s, m);
@@ -61,8 +42,7 @@ const config = routerConfig(m, JSON.parse(values.config!) as Record<string, unkn
 
 for (const cell of values.cells!.split(',')) {
   const [w, p] = cell.split(':') as [WorkloadName, string];
-  const profile: Profile =
-    p === 'p' ? latencyProfile(s, w) : { kind: 'concurrent', streams: Number(p), ...s.capacityWindows };
+  const profile: Profile = p === 'p' ? latencyProfile(s, w) : capacityProfile(s, Number(p));
   const recs: RequestRecord[] = [];
   let good = 0;
   let shed = 0;
@@ -82,7 +62,7 @@ for (const cell of values.cells!.split(',')) {
         trial,
         config,
         slo: slo[w],
-        randomRouting: values['random-routing'] as RandomRouting,
+        ...(s.randomRouting ? { randomRouting: s.randomRouting } : {}),
         collectorCalibration: values['collector-calibration'],
       });
       recs.push(...r.records.filter((x) => inMeasureWindow(x, r.windowStartMs, r.windowEndMs)));

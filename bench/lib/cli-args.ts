@@ -2,45 +2,20 @@ import { parseArgs } from 'node:util';
 import type { BenchSchedule } from './schedule.js';
 import { ARM_NAMES, WORKLOAD_NAMES, type ArmName, type WorkloadName } from './types.js';
 
-/** Overrides of a schedule from the command line (every piece runnable alone, smaller or larger). */
-export function scheduleFromArgs(
-  base: BenchSchedule,
-  argv: string[],
-): { schedule: BenchSchedule; workers: number } {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      name: { type: 'string' },
-      trials: { type: 'string' },
-      arms: { type: 'string' },
-      workloads: { type: 'string' },
-      concurrency: { type: 'string' },
-      'kv-capacity': { type: 'string' },
-      rates: { type: 'string' },
-      'client-workers': { type: 'string' },
-      arrivals: { type: 'string' },
-      'random-routing': { type: 'string' },
-      seed: { type: 'string' },
-      workers: { type: 'string' },
-      'measure-s': { type: 'string' },
-    },
-    strict: true,
-  });
-  const s: BenchSchedule = structuredClone(base);
-  if (values.name) s.name = values.name;
-  if (values.trials) s.trials = Number(values.trials);
-  if (values.seed) s.seed = Number(values.seed);
-  if (values.arms) {
-    s.arms = values.arms.split(',') as ArmName[];
-    for (const a of s.arms)
-      if (!ARM_NAMES.includes(a)) throw new Error(`unknown arm ${a} (${ARM_NAMES.join(', ')})`);
-  }
-  if (values.workloads) {
-    s.workloads = values.workloads.split(',') as WorkloadName[];
-    for (const w of s.workloads) if (!WORKLOAD_NAMES.includes(w)) throw new Error(`unknown workload ${w}`);
-  }
-  if (values.concurrency !== undefined)
-    s.concurrency = values.concurrency ? values.concurrency.split(',').map(Number) : [];
+/** Options every benchmark command takes for the fleet, the rates and the client (parseArgs specs). */
+export const CLIENT_ARG_OPTIONS = {
+  'kv-capacity': { type: 'string' },
+  rates: { type: 'string' },
+  'client-workers': { type: 'string' },
+  arrivals: { type: 'string' },
+  'random-routing': { type: 'string' },
+} as const;
+
+/** Applies `CLIENT_ARG_OPTIONS` values to a schedule (in place), rejecting what they cannot be. */
+export function applyClientArgs(
+  s: BenchSchedule,
+  values: Partial<Record<keyof typeof CLIENT_ARG_OPTIONS, string>>,
+): void {
   if (values['kv-capacity']) s.kvCapacityTokens = Number(values['kv-capacity']);
   if (values.rates) {
     // control=0.15,shared-prefix=0.2,multiturn=0.5
@@ -65,6 +40,44 @@ export function scheduleFromArgs(
       throw new Error(`--random-routing ${r}: per-request or per-connection`);
     s.randomRouting = r;
   }
+}
+
+/** Overrides of a schedule from the command line (every piece runnable alone, smaller or larger). */
+export function scheduleFromArgs(
+  base: BenchSchedule,
+  argv: string[],
+): { schedule: BenchSchedule; workers: number } {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      name: { type: 'string' },
+      trials: { type: 'string' },
+      arms: { type: 'string' },
+      workloads: { type: 'string' },
+      concurrency: { type: 'string' },
+      ...CLIENT_ARG_OPTIONS,
+      seed: { type: 'string' },
+      workers: { type: 'string' },
+      'measure-s': { type: 'string' },
+    },
+    strict: true,
+  });
+  const s: BenchSchedule = structuredClone(base);
+  if (values.name) s.name = values.name;
+  if (values.trials) s.trials = Number(values.trials);
+  if (values.seed) s.seed = Number(values.seed);
+  if (values.arms) {
+    s.arms = values.arms.split(',') as ArmName[];
+    for (const a of s.arms)
+      if (!ARM_NAMES.includes(a)) throw new Error(`unknown arm ${a} (${ARM_NAMES.join(', ')})`);
+  }
+  if (values.workloads) {
+    s.workloads = values.workloads.split(',') as WorkloadName[];
+    for (const w of s.workloads) if (!WORKLOAD_NAMES.includes(w)) throw new Error(`unknown workload ${w}`);
+  }
+  if (values.concurrency !== undefined)
+    s.concurrency = values.concurrency ? values.concurrency.split(',').map(Number) : [];
+  applyClientArgs(s, values);
   if (values['measure-s']) {
     const m = Number(values['measure-s']);
     s.latencyWindows.measureS = m;

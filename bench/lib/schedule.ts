@@ -51,16 +51,20 @@ export function latencyProfile(s: BenchSchedule, w: WorkloadName): Profile {
   };
 }
 
+/** The closed-loop capacity profile at `streams` concurrent streams. */
+export function capacityProfile(s: BenchSchedule, streams: number): Profile {
+  return {
+    kind: 'concurrent',
+    streams,
+    ...s.capacityWindows,
+    clientWorkers: s.clientWorkers ?? GUIDELLM_WORKERS,
+  };
+}
+
 export function profilesOf(s: BenchSchedule, w: WorkloadName): Profile[] {
   const out: Profile[] = [];
   if (s.poissonRate[w] > 0) out.push(latencyProfile(s, w));
-  for (const n of s.concurrency)
-    out.push({
-      kind: 'concurrent',
-      streams: n,
-      ...s.capacityWindows,
-      clientWorkers: s.clientWorkers ?? GUIDELLM_WORKERS,
-    });
+  for (const n of s.concurrency) out.push(capacityProfile(s, n));
   return out;
 }
 

@@ -1,9 +1,9 @@
 import type { CollectorSection } from '../config/collector-section.js';
 import type { KvIndex } from '../index/kv-index.js';
-import { DEFAULT_CALIBRATION } from '../core/predictor.js';
 import { CollectorMetrics, type ScrapeView } from './collector-metrics.js';
 import type { Discovery } from './discovery/discovery.js';
 import type { Logger } from './logger.js';
+import { calibrationOptions } from './metrics/calibration.js';
 import { MetricsScraper } from './metrics/scraper.js';
 import type { QueuedBatch } from './ops/apply-queue.js';
 import { samePodSpec, streamsOf, type PodSpec } from './pods.js';
@@ -186,12 +186,7 @@ export class Collector {
           timeoutMs: this.settings.scrape_timeout_ms,
           unhealthyAfterFailures: this.settings.unhealthy_after_failures,
           expectedBlockSize: settings.blockSize,
-          calibration: {
-            windowMs: this.settings.calibration_window_ms,
-            minRequests: this.settings.calibration_min_requests,
-            minDecodeSteps: 50,
-            defaults: DEFAULT_CALIBRATION,
-          },
+          calibration: calibrationOptions(this.settings),
           log: this.deps.log.child({ pod: spec.id }),
           onRestart: () => workers.forEach((w) => w.restartSignal()),
           onScrape: (ok) => (ok ? runner.scrapeOk++ : runner.scrapeFailed++),

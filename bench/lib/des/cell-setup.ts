@@ -15,7 +15,7 @@ import { CollectorFeed } from './feed.js';
 import { kinferenceArm } from './kinference-arm.js';
 import { oracleArm } from './oracle-arm.js';
 import { SimPod, type PodSpec } from './pod.js';
-import { runCell, type CellResult, type PathLatency } from './run-cell.js';
+import { runCell, type CellInput, type CellResult, type PathLatency } from './run-cell.js';
 
 export interface FleetSpec {
   pods: number;
@@ -35,6 +35,20 @@ export function simPods(fleet: FleetSpec, seed: number, trial: number): SimPod[]
         (Rng.derive(seed, trial, 'pod', i).nextU32() >>> 1) + 1,
       ),
   );
+}
+
+/** What every cell takes from the model setup and the fleet: tokenizing the client's turns, the path latency. */
+export function cellEnvironment(
+  m: ModelSetup,
+  fleet: FleetSpec,
+): Pick<CellInput, 'model' | 'template' | 'promptTokenizer' | 'wordOf' | 'latency'> {
+  return {
+    model: m.model,
+    template: m.template,
+    promptTokenizer: m.promptTokenizer,
+    wordOf: m.wordOf,
+    latency: fleet.latency,
+  };
 }
 
 /** Builds fresh pods, index and arm for one cell (nothing is shared between cells but the tokenizer). */
@@ -112,11 +126,7 @@ export async function runArmCell(opts: {
     factory,
     profile: opts.profile,
     pods,
-    model: model.model,
-    template: model.template,
-    promptTokenizer: model.promptTokenizer,
-    wordOf: model.wordOf,
-    latency: fleet.latency,
+    ...cellEnvironment(model, fleet),
     seed,
     trial,
     feed,

@@ -1,13 +1,16 @@
 import type { KvCacheEvent } from '../../../emulator/engine/types.js';
 import { encodeKvEventBatch } from '../../../emulator/wire/kv-event-batch.js';
 import { KeyMapper, newMapperCounters, type MapperCounters } from '../../../src/collector/key-mapper.js';
-import { CalibrationEstimator } from '../../../src/collector/metrics/calibration.js';
+import {
+  CalibrationEstimator,
+  calibrationOptions,
+  type CalibrationOptions,
+} from '../../../src/collector/metrics/calibration.js';
 import { parsePromText } from '../../../src/collector/metrics/prom-text.js';
 import { engineView, extractVllmMetrics } from '../../../src/collector/metrics/vllm-metrics.js';
 import { parseVllmBatch } from '../../../src/collector/wire/vllm-events.js';
 import { CollectorSectionSchema } from '../../../src/config/collector-section.js';
 import { validateConfig } from '../../../src/config/validate.js';
-import { DEFAULT_CALIBRATION } from '../../../src/core/predictor.js';
 import type { KvIndex } from '../../../src/index/kv-index.js';
 import type { PodStatePatch } from '../../../src/index/pod-state-codec.js';
 import type { SimPod } from './pod.js';
@@ -27,6 +30,8 @@ export class CollectorFeed {
 
   /** Per pod, when the feed calibrates from /metrics as the collector does. */
   readonly #estimators = new Map<string, CalibrationEstimator>();
+  /** The collector's default settings, when calibrating. */
+  readonly #calibration: CalibrationOptions | null;
 
   /**
    * `calibrate`: each scrape renders the pod's vLLM /metrics text and runs it through the collector's own
@@ -38,21 +43,16 @@ export class CollectorFeed {
     readonly model: string,
     readonly blockSize: number,
     readonly calibrate = false,
-  ) {}
+  ) {
+    this.#calibration = calibrate
+      ? calibrationOptions(validateConfig(CollectorSectionSchema, {}, 'collector defaults'))
+      : null;
+  }
 
   async register(pod: SimPod, nowMs: number): Promise<void> {
-    if (this.calibrate) {
+    if (this.#calibration) {
       pod.enableMetrics(this.model);
-      const c = validateConfig(CollectorSectionSchema, {}, 'collector defaults');
-      this.#estimators.set(
-        pod.id,
-        new CalibrationEstimator({
-          windowMs: c.calibration_window_ms,
-          minRequests: c.calibration_min_requests,
-          minDecodeSteps: 50,
-          defaults: DEFAULT_CALIBRATION,
-        }),
-      );
+      this.#estimators.set(pod.id, new CalibrationEstimator(this.#calibration));
     }
     await this.index.upsertPodState(
       { model: this.model, podId: pod.id },

@@ -33,7 +33,8 @@ export interface LiveCellResult {
  * virtual time, slept for t / timeScale). Concurrent: N streams, each sending its next
  * request when the previous ended, or the Retry-After after a 429 (as the DES client does). Every client
  * timestamp is multiplied back by timeScale, so results read in the same units as the DES. random = the
- * client picks a pod uniformly (kube-proxy); kinference = through the Kong stand-in and the plugin;
+ * client sends straight to the pod the DES's random arm would pick (kube-proxy per connection or per
+ * request, same seeded stream); kinference = through the Kong stand-in and the plugin;
  * kinference-slo = the stand-in's route whose plugin has admission control.
  */
 export async function runLiveCell(o: {
@@ -72,8 +73,10 @@ export async function runLiveCell(o: {
   const path = o.arm === 'kinference-slo' ? (o.stack.sloPath ?? undefined) : undefined;
   if (o.arm === 'kinference-slo' && !path)
     throw new Error('kinference-slo needs a stack started with admission');
-  /** Sends one turn; resolves with the Retry-After in real ms when the gateway answered 429. */
-  /** One request from client worker `worker` (its conversations, its connection pool). */
+  /**
+   * One request from client worker `worker` (its conversations, its connection pool); resolves with the
+   * Retry-After in real ms when the gateway answered 429.
+   */
   const sendOne = async (worker: number): Promise<number | null> => {
     const turn = await client.next(worker);
     const body = chatBody(turn, o.model.model);

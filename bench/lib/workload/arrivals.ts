@@ -18,11 +18,11 @@ export function pythonExpovariate(seed: number, ratePerS: number): () => number 
   return () => -Math.log(1 - mt.random_long()) / ratePerS;
 }
 
-/** A plain Poisson process (one worker, gaps from the benchmark's seeded stream). */
-export function poissonSlots(ratePerS: number, durationMs: number, rng: Rng): ArrivalSlot[] {
+/** A Poisson process (gaps from the benchmark's seeded stream), its slots dealt to `workers` in turn. */
+export function poissonSlots(ratePerS: number, durationMs: number, rng: Rng, workers = 1): ArrivalSlot[] {
   const out: ArrivalSlot[] = [];
   for (let t = rng.exponential(ratePerS / 1000); t <= durationMs; t += rng.exponential(ratePerS / 1000))
-    out.push({ atMs: t, worker: 0 });
+    out.push({ atMs: t, worker: out.length % workers });
   return out;
 }
 
@@ -43,29 +43,15 @@ export function guidellmPoissonSlots(o: {
   seed: number;
 }): ArrivalSlot[] {
   const draws = Array.from({ length: o.workers }, () => pythonExpovariate(o.seed, o.ratePerS));
-  // Each worker's next draw happens when its previous slot fires; at the start all draw in turn.
-  const next: { atMs: number; seq: number; worker: number }[] = draws.map((_, w) => ({
-    atMs: 0,
-    seq: w,
-    worker: w,
-  }));
-  let seq = o.workers;
-  let offsetMs = 0;
+  // A worker draws again when its slot fires, and slot times only grow, so the workers draw in a fixed
+  // rotation; once one draw lands past the run every later one does too.
   const slots: ArrivalSlot[] = [];
-  while (next.length > 0) {
-    let i = 0;
-    for (let j = 1; j < next.length; j++) {
-      const a = next[j]!;
-      const b = next[i]!;
-      if (a.atMs < b.atMs || (a.atMs === b.atMs && a.seq < b.seq)) i = j;
-    }
-    const { worker } = next.splice(i, 1)[0]!;
+  for (let offsetMs = 0, k = 0; ; k++) {
+    const worker = k % o.workers;
     offsetMs += draws[worker]!() * 1000;
-    if (offsetMs > o.durationMs) continue; // past the run: this worker stops
+    if (offsetMs > o.durationMs) return slots;
     slots.push({ atMs: offsetMs, worker });
-    next.push({ atMs: offsetMs, seq: seq++, worker });
   }
-  return slots.sort((a, b) => a.atMs - b.atMs);
 }
 
 /**
@@ -91,6 +77,6 @@ export function arrivalSlots(o: {
       workers: o.clientWorkers,
       seed: o.seed + o.trial,
     });
-  const slots = poissonSlots(o.ratePerS, o.durationMs, Rng.derive(o.seed, o.trial, 'arrivals', o.workload));
-  return slots.map((x, i) => ({ atMs: x.atMs, worker: i % o.clientWorkers }));
+  const rng = Rng.derive(o.seed, o.trial, 'arrivals', o.workload);
+  return poissonSlots(o.ratePerS, o.durationMs, rng, o.clientWorkers);
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Arm } from '../../../bench/lib/arms/types.js';
-import { simPods } from '../../../bench/lib/des/cell-setup.js';
+import { cellEnvironment, simPods } from '../../../bench/lib/des/cell-setup.js';
 import { runCell } from '../../../bench/lib/des/run-cell.js';
 import { fleetOf } from '../../../bench/lib/des/fleet.js';
 import { loadModelSetup } from '../../../bench/lib/setup.js';
@@ -38,11 +38,7 @@ describe('discrete-event runner: a request the gateway rejects', () => {
         factory: new WorkloadFactory('shared-prefix', s.shapes, m.synth, s.seed, 0),
         profile,
         pods,
-        model: m.model,
-        template: m.template,
-        promptTokenizer: m.promptTokenizer,
-        wordOf: m.wordOf,
-        latency: fleet.latency,
+        ...cellEnvironment(m, fleet),
         seed: s.seed,
         trial: 0,
         feed: null,

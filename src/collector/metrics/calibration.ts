@@ -1,3 +1,5 @@
+import type { CollectorSection } from '../../config/collector-section.js';
+import { DEFAULT_CALIBRATION } from '../../core/predictor.js';
 import type { Calibration } from '../../core/types.js';
 import type { EngineMetrics } from './vllm-metrics.js';
 
@@ -10,6 +12,18 @@ export interface CalibrationOptions {
   minDecodeSteps: number;
   /** Coefficients we cannot estimate from /metrics stay at these values. */
   defaults: Calibration;
+}
+
+/** The estimator's options for a collector's settings (its calibration window and minimum prefills). */
+export function calibrationOptions(
+  settings: Pick<CollectorSection, 'calibration_window_ms' | 'calibration_min_requests'>,
+): CalibrationOptions {
+  return {
+    windowMs: settings.calibration_window_ms,
+    minRequests: settings.calibration_min_requests,
+    minDecodeSteps: 50,
+    defaults: DEFAULT_CALIBRATION,
+  };
 }
 
 /** Sane ranges: a coefficient outside them is a measurement artefact, not a GPU. */
