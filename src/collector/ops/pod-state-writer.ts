@@ -1,7 +1,7 @@
-import type { PodState } from '../../core/types.js';
 import type { KvIndex, PodRef } from '../../index/kv-index.js';
+import type { PodStatePatch } from '../../index/pod-state-codec.js';
 
-export type PodStatePatch = Partial<Omit<PodState, 'podId' | 'model'>>;
+export type { PodStatePatch };
 
 /**
  * Coalesces a pod's state updates: at most one upsertPodState in flight, later patches merged into the
