@@ -8,6 +8,9 @@ import type { EngineBlockHash, ExtraKeys } from './types.js';
  * opaque, exactly as with a real vLLM pod. Pinned by the test vector in spec/01-unit/emulator/block-hash.spec.ts.
  */
 
+/** vLLM's `--prefix-caching-hash-algo` name for this hash, as cache_config_info reports it. */
+export const ENGINE_HASH_ALGO = 'sha256_cbor';
+
 /** Canonical CBOR for the few types the hash input uses: unsigned ints, byte strings, text, arrays, null. */
 class CborWriter {
   #buf: Buffer = Buffer.allocUnsafe(256);

@@ -5,7 +5,7 @@ import type { EmulatorSection } from '../../src/config/emulator-section.js';
 import type { ModelConfig, PodConfig } from '../../src/config/fleet-config.js';
 import { parseChatRequest } from '../../src/core/request.js';
 import type { ChatTemplate, Tokenizer } from '../../src/tokenize/types.js';
-import { noneHashFromSeed, randomNoneHash } from '../engine/block-hash.js';
+import { ENGINE_HASH_ALGO, noneHashFromSeed, randomNoneHash } from '../engine/block-hash.js';
 import { Engine } from '../engine/engine.js';
 import { hashString32 } from '../engine/rng.js';
 import type { FinishedRequest, TokenOutput } from '../engine/types.js';
@@ -170,7 +170,7 @@ export class EmulatedPod {
       blockSize: first.blockSize,
       numGpuBlocks: first.numGpuBlocks,
       msToSeconds: (ms) => ms / 1000 / e.time_scale,
-      hashAlgo: 'sha256_cbor',
+      hashAlgo: ENGINE_HASH_ALGO,
     });
     const publishers: KvEventPublisher[] = [];
     try {

@@ -1,3 +1,4 @@
+import { ENGINE_HASH_ALGO } from '../../../emulator/engine/block-hash.js';
 import { Engine } from '../../../emulator/engine/engine.js';
 import type { EngineProfile } from '../../../emulator/profiles.js';
 import type { StepOutcome } from '../../../emulator/engine/types.js';
@@ -74,7 +75,7 @@ export class SimPod {
       blockSize: this.engine.blockSize,
       numGpuBlocks: this.engine.numGpuBlocks,
       msToSeconds: (ms) => ms / 1000,
-      hashAlgo: 'sha256_cbor',
+      hashAlgo: ENGINE_HASH_ALGO,
     });
   }
 
