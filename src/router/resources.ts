@@ -10,7 +10,8 @@ import type { ChatTemplate, PromptTokenizer } from '../tokenize/types.js';
 import { FIRST_LOOKUP_BUDGET_MS, createRouter, type Router, type RouterResources } from './router.js';
 
 /** Segment cache size per tokenizer; shared by every router using that tokenizer spec. */
-const SEGMENT_CACHE_BYTES = 64 * 1024 * 1024;
+/** The plugin's segment cache budget per tokenizer (the benchmark's gateway twin uses the same). */
+export const SEGMENT_CACHE_BYTES = 64 * 1024 * 1024;
 
 /** Hash of the fields our schema defines (Kong adds route_id, __seq__, … which must not split the cache). */
 export function routerCacheKey(config: PluginConfig): string {

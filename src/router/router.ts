@@ -43,6 +43,8 @@ export interface RouteOutcome {
   truncated: boolean;
   /** Blocks of the prompt (full blocks with a key). */
   blocks: number;
+  /** The rendered prompt's characters served by the tokenizer's segment cache, and those tokenized now. */
+  promptChars: { cached: number; tokenized: number };
   timings: RouteTimings;
   shed: { retryAfterS: number; status: 429 } | null;
   /** The reservation made on the chosen pod; `observe` releases it. */
@@ -208,6 +210,7 @@ export function createRouter(
     lora: string | null,
     promptTokens: number,
     truncated: boolean,
+    promptChars: RouteOutcome['promptChars'],
     timings: RouteTimings,
     nowMs: number,
   ): RouteOutcome {
@@ -220,6 +223,7 @@ export function createRouter(
       promptTokens,
       truncated,
       blocks: 0,
+      promptChars,
       timings,
     };
     if (config.fallback === 'kong-default' || model === null)
@@ -257,8 +261,9 @@ export function createRouter(
     let lora: string | null = null;
     let promptTokens = 0;
     let truncated = false;
+    const promptChars = { cached: 0, tokenized: 0 };
     const bail = (reason: FallbackReason, detail: string, tokens = promptTokens): RouteOutcome =>
-      done(fallback(reason, detail, model, lora, tokens, truncated, timings, nowMs));
+      done(fallback(reason, detail, model, lora, tokens, truncated, promptChars, timings, nowMs));
     try {
       const parsed = parseChatBody(body, config.max_body_bytes);
       let t = performance.now();
@@ -289,6 +294,8 @@ export function createRouter(
         const r = await resources.promptTokenizer().tokenize(text, config.max_prompt_tokens);
         tokens = r.tokens;
         truncated = r.truncated;
+        promptChars.cached = r.cachedChars;
+        promptChars.tokenized = r.tokenizedChars;
       } catch (e) {
         return bail('tokenizer_error', detailOf(e), Math.ceil(text.length / 4));
       }
@@ -354,6 +361,7 @@ export function createRouter(
             promptTokens,
             truncated,
             blocks: keys.length,
+            promptChars,
             timings,
           },
           nowMs,

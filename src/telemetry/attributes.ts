@@ -32,6 +32,9 @@ export const ATTR_KINFERENCE_MODEL_BASE = 'kinference.model.base' as const;
 export const ATTR_KINFERENCE_LORA = 'kinference.lora' as const;
 export const ATTR_KINFERENCE_PROMPT_BLOCKS = 'kinference.prompt.blocks' as const;
 export const ATTR_KINFERENCE_PROMPT_TRUNCATED = 'kinference.prompt.truncated' as const;
+/** Characters of the rendered prompt served by the segment cache / tokenized for this request. */
+export const ATTR_KINFERENCE_PROMPT_CACHED_CHARS = 'kinference.prompt.cached_chars' as const;
+export const ATTR_KINFERENCE_PROMPT_TOKENIZED_CHARS = 'kinference.prompt.tokenized_chars' as const;
 
 // --- every candidate (parallel arrays, best first) -------------------------------------------------------
 export const ATTR_KINFERENCE_CANDIDATES_COUNT = 'kinference.candidates.count' as const;

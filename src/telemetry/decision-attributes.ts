@@ -17,6 +17,7 @@ export interface DecisionRecord {
   promptTokens: number;
   truncated: boolean;
   blocks?: number;
+  promptChars?: { cached: number; tokenized: number };
   timings: {
     parseMs: number;
     templateMs: number;
@@ -69,6 +70,10 @@ export function decisionAttributes(o: DecisionRecord): Attributes {
   if (o.model !== null) attrs[A.ATTR_KINFERENCE_MODEL_BASE] = o.model;
   if (o.lora !== null) attrs[A.ATTR_KINFERENCE_LORA] = o.lora;
   if (o.blocks !== undefined) attrs[A.ATTR_KINFERENCE_PROMPT_BLOCKS] = o.blocks;
+  if (o.promptChars) {
+    attrs[A.ATTR_KINFERENCE_PROMPT_CACHED_CHARS] = o.promptChars.cached;
+    attrs[A.ATTR_KINFERENCE_PROMPT_TOKENIZED_CHARS] = o.promptChars.tokenized;
+  }
   const chosen = o.decision.chosen;
   if (chosen) {
     attrs[A.ATTR_KINFERENCE_CHOSEN_POD_ID] = chosen.podId;

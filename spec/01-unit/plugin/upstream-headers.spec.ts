@@ -15,6 +15,7 @@ const base: RouteOutcome = {
   promptTokens: 1000,
   truncated: false,
   blocks: 62,
+  promptChars: { cached: 3000, tokenized: 1000 },
   timings: {
     parseMs: 0,
     templateMs: 0,

@@ -48,6 +48,7 @@ const rec: DecisionRecord = {
   promptTokens: 1000,
   truncated: false,
   blocks: 62,
+  promptChars: { cached: 3100, tokenized: 900 },
   timings: {
     parseMs: 0.1,
     templateMs: 0.2,
@@ -108,6 +109,8 @@ describe('decision → span attributes', () => {
       [A.ATTR_KINFERENCE_INDEX_AGE_MS]: 120,
       [A.ATTR_KINFERENCE_TARGET]: 'pod',
       [A.ATTR_KINFERENCE_DURATION_TOKENIZE_MS]: 0.3,
+      [A.ATTR_KINFERENCE_PROMPT_CACHED_CHARS]: 3100,
+      [A.ATTR_KINFERENCE_PROMPT_TOKENIZED_CHARS]: 900,
       [A.ATTR_KINFERENCE_DURATION_LOOKUP_MS]: 0.5,
       [A.ATTR_KINFERENCE_DURATION_ROUTE_MS]: 2.1,
     });

@@ -55,7 +55,7 @@ describe('router pipeline (real tokenizer, real template, both indexes)', () => 
       await res.index.apply({ model: MODEL, podId: 'pod-b' }, [{ op: 'store', keys: first, tier: 'GPU' }]);
 
       const router = createRouter(cfg, res, { clock: () => NOW });
-      const out = await router.route(body('How do I reset my password?'));
+      const out = await router.route(body(`How do I reset my ${kind} password?`));
       expect(out.fallbackReason).toBeNull();
       expect(out.target).toEqual({ host: '10.0.0.2', port: 8000, podId: 'pod-b' });
       const b = out.decision.candidates.find((c) => c.podId === 'pod-b')!;
@@ -64,6 +64,10 @@ describe('router pipeline (real tokenizer, real template, both indexes)', () => 
       expect(b.cachedTokens).toBeLessThan(out.promptTokens);
       expect(a.cachedTokens).toBe(0);
       expect(out.blocks).toBe(Math.floor(out.promptTokens / 16));
+      // The system prompt's segment was tokenized for `first`; only the new question is tokenized now.
+      expect(out.promptChars.cached).toBeGreaterThan(2000);
+      expect(out.promptChars.tokenized).toBeGreaterThan(0);
+      expect(out.promptChars.tokenized).toBeLessThan(200);
       await router.close();
     });
   }
