@@ -12,6 +12,7 @@ import {
   type DeclarativeConfig,
   type PluginEntity,
 } from './declarative.js';
+import { bundledPlugins, type BundledPlugin } from './bundled-plugins.js';
 import { ExternalPlugin, StartInstanceError, type HandleOutcome } from './external-plugin.js';
 import { StandInPdk, type LogLevel, type Phase } from './pdk.js';
 import { defaultPluginsDir, jsPluginServerDef, pluginServersFromEnv } from './plugin-server-defs.js';
@@ -123,11 +124,10 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
   });
 }
 
-interface BoundPlugin {
-  ext: ExternalPlugin;
-  entity: PluginEntity;
-  conf: Record<string, unknown>;
-}
+/** A plugin entity bound to what runs it: a plugin server (external) or the stand-in itself (bundled). */
+type BoundPlugin = { entity: PluginEntity; conf: Record<string, unknown>; priority: number } & (
+  { ext: ExternalPlugin; bundled?: undefined } | { ext?: undefined; bundled: BundledPlugin }
+);
 
 export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   const log = opts.logger ?? stderrLogger();
@@ -166,15 +166,22 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     );
   }
 
+  const bundled = bundledPlugins();
   const bound: BoundPlugin[] = [];
   for (const entity of cfg.plugins) {
     if (!entity.enabled) continue;
     const ext = plugins.get(entity.name);
-    if (!ext) {
-      log('warn', `plugin ${entity.name} is not served by any plugin server: ignored by the stand-in`);
-      continue;
-    }
-    bound.push({ ext, entity, conf: ext.instanceConfig(entity, cfg.workspaceId) });
+    const own = bundled.get(entity.name);
+    if (ext)
+      bound.push({ ext, entity, conf: ext.instanceConfig(entity, cfg.workspaceId), priority: ext.priority });
+    else if (own) {
+      try {
+        bound.push({ bundled: own, entity, conf: own.configure(entity), priority: own.priority });
+      } catch (e) {
+        for (const p of plugins.values()) p.close();
+        throw e;
+      }
+    } else log('warn', `plugin ${entity.name} is not served by any plugin server: ignored by the stand-in`);
   }
 
   /** Kong's precedence per plugin name: route > service > global. Highest priority runs first. */
@@ -189,11 +196,12 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
       const prev = byName.get(b.entity.name);
       if (!prev || rank(b) > rank(prev)) byName.set(b.entity.name, b);
     }
-    return [...byName.values()].sort((a, b) => b.ext.priority - a.ext.priority);
+    return [...byName.values()].sort((a, b) => b.priority - a.priority);
   };
 
   const stopServers = async (): Promise<void> => {
     for (const p of plugins.values()) p.close();
+    for (const p of bundled.values()) p.close();
     await Promise.all(servers.map((s) => s.stop()));
     if (ownPrefix && !opts.prefix) rmSync(ownPrefix, { recursive: true, force: true });
   };
@@ -239,7 +247,11 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
       ),
   });
 
-  const runPhase = async (b: BoundPlugin, ctx: RequestContext, phase: Phase): Promise<HandleOutcome> => {
+  const runPhase = async (
+    b: BoundPlugin & { ext: ExternalPlugin },
+    ctx: RequestContext,
+    phase: Phase,
+  ): Promise<HandleOutcome> => {
     const pdk = new StandInPdk(ctx, envFor(b, phase));
     const inject = opts.injectStepError;
     const handler: PdkHandler = inject
@@ -328,7 +340,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     const chain = pluginsFor(match.route.id, match.service.id);
     let answered = false;
     for (const b of chain) {
-      if (!b.ext.hasPhase('access')) continue;
+      if (!b.ext?.hasPhase('access')) continue;
       let outcome: HandleOutcome;
       try {
         outcome = await runPhase(b, ctx, 'access');
@@ -361,8 +373,12 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     // Kong runs `log` in a timer after the response, with a snapshot of the request.
     const logging = (async () => {
       for (const b of chain) {
-        if (!b.ext.hasPhase('log')) continue;
         try {
+          if (b.bundled) {
+            if (b.bundled.phases.has('log')) b.bundled.log(b.conf, ctx, cfg.workspaceId);
+            continue;
+          }
+          if (!b.ext.hasPhase('log')) continue;
           await runPhase(b, ctx, 'log');
         } catch (e) {
           log('err', `[${b.entity.name}] log phase: ${e instanceof Error ? e.message : String(e)}`);

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -82,7 +82,10 @@ beforeAll(async () => {
         },
         { name: 'dead', url: 'http://127.0.0.1:1', retries: 1, routes: [{ name: 'dead', paths: ['/dead'] }] },
       ],
-      plugins: [{ name: 'probe', service: 'stream', config: {} }],
+      plugins: [
+        { name: 'probe', service: 'stream', config: {} },
+        { name: 'file-log', config: { path: join(prefix, 'access.log') } },
+      ],
     },
     port: 0,
     pluginServers: [jsPluginServerDef('probe', PROBE_DIR, prefix)],
@@ -319,6 +322,43 @@ describe('Kong stand-in with the real plugin server', () => {
       await gw2.close();
       rmSync(p2, { recursive: true, force: true });
     }
+  });
+
+  it('runs Kong’s bundled file-log: one serialize() JSON line per request, with the upstream tried', async () => {
+    const res = await post('/plain/x', { a: 1 });
+    expect(res.status).toBe(200);
+    const id = res.headers.get('x-kong-request-id');
+    await gw.idle();
+    const lines = readFileSync(join(prefix, 'access.log'), 'utf8').trim().split('\n');
+    const entry = lines.map((l) => JSON.parse(l) as { request: { id: string } }).find((e) => e.request.id === id);
+    expect(entry).toMatchObject({
+      request: { method: 'POST', uri: '/plain/x' },
+      route: { name: 'plain' },
+      service: { name: 'main' },
+      upstream_uri: '/x',
+      response: { status: 200 },
+      tries: [expect.objectContaining({ ip: '127.0.0.1', port: main.port })],
+    });
+  });
+
+  it('refuses a file-log config Kong would refuse, and custom_fields_by_lua (it needs Lua)', async () => {
+    for (const [config, err] of [
+      [{}, /config\.path: required field missing/],
+      [{ path: '/tmp/a*b' }, /config\.path: not a valid filename/],
+      [{ path: '/tmp/x.log', custom_fields_by_lua: { a: 'return 1' } }, /custom_fields_by_lua needs/],
+    ] as const)
+      await expect(
+        startGateway({
+          kongConfig: {
+            _format_version: '3.0',
+            services: [{ name: 's', url: main.url, routes: [{ paths: ['/x'] }] }],
+            plugins: [{ name: 'file-log', config }],
+          },
+          port: 0,
+          pluginServers: [],
+          logger: () => undefined,
+        }),
+      ).rejects.toThrow(err);
   });
 
   it('rejects an invalid plugin config at start, with Kong-style field errors', async () => {
