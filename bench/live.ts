@@ -22,6 +22,7 @@ import { goodputPerMin } from './lib/stats/goodput.js';
 import { erroredInWindow } from './lib/stats/metrics.js';
 import type { Profile, RequestRecord, WorkloadName } from './lib/types.js';
 import { WorkloadFactory } from './lib/workload/workloads.js';
+import { compactRecord, type CompactRecord } from './lib/live/compact-record.js';
 
 const { values } = parseArgs({
   options: {
@@ -78,6 +79,8 @@ const rates = (c: { records: RequestRecord[]; windowStartMs: number; windowEndMs
   shed: erroredInWindow(c.records, c.windowStartMs, c.windowEndMs).filter((r) => r.pod === '').length,
 });
 const extra: Record<string, { des: ReturnType<typeof rates>; live: ReturnType<typeof rates> }> = {};
+/** Every request of both modes, to diff them one by one (bench/debug/live-diff.ts). */
+const requests: Record<string, { des: CompactRecord[]; live: CompactRecord[] }> = {};
 if (!['measured', 'seed'].includes(values['des-path']!))
   throw new Error(`--des-path ${values['des-path']}: measured or seed`);
 /** The stack's own path latency (pod direct, and through the gateway), measured on idle pods. */
@@ -88,8 +91,16 @@ const desSchedule = (arm: LiveArm): BenchSchedule => {
   // The live collector calibrates each pod from its /metrics; so does the twin.
   const base = { ...s, collectorCalibration: true };
   if (!fit) return base;
-  const { requestOverheadMs, requestOverheadMsPerToken } = fit;
-  return { ...base, latency: { ...s.latency, requestOverheadMs, requestOverheadMsPerToken } };
+  const { requestOverheadMs, requestOverheadMsPerToken, requestOverheadMsPerTokenizedToken } = fit;
+  return {
+    ...base,
+    latency: {
+      ...s.latency,
+      requestOverheadMs,
+      requestOverheadMsPerToken,
+      requestOverheadMsPerTokenizedToken,
+    },
+  };
 };
 try {
   if (values['des-path'] === 'measured') {
@@ -99,7 +110,11 @@ try {
       timeScale,
       responseOverheadMs: s.latency.responseOverheadMs,
     };
-    const fits = await probePaths({ ...probe, targets: { direct: stack.pods[0]!, gateway: stack.gateway } });
+    const fits = await probePaths({
+      ...probe,
+      targets: { direct: stack.pods[0]!, gateway: stack.gateway },
+      tokenizing: { routes: ['gateway'], resetPrefixCaches: () => resetPrefixCaches(stack) },
+    });
     if (arms.includes('random')) paths.direct = fits.direct;
     if (arms.some((a) => a !== 'random')) paths.gateway = fits.gateway;
     console.error(`path: ${JSON.stringify(paths)}`);
@@ -124,6 +139,7 @@ try {
     const des = await runSpec(desSchedule(arm), model, { id: 0, workload, profile, arm, trial });
     results.push(compareModes(arm, des, live, s.bootstrapResamples, s.seed));
     extra[arm] = { des: rates(des), live: rates(live) };
+    requests[arm] = { des: des.records.map(compactRecord), live: live.records.map(compactRecord) };
     wall[arm] = { des: des.wallMs, live: live.wallMs };
   }
 } finally {
@@ -148,7 +164,7 @@ const L = [
           .filter((k) => paths[k])
           .map(
             (k) =>
-              `${k === 'direct' ? 'random (pod direct)' : 'through the gateway'} ${paths[k]!.requestOverheadMs.toFixed(1)} + ${paths[k]!.requestOverheadMsPerToken.toFixed(4)}/token + ${s.latency.responseOverheadMs}, measured on this stack (idle, uncached probes, medians of 7: ${paths[k]!.samples.map((x) => `${x.promptTokens} tokens ${x.overheadMs.toFixed(1)} ms`).join(', ')})`,
+              `${k === 'direct' ? 'random (pod direct)' : 'through the gateway'} ${paths[k]!.requestOverheadMs.toFixed(1)} + ${paths[k]!.requestOverheadMsPerToken.toFixed(4)}/token${paths[k]!.requestOverheadMsPerTokenizedToken > 0 ? ` + ${paths[k]!.requestOverheadMsPerTokenizedToken.toFixed(4)}/token the plugin tokenized (not from its segment cache)` : ''} + ${s.latency.responseOverheadMs}, measured on this stack (idle, uncached probes, medians of 7: ${paths[k]!.samples.map((x) => `${x.promptTokens} tokens ${x.overheadMs.toFixed(1)} ms${x.warmOverheadMs !== undefined ? ` (${x.warmOverheadMs.toFixed(1)} ms with the plugin's segment cache warm)` : ''}`).join(', ')})`,
           )
           .join('; ')
   } (the seed schedule charges ${s.latency.requestOverheadMs} + ${s.latency.requestOverheadMsPerToken}/token + ${s.latency.responseOverheadMs} for every arm).`,
@@ -200,6 +216,7 @@ writeFileSync(
       },
       results,
       rates: extra,
+      requests,
     },
     null,
     1,

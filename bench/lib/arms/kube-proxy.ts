@@ -1,5 +1,5 @@
 import type { Rng } from '../rng.js';
-import type { Arm, ArmDecision } from './types.js';
+import type { Arm, ArmDecision, ArmRequest } from './types.js';
 
 /** uvicorn's `timeout_keep_alive` (vLLM's API server) and httpx's `keepalive_expiry` are both 5 s. */
 export const KEEPALIVE_MS = 5000;
@@ -41,5 +41,28 @@ export function kubeProxyArm(rng: Rng, keepaliveMs = KEEPALIVE_MS): Arm {
       const conn = decision.token as Connection | undefined;
       if (conn) conn.idleSinceMs = nowMs;
     },
+  };
+}
+
+/** A random arm (per connection or per request) driven by a real client's workers, outside the DES. */
+export interface ClientRandomRouter {
+  /** The pod for client worker `client`'s next request, on the model's clock. */
+  choose(client: number, nowMs: number): ArmDecision;
+  /** That request's response ended: its connection goes back to the worker's pool. */
+  release(decision: ArmDecision, client: number, nowMs: number): void;
+}
+
+export function clientRandomRouter(arm: Arm, podIds: readonly string[]): ClientRandomRouter {
+  const views = podIds.map((id) => ({ id, inFlight: 0, waiting: null, kvUsage: null }));
+  const req = (client: number): ArmRequest => ({
+    key: '',
+    body: '',
+    promptTokenIds: [],
+    firstMessageText: '',
+    client,
+  });
+  return {
+    choose: (client, nowMs) => arm.choose(req(client), views, nowMs) as ArmDecision,
+    release: (decision, client, nowMs) => arm.onComplete?.(decision, req(client), nowMs, 0, 0),
   };
 }

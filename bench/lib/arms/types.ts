@@ -32,6 +32,8 @@ export interface ArmDecision {
   rejected?: { retryAfterMs: number };
   /** Opaque per-arm data handed back in the feedback calls (e.g. the router's outcome). */
   token?: unknown;
+  /** Prompt tokens a gateway arm tokenized for this request (the rest came from its segment cache). */
+  tokenizedTokens?: number;
 }
 
 /** A routing policy. Pure over its inputs plus its own memory; time and randomness come from outside. */

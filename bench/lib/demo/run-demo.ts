@@ -2,6 +2,7 @@ import cliProgress from 'cli-progress';
 import { fileURLToPath } from 'node:url';
 import { percentile } from '../stats/percentile.js';
 import { Rng } from '../rng.js';
+import { clientRandomRouter, kubeProxyArm } from '../arms/kube-proxy.js';
 import { loadModelSetup } from '../setup.js';
 import { PUBLISHED_SHAPES, WorkloadFactory, type WorkloadShapes } from '../workload/workloads.js';
 import { ConversationClient } from '../workload/client.js';
@@ -31,7 +32,11 @@ interface ArmResult {
   cachedFraction: number;
 }
 
-/** One arm, closed loop: `concurrency` clients send the shared-prefix conversations one after another. */
+/**
+ * One arm, closed loop: `concurrency` clients send the shared-prefix conversations one after another.
+ * random is what a Kubernetes Service gives a keep-alive client: kube-proxy's pick per connection (the
+ * benchmark's random arm), on the model's clock so the 5 s keep-alive means the same as in production.
+ */
 async function runArm(
   arm: Arm,
   stack: LiveStack,
@@ -41,7 +46,12 @@ async function runArm(
   bar: cliProgress.SingleBar,
 ): Promise<ArmResult> {
   const client = new ConversationClient(factory);
-  const pick = Rng.derive(o.seed, 0, 'demo-random');
+  const kubeProxy = clientRandomRouter(
+    kubeProxyArm(Rng.derive(o.seed, 0, 'demo-random')),
+    stack.pods.map((p) => p.id),
+  );
+  const t0 = performance.now();
+  const modelNow = (): number => (performance.now() - t0) * o.timeScale;
   const out: ArmResult = { arm, ok: 0, failed: 0, ttftS: [], cachedFraction: 0 };
   let sent = 0;
   let cached = 0;
@@ -49,13 +59,15 @@ async function runArm(
   // The first wave starts every pod cold at once; like GuideLLM's warm-up window, it is not measured.
   const warmup = warmupRequests(o);
   const total = warmup + o.requests;
-  const worker = async (): Promise<void> => {
+  const worker = async (id: number): Promise<void> => {
     while (sent < total) {
       const measured = sent >= warmup;
       sent++;
       const turn = await client.next();
-      const target = arm === 'kinference' ? stack.gateway : pick.pick(stack.pods);
+      const route = arm === 'random' ? kubeProxy.choose(id, modelNow()) : null;
+      const target = route ? stack.pods.find((p) => p.id === route.podId)! : stack.gateway;
       const t: StreamTiming = await streamChat(target.host, target.port, chatBody(turn, model));
+      if (route) kubeProxy.release(route, id, modelNow());
       client.complete(turn, t.ok ? t.text : null);
       if (!measured) {
         if (!t.ok) out.failed++;
@@ -68,7 +80,7 @@ async function runArm(
       bar.increment(1, { arm });
     }
   };
-  await Promise.all(Array.from({ length: o.concurrency }, worker));
+  await Promise.all(Array.from({ length: o.concurrency }, (_, i) => worker(i)));
   out.cachedFraction = prompt > 0 ? cached / prompt : 0;
   return out;
 }

@@ -1,5 +1,7 @@
 import type { PluginConfig } from '../../../src/config/plugin-config.js';
 import { MemoryKvIndex } from '../../../src/index/memory-index.js';
+import { SEGMENT_CACHE_BYTES } from '../../../src/router/resources.js';
+import { createPromptTokenizer } from '../../../src/tokenize/prompt-tokenizer.js';
 import { approxPrefixArm } from '../arms/approx-prefix.js';
 import { consistentHashArm } from '../arms/consistent-hash.js';
 import { latencyEwmaArm } from '../arms/latency-ewma.js';
@@ -111,7 +113,12 @@ export async function runArmCell(opts: {
         if (!opts.slo) throw new Error('kinference-slo needs the workload SLO');
         config = { ...config, itl_slo_ms: opts.slo.itlMs, shed_ttft_slo_ms: opts.slo.ttftMs };
       }
-      const k = kinferenceArm(config, index, model.template, model.promptTokenizer, clock, opts.arm);
+      // Where the path charges the plugin's own tokenizing, the arm has the plugin's own segment cache
+      // (the client's tokenizer has already seen every prompt).
+      const tokenizer = fleet.latency.requestOverheadMsPerTokenizedToken
+        ? createPromptTokenizer(model.promptTokenizer.tokenizer, { maxBytes: SEGMENT_CACHE_BYTES })
+        : model.promptTokenizer;
+      const k = kinferenceArm(config, index, model.template, tokenizer, clock, opts.arm);
       fallbacks = k.fallbacks;
       arm = k;
       break;

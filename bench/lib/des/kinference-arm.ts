@@ -35,7 +35,9 @@ export function kinferenceArm(
       if (outcome.shed)
         return { podId: '', token: outcome, rejected: { retryAfterMs: outcome.shed.retryAfterS * 1000 } };
       const podId = outcome.target?.podId ?? pods[0]!.id;
-      return { podId, token: outcome };
+      const { cached, tokenized } = outcome.promptChars;
+      const share = cached + tokenized > 0 ? tokenized / (cached + tokenized) : 1;
+      return { podId, token: outcome, tokenizedTokens: Math.round(outcome.promptTokens * share) };
     },
     onComplete(d, _req, _nowMs, _responseMs, ttftMs) {
       // The plugin's log phase: proxy latency ≈ time to first byte, fed back to the router.

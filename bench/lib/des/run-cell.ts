@@ -17,6 +17,11 @@ export interface PathLatency {
   requestOverheadMs: number;
   /** Extra per prompt token on that path (API-server tokenization of long prompts). */
   requestOverheadMsPerToken: number;
+  /**
+   * Extra per prompt token the gateway's plugin tokenized itself (not served by its segment cache); the
+   * kinference arms report them. Absent: none (the seed schedule folds the plugin into the per-token term).
+   */
+  requestOverheadMsPerTokenizedToken?: number;
   /** Engine → client for each streamed token. */
   responseOverheadMs: number;
   /** vLLM publishes a step's KV events after the step; ZMQ → collector → index. */
@@ -163,7 +168,11 @@ export async function runCell(input: CellInput): Promise<CellResult> {
       cachedTokens: 0,
     };
     const l: Live = { prepared, armReq, decision, pod, record, outputIds: [], stream };
-    const atMs = now + latency.requestOverheadMs + latency.requestOverheadMsPerToken * record.promptTokens;
+    const atMs =
+      now +
+      latency.requestOverheadMs +
+      latency.requestOverheadMsPerToken * record.promptTokens +
+      (latency.requestOverheadMsPerTokenizedToken ?? 0) * (decision.tokenizedTokens ?? 0);
     // Keep arrivals ordered (the per-token term makes later sends of short prompts arrive sooner).
     let i = pendingArrivals.length;
     while (i > 0 && pendingArrivals[i - 1]!.atMs > atMs) i--;

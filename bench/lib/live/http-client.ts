@@ -14,6 +14,8 @@ export interface StreamTiming {
   status: number;
   /** Retry-After of a 429 (the gateway's shedding), seconds; null otherwise. */
   retryAfterS: number | null;
+  /** Kong's X-Kong-Request-Id (through the gateway; null from a pod). */
+  requestId: string | null;
 }
 
 const agent = new Agent({ keepAlive: true, maxSockets: 256 });
@@ -47,6 +49,7 @@ export function streamChat(
       text: '',
       status: 0,
       retryAfterS: null,
+      requestId: null,
     };
     let buf = '';
     let streamed = 0;
@@ -85,6 +88,8 @@ export function streamChat(
       },
       (res) => {
         t.status = res.statusCode ?? 0;
+        const id = res.headers['x-kong-request-id'];
+        if (typeof id === 'string') t.requestId = id;
         const ra = Number(res.headers['retry-after']);
         if (t.status === 429 && Number.isFinite(ra)) t.retryAfterS = ra;
         res.setEncoding('utf8');

@@ -1,8 +1,7 @@
 import { Rng } from '../rng.js';
 import type { ModelSetup } from '../setup.js';
-import { kubeProxyArm } from '../arms/kube-proxy.js';
+import { clientRandomRouter, kubeProxyArm } from '../arms/kube-proxy.js';
 import { randomArm as randomPerRequest } from '../arms/simple.js';
-import type { ArmDecision, ArmRequest } from '../arms/types.js';
 import {
   GUIDELLM_WORKERS,
   profileDurationS,
@@ -16,7 +15,7 @@ import { ConversationClient } from '../workload/client.js';
 import { chatBody } from '../workload/prepare.js';
 import type { WorkloadFactory } from '../workload/workloads.js';
 import { streamChat, type StreamTiming } from './http-client.js';
-import type { LiveStack } from './stack.js';
+import { podsServed, type LiveStack } from './stack.js';
 
 export type LiveArm = 'random' | 'kinference' | 'kinference-slo';
 
@@ -53,18 +52,13 @@ export async function runLiveCell(o: {
   const client = new ConversationClient(o.factory);
   // The same stream as the DES random arm (des/cell-setup.ts), so both modes make the same picks in order.
   const pick = Rng.derive(o.seed, o.trial, 'arm', 'random');
-  const randomArm = o.randomRouting === 'per-connection' ? kubeProxyArm(pick) : randomPerRequest(pick);
-  const podViews = o.stack.pods.map((p) => ({ id: p.id, inFlight: 0, waiting: null, kvUsage: null }));
-  const armRequest = (client: number): ArmRequest => ({
-    key: '',
-    body: '',
-    promptTokenIds: [],
-    firstMessageText: '',
-    client,
-  });
-  const randomRoute = (client: number, nowMs: number): ArmDecision =>
-    randomArm.choose(armRequest(client), podViews, nowMs) as ArmDecision;
+  const randomArm = clientRandomRouter(
+    o.randomRouting === 'per-connection' ? kubeProxyArm(pick) : randomPerRequest(pick),
+    o.stack.pods.map((p) => p.id),
+  );
   const records: RequestRecord[] = [];
+  /** Gateway requests by Kong request id: their pod is read from the gateway's file-log afterwards. */
+  const viaGatewayIds = new Map<string, RequestRecord>();
   const inflight = new Set<Promise<void>>();
   const t0 = performance.now();
   const virt = (realMs: number): number => (realMs - t0) * k;
@@ -81,7 +75,7 @@ export async function runLiveCell(o: {
     const turn = await client.next(worker);
     const body = chatBody(turn, o.model.model);
     // random: the same choice as the DES arm (per request, or kube-proxy per keep-alive connection).
-    const route = viaGateway ? null : randomRoute(worker, virt(performance.now()));
+    const route = viaGateway ? null : randomArm.choose(worker, virt(performance.now()));
     const target = route
       ? o.stack.pods.find((p) => p.id === route.podId)!
       : { id: 'gateway', ...o.stack.gateway };
@@ -102,6 +96,7 @@ export async function runLiveCell(o: {
     };
     records.push(rec);
     const t: StreamTiming = await streamChat(target.host, target.port, body, path);
+    if (viaGateway && t.requestId !== null && t.status !== 429) viaGatewayIds.set(t.requestId, rec);
     rec.startMs = virt(t.startMs);
     rec.promptTokens = t.promptTokens;
     rec.outputTokens = t.outputTokens;
@@ -116,7 +111,7 @@ export async function runLiveCell(o: {
       return null;
     }
     rec.endMs = virt(t.endMs);
-    if (route) randomArm.onComplete?.(route, armRequest(worker), rec.endMs, 0, 0);
+    if (route) randomArm.release(route, worker, rec.endMs);
     rec.status = t.ok ? 'successful' : 'errored';
     if (t.status === 429) rec.pod = ''; // answered by the gateway, as in the DES
     client.complete(turn, t.ok ? t.text : null);
@@ -158,6 +153,10 @@ export async function runLiveCell(o: {
   if (endWait > 0) await new Promise((r) => setTimeout(r, endWait));
   // Let stragglers finish (already counted incomplete) so the next arm starts on idle pods.
   await Promise.all([...inflight]);
+  if (viaGatewayIds.size > 0) {
+    const served = await podsServed(o.stack, [...viaGatewayIds.keys()]);
+    for (const [id, rec] of viaGatewayIds) rec.pod = served.get(id) ?? rec.pod;
+  }
   return {
     records,
     windowStartMs: o.profile.warmupS * 1000,

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,6 +15,8 @@ export interface LiveStack {
   sloPath: string | null;
   redis: { url: string };
   dir: string;
+  /** The gateway's file-log (Kong's bundled plugin, global): one kong.log.serialize() JSON line per request. */
+  accessLog: string;
   stop(): Promise<void>;
 }
 
@@ -138,8 +140,11 @@ export async function startLiveStack(o: LiveStackOptions): Promise<LiveStack> {
       block_size: 16,
       model_pods: { [o.model.model]: pods.map((p) => `${p.host}:${p.port}`) },
     };
+    const accessLog = join(dir, 'access.log');
     const kong = {
       _format_version: '3.0',
+      // Which pod served each request, as a Kong operator would find out: file-log's `tries`.
+      plugins: [{ name: 'file-log', config: { path: accessLog } }],
       services: [
         {
           name: 'vllm',
@@ -205,6 +210,7 @@ export async function startLiveStack(o: LiveStackOptions): Promise<LiveStack> {
       sloPath: o.admission ? '/slo/v1/chat/completions' : null,
       redis,
       dir,
+      accessLog,
       stop,
     };
   } catch (e) {
@@ -215,20 +221,52 @@ export async function startLiveStack(o: LiveStackOptions): Promise<LiveStack> {
 
 /** POST /reset_prefix_cache on every pod (vLLM answers 200 once no request holds blocks). */
 export async function resetPrefixCaches(stack: LiveStack): Promise<void> {
-  for (const p of stack.pods)
-    for (let i = 0; i < 100; i++) {
-      const status = await new Promise<number>((resolve) => {
-        const req = request(
-          { host: p.host, port: p.port, path: '/reset_prefix_cache', method: 'POST' },
-          (res) => {
-            res.resume();
-            res.on('end', () => resolve(res.statusCode ?? 0));
-          },
-        );
-        req.on('error', () => resolve(0));
-        req.end();
-      });
-      if (status === 200) break;
-      await new Promise((r) => setTimeout(r, 200));
+  for (const p of stack.pods) await resetPodPrefixCache(p);
+}
+
+/** vLLM's POST /reset_prefix_cache on one pod, retried while it is busy (up to 20 s). */
+export async function resetPodPrefixCache(p: { host: string; port: number }): Promise<void> {
+  let status = 0;
+  for (let i = 0; i < 100; i++) {
+    status = await new Promise<number>((resolve) => {
+      const req = request(
+        { host: p.host, port: p.port, path: '/reset_prefix_cache', method: 'POST' },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        },
+      );
+      req.on('error', () => resolve(0));
+      req.end();
+    });
+    if (status === 200) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`POST /reset_prefix_cache on ${p.host}:${p.port}: HTTP ${status} for 20 s`);
+}
+
+/**
+ * The pod each gateway request went to, by Kong request id, from the stack's file-log (the last try's
+ * address). Waits up to `waitMs` for the ids it is asked about: the log phase runs after the response.
+ */
+export async function podsServed(
+  stack: Pick<LiveStack, 'accessLog' | 'pods'>,
+  requestIds: readonly string[],
+  waitMs = 5000,
+): Promise<Map<string, string>> {
+  const byAddr = new Map(stack.pods.map((p) => [`${p.host}:${p.port}`, p.id]));
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const out = new Map<string, string>();
+    const text = existsSync(stack.accessLog) ? readFileSync(stack.accessLog, 'utf8') : '';
+    for (const line of text.split('\n')) {
+      if (!line) continue;
+      const e = JSON.parse(line) as { request: { id: string }; tries?: { ip: string; port: number }[] };
+      const last = e.tries?.at(-1);
+      const pod = last ? byAddr.get(`${last.ip}:${last.port}`) : undefined;
+      if (pod) out.set(e.request.id, pod);
     }
+    if (requestIds.every((id) => out.has(id)) || Date.now() > deadline) return out;
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fleetOf } from '../../../bench/lib/des/fleet.js';
 import { idleUncachedTtftMs } from '../../../bench/lib/des/idle-ttft.js';
 import { probePaths } from '../../../bench/lib/live/path-probe.js';
+import { resetPodPrefixCache } from '../../../bench/lib/live/stack.js';
 import { SEED_SCHEDULE } from '../../../bench/lib/schedule.js';
 import { loadModelSetup, type ModelSetup } from '../../../bench/lib/setup.js';
 import { MODEL, startTestFleet, type TestFleet } from '../emulator/emulator-fleet.js';
@@ -47,4 +48,32 @@ describe('live path probe against a real emulator pod', () => {
     expect(fit.requestOverheadMs).toBeGreaterThanOrEqual(0);
     expect(fit.requestOverheadMsPerToken).toBeGreaterThanOrEqual(0);
   });
+
+  it(
+    'sends each prompt again after a prefix-cache reset; a route without a segment cache shows no tokenizing cost',
+    { timeout: 60_000 },
+    async () => {
+      const pod = fleetOf(SEED_SCHEDULE, m).pod;
+      const [host, port] = fleet.config.pods![0]!.address!.split(':') as [string, string];
+      const target = { host, port: Number(port) };
+      await resetPodPrefixCache(target); // the first test sent the same probe prompts
+      // The reset is what keeps the repeat uncached: probePaths throws if a probe hits the cache.
+      const { pod0: fit } = await probePaths({
+        targets: { pod0: target },
+        pod,
+        model: m,
+        timeScale: 1,
+        responseOverheadMs: 1,
+        sizes: [128, 2048],
+        repeats: 3,
+        tokenizing: { routes: ['pod0'], resetPrefixCaches: () => resetPodPrefixCache(target) },
+      });
+      for (const x of fit.samples) expect(x.warmOverheadMs).toBeTypeOf('number');
+      const engine2k = idleUncachedTtftMs(pod, fit.samples[1]!.promptTokens);
+      // The pod tokenizes every prompt in full both times: no share of the path is the plugin's.
+      expect(fit.requestOverheadMsPerTokenizedToken * fit.samples[1]!.promptTokens).toBeLessThan(
+        0.05 * engine2k,
+      );
+    },
+  );
 });
