@@ -13,7 +13,8 @@ import { runSpec } from './lib/des/worker.js';
 import { probePaths, type PathFit } from './lib/live/path-probe.js';
 import { compareModes, type ArmAgreement } from './lib/live/agreement.js';
 import { runLiveCell, type LiveArm } from './lib/live/run-live-cell.js';
-import { resetPrefixCaches, startLiveStack } from './lib/live/stack.js';
+import { resetPrefixCaches, startLiveStack, type LiveStack } from './lib/live/stack.js';
+import { streamChat } from './lib/live/http-client.js';
 import { applyClientArgs, CLIENT_ARG_OPTIONS } from './lib/cli-args.js';
 import { capacityProfile, latencyProfile, SEED_SCHEDULE, type BenchSchedule } from './lib/schedule.js';
 import { loadModelSetup } from './lib/setup.js';
@@ -60,19 +61,36 @@ const slo = sloFor(s, model)[workload];
 
 const results: ArmAgreement[] = [];
 const wall: Record<string, { des: number; live: number }> = {};
-const stack = await startLiveStack({
-  pods: s.pods,
-  profile: s.emulatorProfile,
-  kvCapacityTokens: s.kvCapacityTokens,
-  timeScale,
-  seed: s.seed,
-  scrapeIntervalMs: s.latency.scrapeIntervalMs,
-  model,
-  cli,
-  ...(arms.includes('kinference-slo')
-    ? { admission: { itl_slo_ms: slo.itlMs, shed_ttft_slo_ms: slo.ttftMs } }
-    : {}),
-});
+/**
+ * Every arm runs on a fresh stack, as every DES cell starts on fresh pods, index and router: a stack carries
+ * state from one arm to the next that its twin cannot know (the collector's calibration window, the
+ * plugin's reservations and corrections), and one early choice made on it changes the rest of the cell.
+ */
+const startStack = () =>
+  startLiveStack({
+    pods: s.pods,
+    profile: s.emulatorProfile,
+    kvCapacityTokens: s.kvCapacityTokens,
+    timeScale,
+    seed: s.seed,
+    scrapeIntervalMs: s.latency.scrapeIntervalMs,
+    model,
+    cli,
+    ...(arms.includes('kinference-slo')
+      ? { admission: { itl_slo_ms: slo.itlMs, shed_ttft_slo_ms: slo.ttftMs } }
+      : {}),
+  });
+/** The plugin loads its tokenizer on its first request: one short request does it before the cell. */
+const warmGateway = async (stack: LiveStack, path: string | undefined): Promise<void> => {
+  const body = JSON.stringify({
+    model: model.model,
+    messages: [{ role: 'user', content: 'warm up' }],
+    max_tokens: 1,
+    stream: true,
+  });
+  const t = await streamChat(stack.gateway.host, stack.gateway.port, body, path);
+  if (!t.ok) throw new Error(`warm-up request through the gateway: HTTP ${t.status}`);
+};
 /** Goodput (requests/min within the SLO) and the gateway's 429s started in the measure window. */
 const rates = (c: { records: RequestRecord[]; windowStartMs: number; windowEndMs: number }) => ({
   goodput: goodputPerMin(c.records, slo, c.windowStartMs, c.windowEndMs),
@@ -102,8 +120,9 @@ const desSchedule = (arm: LiveArm): BenchSchedule => {
     },
   };
 };
-try {
-  if (values['des-path'] === 'measured') {
+if (values['des-path'] === 'measured') {
+  const stack = await startStack();
+  try {
     const probe = {
       pod: fleetOf(s, model).pod,
       model,
@@ -118,8 +137,15 @@ try {
     if (arms.includes('random')) paths.direct = fits.direct;
     if (arms.some((a) => a !== 'random')) paths.gateway = fits.gateway;
     console.error(`path: ${JSON.stringify(paths)}`);
+  } finally {
+    await stack.stop();
   }
-  for (const arm of arms) {
+}
+for (const arm of arms) {
+  const stack = await startStack();
+  try {
+    if (arm !== 'random')
+      await warmGateway(stack, arm === 'kinference-slo' ? (stack.sloPath ?? undefined) : undefined);
     await resetPrefixCaches(stack);
     console.error(
       `live: ${workload} ${arm} (${((profile.warmupS + profile.measureS + profile.cooldownS) / timeScale) | 0} s)…`,
@@ -141,9 +167,9 @@ try {
     extra[arm] = { des: rates(des), live: rates(live) };
     requests[arm] = { des: des.records.map(compactRecord), live: live.records.map(compactRecord) };
     wall[arm] = { des: des.wallMs, live: live.wallMs };
+  } finally {
+    await stack.stop();
   }
-} finally {
-  await stack.stop();
 }
 
 const f = (ms: number): string => (ms / 1000).toFixed(2);
@@ -153,7 +179,7 @@ const L = [
   '',
   `Command: \`${command}\`  `,
   `Cell: ${workload}, ${profile.kind === 'poisson' ? `Poisson ${profile.rate}/s` : `${profile.streams} concurrent streams`} (virtual), windows ${profile.warmupS}/${profile.measureS}/${profile.cooldownS} s, seed ${s.seed}, trial ${trial}. ` +
-    `Live: Redis + ${s.pods} \`kinference emulator\` pods at time_scale ${timeScale} + \`kinference collector\` + \`kinference gateway\` (plugin in kong-js-pluginserver); ` +
+    `Live: Redis + ${s.pods} \`kinference emulator\` pods at time_scale ${timeScale} + \`kinference collector\` + \`kinference gateway\` (plugin in kong-js-pluginserver), a fresh stack for each arm; ` +
     `client timestamps × ${timeScale}. random = client sends to the pod kube-proxy would pick (${s.randomRouting ?? 'per-request'}, as the DES arm); kinference = through the gateway; ` +
     `kinference-slo = the gateway's route with admission control (itl_slo_ms ${slo.itlMs}, shed_ttft_slo_ms ${slo.ttftMs}).`,
   '',
