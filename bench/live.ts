@@ -37,6 +37,7 @@ const { values } = parseArgs({
     rate: { type: 'string' },
     name: { type: 'string', default: 'live' },
     'des-path': { type: 'string', default: 'measured' },
+    replicates: { type: 'string', default: '19' },
   },
 });
 const workload = values.workload as WorkloadName;
@@ -102,10 +103,16 @@ const requests: Record<string, { des: CompactRecord[]; live: CompactRecord[] }> 
 if (!['measured', 'seed'].includes(values['des-path']!))
   throw new Error(`--des-path ${values['des-path']}: measured or seed`);
 /** The stack's own path latency (pod direct, and through the gateway), measured on idle pods. */
-const paths: Record<'direct' | 'gateway', PathFit | null> = { direct: null, gateway: null };
+const paths: Partial<Record<LiveArm, PathFit>> = {};
+const PROBE_REPEATS = 11;
+/** The twin's replicates: each request's path jittered by a uniform [0, JITTER_MS) (the probes' spread). */
+const REPLICATES = Number(values.replicates);
+const JITTER_MS = 5;
+if (!Number.isInteger(REPLICATES) || REPLICATES < 0)
+  throw new Error(`--replicates: expected a whole number, got ${values.replicates}`);
 /** The DES the live arm is compared with: the seed's fixed path, or the path this stack measured. */
 const desSchedule = (arm: LiveArm): BenchSchedule => {
-  const fit = paths[arm === 'random' ? 'direct' : 'gateway'];
+  const fit = paths[arm];
   // The live collector calibrates each pod from its /metrics; so does the twin.
   const base = { ...s, collectorCalibration: true };
   if (!fit) return base;
@@ -120,32 +127,36 @@ const desSchedule = (arm: LiveArm): BenchSchedule => {
     },
   };
 };
-if (values['des-path'] === 'measured') {
-  const stack = await startStack();
-  try {
-    const probe = {
-      pod: fleetOf(s, model).pod,
-      model,
-      timeScale,
-      responseOverheadMs: s.latency.responseOverheadMs,
-    };
-    const fits = await probePaths({
-      ...probe,
-      targets: { direct: stack.pods[0]!, gateway: stack.gateway },
-      tokenizing: { routes: ['gateway'], resetPrefixCaches: () => resetPrefixCaches(stack) },
-    });
-    if (arms.includes('random')) paths.direct = fits.direct;
-    if (arms.some((a) => a !== 'random')) paths.gateway = fits.gateway;
-    console.error(`path: ${JSON.stringify(paths)}`);
-  } finally {
-    await stack.stop();
-  }
-}
+/** The stack running now: stopped on Ctrl-C or SIGTERM too, so no process outlives the run. */
+let current: LiveStack | null = null;
+const stopOnSignal = (): void => {
+  void (current?.stop() ?? Promise.resolve()).finally(() => process.exit(130));
+};
+process.once('SIGINT', stopOnSignal);
+process.once('SIGTERM', stopOnSignal);
 for (const arm of arms) {
   const stack = await startStack();
+  current = stack;
   try {
     if (arm !== 'random')
       await warmGateway(stack, arm === 'kinference-slo' ? (stack.sloPath ?? undefined) : undefined);
+    if (values['des-path'] === 'measured') {
+      // Measured on the arm's own stack just before its cell (the same processes the cell runs through).
+      const route = arm === 'random' ? 'direct' : 'gateway';
+      const fits = await probePaths({
+        targets: { [route]: arm === 'random' ? stack.pods[0]! : stack.gateway },
+        pod: fleetOf(s, model).pod,
+        model,
+        timeScale,
+        responseOverheadMs: s.latency.responseOverheadMs,
+        repeats: PROBE_REPEATS,
+        ...(route === 'gateway'
+          ? { tokenizing: { routes: [route], resetPrefixCaches: () => resetPrefixCaches(stack) } }
+          : {}),
+      });
+      paths[arm] = fits[route];
+      console.error(`path ${arm}: ${JSON.stringify(paths[arm])}`);
+    }
     await resetPrefixCaches(stack);
     console.error(
       `live: ${workload} ${arm} (${((profile.warmupS + profile.measureS + profile.cooldownS) / timeScale) | 0} s)…`,
@@ -162,15 +173,25 @@ for (const arm of arms) {
       ...(randomRouting ? { randomRouting } : {}),
     });
     console.error(`des: ${workload} ${arm}…`);
-    const des = await runSpec(desSchedule(arm), model, { id: 0, workload, profile, arm, trial });
-    results.push(compareModes(arm, des, live, s.bootstrapResamples, s.seed));
+    const spec = { id: 0, workload, profile, arm, trial };
+    const des = await runSpec(desSchedule(arm), model, spec);
+    const replicates = [];
+    for (let k = 1; k <= REPLICATES; k++) {
+      const base = desSchedule(arm);
+      const jittered = { ...base, latency: { ...base.latency, jitter: { maxMs: JITTER_MS, stream: k } } };
+      replicates.push(await runSpec(jittered, model, spec));
+    }
+    results.push(compareModes(arm, des, live, s.bootstrapResamples, s.seed, replicates));
     extra[arm] = { des: rates(des), live: rates(live) };
     requests[arm] = { des: des.records.map(compactRecord), live: live.records.map(compactRecord) };
     wall[arm] = { des: des.wallMs, live: live.wallMs };
   } finally {
+    current = null;
     await stack.stop();
   }
 }
+process.removeListener('SIGINT', stopOnSignal);
+process.removeListener('SIGTERM', stopOnSignal);
 
 const f = (ms: number): string => (ms / 1000).toFixed(2);
 const pct = (x: number): string => `${x >= 0 ? '+' : '−'}${Math.abs(x * 100).toFixed(1)}%`;
@@ -186,32 +207,36 @@ const L = [
   `DES path latency (client → engine → client, virtual ms): ${
     values['des-path'] === 'seed'
       ? `the seed schedule's ${s.latency.requestOverheadMs} + ${s.latency.requestOverheadMsPerToken}/token + ${s.latency.responseOverheadMs}`
-      : (['direct', 'gateway'] as const)
+      : arms
           .filter((k) => paths[k])
           .map(
             (k) =>
-              `${k === 'direct' ? 'random (pod direct)' : 'through the gateway'} ${paths[k]!.requestOverheadMs.toFixed(1)} + ${paths[k]!.requestOverheadMsPerToken.toFixed(4)}/token${paths[k]!.requestOverheadMsPerTokenizedToken > 0 ? ` + ${paths[k]!.requestOverheadMsPerTokenizedToken.toFixed(4)}/token the plugin tokenized (not from its segment cache)` : ''} + ${s.latency.responseOverheadMs}, measured on this stack (idle, uncached probes, medians of 7: ${paths[k]!.samples.map((x) => `${x.promptTokens} tokens ${x.overheadMs.toFixed(1)} ms${x.warmOverheadMs !== undefined ? ` (${x.warmOverheadMs.toFixed(1)} ms with the plugin's segment cache warm)` : ''}`).join(', ')})`,
+              `${k === 'random' ? 'random (pod direct)' : `${k} (through the gateway)`} ${paths[k]!.requestOverheadMs.toFixed(1)} + ${paths[k]!.requestOverheadMsPerToken.toFixed(4)}/token${paths[k]!.requestOverheadMsPerTokenizedToken > 0 ? ` + ${paths[k]!.requestOverheadMsPerTokenizedToken.toFixed(4)}/token the plugin tokenized (not from its segment cache)` : ''} + ${s.latency.responseOverheadMs}, measured on the arm's stack before its cell (idle, uncached probes, medians of ${PROBE_REPEATS}: ${paths[k]!.samples.map((x) => `${x.promptTokens} tokens ${x.overheadMs.toFixed(1)} ms${x.warmOverheadMs !== undefined ? ` (${x.warmOverheadMs.toFixed(1)} ms with the plugin's segment cache warm)` : ''}`).join(', ')})`,
           )
           .join('; ')
   } (the seed schedule charges ${s.latency.requestOverheadMs} + ${s.latency.requestOverheadMsPerToken}/token + ${s.latency.responseOverheadMs} for every arm).`,
   '',
-  '| arm | metric | DES | live | live vs DES | 95% CI | agree |',
-  '|---|---|---|---|---|---|---|',
+  REPLICATES > 0
+    ? `Agreement: live's TTFT median and p95 within the range of the twin's ${REPLICATES + 1} realizations (the twin, and ${REPLICATES} replicates with each request's path delayed by a uniform 0–${JITTER_MS} ms: a ${Math.round((1 - 2 / (REPLICATES + 2)) * 100)}% prediction interval for one more realization of this cell). The 95% CI is the request-level bootstrap of live vs the twin, which resamples one realization only.`
+    : 'Agreement: the request-level bootstrap CI of live vs the twin covers 0 for the TTFT median and p95 (no replicates: it resamples one realization only).',
+  '',
+  '| arm | metric | DES | DES realizations | live | live vs DES | 95% CI | agree |',
+  '|---|---|---|---|---|---|---|---|',
 ];
 for (const r of results) {
   for (const q of ['median', 'p95'] as const)
     L.push(
-      `| ${r.arm} | TTFT ${q} (s) | ${f(r.ttft[q].baseline)} | ${f(r.ttft[q].treatment)} | ${pct(r.ttft[q].change)} | [${pct(r.ttft[q].ci95[0])}, ${pct(r.ttft[q].ci95[1])}] | ${r.agree ? 'yes' : '**no**'} |`,
+      `| ${r.arm} | TTFT ${q} (s) | ${f(r.ttft[q].baseline)} | ${r.realizations ? `${f(r.realizations[q][0])}–${f(r.realizations[q][1])}` : ''} | ${f(r.ttft[q].treatment)} | ${pct(r.ttft[q].change)} | [${pct(r.ttft[q].ci95[0])}, ${pct(r.ttft[q].ci95[1])}] | ${r.agree ? 'yes' : '**no**'} |`,
     );
   L.push(
-    `| ${r.arm} | ITL median (ms) | ${r.des.itl_ms.median.toFixed(1)} | ${r.live.itl_ms.median.toFixed(1)} | | | |`,
+    `| ${r.arm} | ITL median (ms) | ${r.des.itl_ms.median.toFixed(1)} | | ${r.live.itl_ms.median.toFixed(1)} | | | |`,
   );
-  L.push(`| ${r.arm} | requests in window | ${r.desN} | ${r.liveN} | | | |`);
+  L.push(`| ${r.arm} | requests in window | ${r.desN} | | ${r.liveN} | | | |`);
   const x = extra[r.arm]!;
   L.push(
-    `| ${r.arm} | goodput (req/min within the SLO) | ${x.des.goodput.toFixed(1)} | ${x.live.goodput.toFixed(1)} | | | |`,
+    `| ${r.arm} | goodput (req/min within the SLO) | ${x.des.goodput.toFixed(1)} | | ${x.live.goodput.toFixed(1)} | | | |`,
   );
-  L.push(`| ${r.arm} | 429s in window | ${x.des.shed} | ${x.live.shed} | | | |`);
+  L.push(`| ${r.arm} | 429s in window | ${x.des.shed} | | ${x.live.shed} | | | |`);
 }
 const byArm = (a: string): ArmAgreement | undefined => results.find((r) => r.arm === a);
 const kr = byArm('kinference');

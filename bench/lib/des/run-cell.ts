@@ -8,6 +8,7 @@ import { arrivalSlots } from '../workload/arrivals.js';
 import { prepareRequest, type PreparedRequest } from '../workload/prepare.js';
 import type { WorkloadFactory } from '../workload/workloads.js';
 import type { ChatTemplate, PromptTokenizer } from '../../../src/tokenize/types.js';
+import { Rng } from '../rng.js';
 import type { CollectorFeed } from './feed.js';
 import { SimPod } from './pod.js';
 
@@ -22,6 +23,11 @@ export interface PathLatency {
    * kinference arms report them. Absent: none (the seed schedule folds the plugin into the per-token term).
    */
   requestOverheadMsPerTokenizedToken?: number;
+  /**
+   * Perturbs each request's path by a uniform [0, maxMs) from stream `stream` (bench:live's replicates: how
+   * far a cell's outcome moves when the path's timing does, the noise a live run carries).
+   */
+  jitter?: { maxMs: number; stream: number };
   /** Engine → client for each streamed token. */
   responseOverheadMs: number;
   /** vLLM publishes a step's KV events after the step; ZMQ → collector → index. */
@@ -78,6 +84,9 @@ interface Live {
 export async function runCell(input: CellInput): Promise<CellResult> {
   const wall0 = performance.now();
   const { arm, pods, profile, latency } = input;
+  const jitterRng = latency.jitter
+    ? Rng.derive(input.seed, input.trial, 'path-jitter', latency.jitter.stream)
+    : null;
   const durationMs = profileDurationS(profile) * 1000;
   const client = new ConversationClient(input.factory);
   const byId = new Map(pods.map((p) => [p.id, p]));
@@ -170,6 +179,7 @@ export async function runCell(input: CellInput): Promise<CellResult> {
     const l: Live = { prepared, armReq, decision, pod, record, outputIds: [], stream };
     const atMs =
       now +
+      (jitterRng ? jitterRng.next() * latency.jitter!.maxMs : 0) +
       latency.requestOverheadMs +
       latency.requestOverheadMsPerToken * record.promptTokens +
       (latency.requestOverheadMsPerTokenizedToken ?? 0) * (decision.tokenizedTokens ?? 0);

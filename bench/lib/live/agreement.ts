@@ -22,11 +22,22 @@ export interface ArmAgreement {
   liveN: number;
   /** live vs DES: relative change of TTFT median and p95, bootstrap CI (clusters resampled per mode). */
   ttft: { median: QuantileChange; p95: QuantileChange };
-  /** Within noise: the 95% CI of live/DES − 1 covers 0, for the median and the p95. */
+  /**
+   * The DES twin's TTFT median and p95 over its realizations (the twin, then replicates whose path timing is
+   * jittered by a few ms): the spread one realization of this chaotic cell has. Null without replicates.
+   */
+  realizations: { n: number; median: [number, number]; p95: [number, number] } | null;
+  /**
+   * Within noise: live's TTFT median and p95 both lie within the twin's realization range (when there are
+   * replicates), else the 95% CI of live/DES − 1 covers 0 for both.
+   */
   agree: boolean;
 }
 
 const ttft = (r: RequestRecord): number | null => requestMetrics(r)?.ttftMs ?? null;
+
+const windowed = (c: ModeCell): RequestRecord[] =>
+  c.records.filter((r) => inMeasureWindow(r, c.windowStartMs, c.windowEndMs));
 
 export function compareModes(
   arm: string,
@@ -34,22 +45,40 @@ export function compareModes(
   live: ModeCell,
   resamples: number,
   seed: number,
+  replicates: readonly ModeCell[] = [],
 ): ArmAgreement {
-  const d = des.records.filter((r) => inMeasureWindow(r, des.windowStartMs, des.windowEndMs));
-  const l = live.records.filter((r) => inMeasureWindow(r, live.windowStartMs, live.windowEndMs));
+  const d = windowed(des);
+  const l = windowed(live);
   const [median, p95] = bootstrapQuantileChange([d], [l], ttft, [0.5, 0.95], {
     resamples,
     seed,
     paired: false,
   });
   const covers = (q: QuantileChange): boolean => q.ci95[0] <= 0 && q.ci95[1] >= 0;
+  const liveSummary = summarizeRequests(l);
+  let realizations: ArmAgreement['realizations'] = null;
+  let agree = covers(median!) && covers(p95!);
+  if (replicates.length > 0) {
+    const all = [des, ...replicates].map((c) => summarizeRequests(windowed(c)).ttft_ms);
+    const range = (xs: number[]): [number, number] => [Math.min(...xs), Math.max(...xs)];
+    realizations = {
+      n: all.length,
+      median: range(all.map((x) => x.median)),
+      p95: range(all.map((x) => x.percentiles.p95)),
+    };
+    const within = (x: number, [lo, hi]: [number, number]): boolean => x >= lo && x <= hi;
+    agree =
+      within(liveSummary.ttft_ms.median, realizations.median) &&
+      within(liveSummary.ttft_ms.percentiles.p95, realizations.p95);
+  }
   return {
     arm,
     des: summarizeRequests(d),
-    live: summarizeRequests(l),
+    live: liveSummary,
     desN: d.length,
     liveN: l.length,
     ttft: { median: median!, p95: p95! },
-    agree: covers(median!) && covers(p95!),
+    realizations,
+    agree,
   };
 }

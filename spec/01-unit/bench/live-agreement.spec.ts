@@ -1,0 +1,88 @@
+import { describe, expect, it } from 'vitest';
+import type { Arm } from '../../../bench/lib/arms/types.js';
+import { cellEnvironment, simPods } from '../../../bench/lib/des/cell-setup.js';
+import { fleetOf } from '../../../bench/lib/des/fleet.js';
+import { runCell, type PathLatency } from '../../../bench/lib/des/run-cell.js';
+import { compareModes, type ModeCell } from '../../../bench/lib/live/agreement.js';
+import { loadModelSetup } from '../../../bench/lib/setup.js';
+import { SMOKE_SCHEDULE } from '../../../bench/lib/schedule.js';
+import type { Profile, RequestRecord } from '../../../bench/lib/types.js';
+import { WorkloadFactory } from '../../../bench/lib/workload/workloads.js';
+
+/** A cell whose successful requests have exactly these TTFTs (ms), all inside a 0–100 s window. */
+function cell(ttfts: number[]): ModeCell {
+  const records: RequestRecord[] = ttfts.map((t, i) => ({
+    key: `k${i}`,
+    conversationId: `c${i}`,
+    turnIndex: 0,
+    cluster: `c${i}`,
+    pod: 'pod-0',
+    status: 'successful',
+    startMs: 1000 + i,
+    firstTokenMs: 1000 + i + t,
+    lastTokenMs: 2000 + i + t,
+    endMs: 2001 + i + t,
+    promptTokens: 100,
+    outputTokens: 10,
+    cachedTokens: 0,
+  }));
+  return { records, windowStartMs: 0, windowEndMs: 100_000, wallMs: 0 };
+}
+const spread = (base: number): number[] => Array.from({ length: 40 }, (_, i) => base + i);
+
+describe('bench:live agreement', () => {
+  it('judges live against the range of the twin’s realizations when there are replicates', () => {
+    const twin = cell(spread(100));
+    const replicates = [cell(spread(90)), cell(spread(130))];
+    const inside = compareModes('kinference', twin, cell(spread(125)), 200, 1, replicates);
+    expect(inside.realizations).toMatchObject({ n: 3 });
+    expect(inside.realizations!.median[0]).toBeLessThan(inside.realizations!.median[1]);
+    expect(inside.agree).toBe(true);
+    // A shift the realizations never show disagrees, though one realization's bootstrap may cover it.
+    const outside = compareModes('kinference', twin, cell(spread(160)), 200, 1, replicates);
+    expect(outside.agree).toBe(false);
+  });
+
+  it('falls back to the request-level CI without replicates', () => {
+    const r = compareModes('random', cell(spread(100)), cell(spread(100)), 200, 1);
+    expect(r.realizations).toBeNull();
+    expect(r.agree).toBe(true);
+  });
+
+  it(
+    'jitters each request’s path by [0, maxMs) in the DES, reproducibly per stream',
+    { timeout: 60_000 },
+    async () => {
+      const s = SMOKE_SCHEDULE;
+      const m = await loadModelSetup();
+      const fleet = fleetOf(s, m);
+      const arm: Arm = { name: 'random', choose: () => ({ podId: 'pod-0' }) };
+      const profile: Profile = { kind: 'concurrent', streams: 1, warmupS: 0, measureS: 30, cooldownS: 0 };
+      const run = async (latency: PathLatency): Promise<RequestRecord[]> =>
+        (
+          await runCell({
+            arm,
+            factory: new WorkloadFactory('shared-prefix', s.shapes, m.synth, s.seed, 0),
+            profile,
+            pods: simPods(fleet, s.seed, 0),
+            ...cellEnvironment(m, fleet),
+            latency,
+            seed: s.seed,
+            trial: 0,
+            feed: null,
+            trackBlockHashes: false,
+          })
+        ).records;
+      const ttft = (r: RequestRecord): number => r.firstTokenMs! - r.startMs;
+      const plain = await run(fleet.latency);
+      const jittered = await run({ ...fleet.latency, jitter: { maxMs: 5, stream: 1 } });
+      const again = await run({ ...fleet.latency, jitter: { maxMs: 5, stream: 1 } });
+      // One stream on an idle pod: the first request's TTFT grows by exactly its jitter.
+      const extra = ttft(jittered[0]!) - ttft(plain[0]!);
+      expect(extra).toBeGreaterThanOrEqual(0);
+      expect(extra).toBeLessThan(5);
+      expect(jittered.map(ttft)).toEqual(again.map(ttft));
+      expect(jittered.map(ttft)).not.toEqual(plain.map(ttft));
+    },
+  );
+});
