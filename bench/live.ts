@@ -37,7 +37,7 @@ const { values } = parseArgs({
     rate: { type: 'string' },
     name: { type: 'string', default: 'live' },
     'des-path': { type: 'string', default: 'measured' },
-    replicates: { type: 'string', default: '19' },
+    replicates: { type: 'string', default: '9' },
   },
 });
 const workload = values.workload as WorkloadName;
@@ -216,9 +216,7 @@ const L = [
           .join('; ')
   } (the seed schedule charges ${s.latency.requestOverheadMs} + ${s.latency.requestOverheadMsPerToken}/token + ${s.latency.responseOverheadMs} for every arm).`,
   '',
-  REPLICATES > 0
-    ? `Agreement: live's TTFT median and p95 within the range of the twin's ${REPLICATES + 1} realizations (the twin, and ${REPLICATES} replicates with each request's path delayed by a uniform 0–${JITTER_MS} ms: a ${Math.round((1 - 2 / (REPLICATES + 2)) * 100)}% prediction interval for one more realization of this cell). The 95% CI is the request-level bootstrap of live vs the twin, which resamples one realization only.`
-    : 'Agreement: the request-level bootstrap CI of live vs the twin covers 0 for the TTFT median and p95 (no replicates: it resamples one realization only).',
+  `Agreement (the last column): the request-level bootstrap 95% CI of live vs the twin covers 0 for the TTFT median and p95; it resamples the requests of one realization. ${REPLICATES > 0 ? `DES realizations: the twin's range over itself and ${REPLICATES} replicates with each request's path delayed by a uniform 0–${JITTER_MS} ms (how far the cell moves with the path's timing).` : ''}`,
   '',
   '| arm | metric | DES | DES realizations | live | live vs DES | 95% CI | agree |',
   '|---|---|---|---|---|---|---|---|',
