@@ -330,7 +330,9 @@ describe('Kong stand-in with the real plugin server', () => {
     const id = res.headers.get('x-kong-request-id');
     await gw.idle();
     const lines = readFileSync(join(prefix, 'access.log'), 'utf8').trim().split('\n');
-    const entry = lines.map((l) => JSON.parse(l) as { request: { id: string } }).find((e) => e.request.id === id);
+    const entry = lines
+      .map((l) => JSON.parse(l) as { request: { id: string } })
+      .find((e) => e.request.id === id);
     expect(entry).toMatchObject({
       request: { method: 'POST', uri: '/plain/x' },
       route: { name: 'plain' },
