@@ -102,7 +102,7 @@ const extra: Record<string, { des: ReturnType<typeof rates>; live: ReturnType<ty
 const requests: Record<string, { des: CompactRecord[]; live: CompactRecord[] }> = {};
 if (!['measured', 'seed'].includes(values['des-path']!))
   throw new Error(`--des-path ${values['des-path']}: measured or seed`);
-/** The stack's own path latency (pod direct, and through the gateway), measured on idle pods. */
+/** Each arm's path latency (pod direct for random, through the gateway otherwise), probed on its idle stack. */
 const paths: Partial<Record<LiveArm, PathFit>> = {};
 const PROBE_REPEATS = 11;
 /** The twin's replicates: each request's path jittered by a uniform [0, JITTER_MS) (the probes' spread). */
@@ -174,12 +174,12 @@ for (const arm of arms) {
     });
     console.error(`des: ${workload} ${arm}…`);
     const spec = { id: 0, workload, profile, arm, trial };
-    const des = await runSpec(desSchedule(arm), model, spec);
+    const twin = desSchedule(arm);
+    const des = await runSpec(twin, model, spec);
     const replicates = [];
     for (let k = 1; k <= REPLICATES; k++) {
-      const base = desSchedule(arm);
-      const jittered = { ...base, latency: { ...base.latency, jitter: { maxMs: JITTER_MS, stream: k } } };
-      replicates.push(await runSpec(jittered, model, spec));
+      const jitter = { maxMs: JITTER_MS, stream: k };
+      replicates.push(await runSpec({ ...twin, latency: { ...twin.latency, jitter } }, model, spec));
     }
     results.push(compareModes(arm, des, live, s.bootstrapResamples, s.seed, replicates));
     extra[arm] = { des: rates(des), live: rates(live) };

@@ -23,18 +23,26 @@ describe('live path probe against a real emulator pod', () => {
   }, 60_000);
   afterAll(async () => fleet?.close());
 
-  it('leaves a small, non-negative path once the engine time is taken out', { timeout: 60_000 }, async () => {
-    const pod = fleetOf(SEED_SCHEDULE, m).pod;
+  const target = (): { host: string; port: number } => {
     const [host, port] = fleet.config.pods![0]!.address!.split(':') as [string, string];
-    const { pod0: fit } = await probePaths({
-      targets: { pod0: { host, port: Number(port) } },
-      pod,
+    return { host, port: Number(port) };
+  };
+  /** Small probes (3 × 128 and 2,048 tokens) of the one pod, at time scale 1. */
+  const probe = (tokenizing?: { routes: ['pod0']; resetPrefixCaches: () => Promise<void> }) =>
+    probePaths({
+      targets: { pod0: target() },
+      pod: fleetOf(SEED_SCHEDULE, m).pod,
       model: m,
       timeScale: 1,
       responseOverheadMs: 1,
       sizes: [128, 2048],
       repeats: 3,
+      ...(tokenizing ? { tokenizing } : {}),
     });
+
+  it('leaves a small, non-negative path once the engine time is taken out', { timeout: 60_000 }, async () => {
+    const pod = fleetOf(SEED_SCHEDULE, m).pod;
+    const { pod0: fit } = await probe();
     expect(fit.samples.map((x) => x.promptTokens)).toEqual([
       expect.toSatisfy((n: number) => n >= 128 && n < 150),
       expect.toSatisfy((n: number) => n >= 2048 && n < 2070),
@@ -54,19 +62,11 @@ describe('live path probe against a real emulator pod', () => {
     { timeout: 60_000 },
     async () => {
       const pod = fleetOf(SEED_SCHEDULE, m).pod;
-      const [host, port] = fleet.config.pods![0]!.address!.split(':') as [string, string];
-      const target = { host, port: Number(port) };
-      await resetPodPrefixCache(target); // the first test sent the same probe prompts
+      await resetPodPrefixCache(target()); // the first test sent the same probe prompts
       // The reset is what keeps the repeat uncached: probePaths throws if a probe hits the cache.
-      const { pod0: fit } = await probePaths({
-        targets: { pod0: target },
-        pod,
-        model: m,
-        timeScale: 1,
-        responseOverheadMs: 1,
-        sizes: [128, 2048],
-        repeats: 3,
-        tokenizing: { routes: ['pod0'], resetPrefixCaches: () => resetPodPrefixCache(target) },
+      const { pod0: fit } = await probe({
+        routes: ['pod0'],
+        resetPrefixCaches: () => resetPodPrefixCache(target()),
       });
       for (const x of fit.samples) expect(x.warmOverheadMs).toBeTypeOf('number');
       const engine2k = idleUncachedTtftMs(pod, fit.samples[1]!.promptTokens);
