@@ -2,7 +2,8 @@
  * `npm run bench:live`: the same cell run twice — in virtual time (DES) and against real processes (Redis,
  * `kinference emulator` pods time-scaled, `kinference collector`, `kinference gateway` with the plugin in the
  * real kong-js-pluginserver) — for the given arms (random, kinference, kinference-slo), Poisson or N concurrent
- * streams, to show the two modes agree within noise.
+ * streams, to show the two modes agree within noise. `--one-stack` runs the arms one after another on one
+ * stack, as a gateway that stays up would, to show what state carried from arm to arm does.
  * Writes bench/results/live.{json,md}.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -38,6 +39,7 @@ const { values } = parseArgs({
     name: { type: 'string', default: 'live' },
     'des-path': { type: 'string', default: 'measured' },
     replicates: { type: 'string', default: '9' },
+    'one-stack': { type: 'boolean', default: false },
   },
 });
 const workload = values.workload as WorkloadName;
@@ -127,6 +129,7 @@ const desSchedule = (arm: LiveArm): BenchSchedule => {
     },
   };
 };
+const oneStack = values['one-stack']!;
 /** The stack running now: stopped on Ctrl-C or SIGTERM too, so no process outlives the run. */
 let current: LiveStack | null = null;
 const stopOnSignal = (): void => {
@@ -135,7 +138,7 @@ const stopOnSignal = (): void => {
 process.once('SIGINT', stopOnSignal);
 process.once('SIGTERM', stopOnSignal);
 for (const arm of arms) {
-  const stack = await startStack();
+  const stack: LiveStack = oneStack && current ? current : await startStack();
   current = stack;
   try {
     if (arm !== 'random')
@@ -185,7 +188,12 @@ for (const arm of arms) {
     extra[arm] = { des: rates(des), live: rates(live) };
     requests[arm] = { des: des.records.map(compactRecord), live: live.records.map(compactRecord) };
     wall[arm] = { des: des.wallMs, live: live.wallMs };
-  } finally {
+  } catch (err) {
+    current = null;
+    await stack.stop();
+    throw err;
+  }
+  if (!oneStack || arm === arms[arms.length - 1]) {
     current = null;
     await stack.stop();
   }
@@ -200,7 +208,7 @@ const L = [
   '',
   `Command: \`${command}\`  `,
   `Cell: ${workload}, ${profile.kind === 'poisson' ? `Poisson ${profile.rate}/s` : `${profile.streams} concurrent streams`} (virtual), windows ${profile.warmupS}/${profile.measureS}/${profile.cooldownS} s, seed ${s.seed}, trial ${trial}. ` +
-    `Live: Redis + ${s.pods} \`kinference emulator\` pods at time_scale ${timeScale} + \`kinference collector\` + \`kinference gateway\` (plugin in kong-js-pluginserver), a fresh stack for each arm; ` +
+    `Live: Redis + ${s.pods} \`kinference emulator\` pods at time_scale ${timeScale} + \`kinference collector\` + \`kinference gateway\` (plugin in kong-js-pluginserver), ${oneStack ? 'one stack for all arms, in the order listed (only prefix caches reset between arms)' : 'a fresh stack for each arm'}; ` +
     `client timestamps × ${timeScale}. random = client sends to the pod kube-proxy would pick (${s.randomRouting ?? 'per-request'}, as the DES arm); kinference = through the gateway; ` +
     `kinference-slo = the gateway's route with admission control (itl_slo_ms ${slo.itlMs}, shed_ttft_slo_ms ${slo.ttftMs}).`,
   '',

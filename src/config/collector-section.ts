@@ -59,7 +59,8 @@ export const CollectorSectionSchema = Type.Object({
   calibration_window_ms: Type.Integer({
     default: 120000,
     minimum: 1000,
-    description: 'Sliding window of /metrics history used to calibrate prefill and decode costs.',
+    description:
+      'Sliding window of /metrics history used to calibrate prefill and decode costs; stretched back to calibration_min_requests prefills when a pod is quiet.',
   }),
   calibration_min_requests: Type.Integer({
     default: 20,

@@ -111,4 +111,73 @@ describe('CalibrationEstimator', () => {
     expect(r.calibration?.prefillMsPerToken).toBe(20);
     expect(r.meanUncachedTokens).toBeNull();
   });
+
+  /** Feeds one scrape per second; each step adds `d` to the counters and sets the gauges. */
+  const feed = (e: CalibrationEstimator) => {
+    let t = 0;
+    const c = { prefillTimeCount: 0, prefillTimeSum: 0, computedTokensSum: 0, itlCount: 0, itlSum: 0 };
+    e.add(t, m({ ...c }));
+    return (d: { req: number; ms: number; tokens: number; running?: number; waiting?: number }) => {
+      t += 1000;
+      c.prefillTimeCount += d.req;
+      c.prefillTimeSum += d.ms / 1000;
+      c.computedTokensSum += d.tokens;
+      return e.add(t, m({ ...c, running: d.running ?? 5, waiting: d.waiting ?? 0 }));
+    };
+  };
+
+  it('takes the token-weighted median of per-interval ratios, so preempted prefills do not move it', () => {
+    const step = feed(new CalibrationEstimator(opts));
+    // 16 clean prefills at 0.4 ms/token and 4 preempted ones at 1.6 ms/token, on a loaded pod.
+    for (let i = 0; i < 16; i++) step({ req: 1, ms: 4000, tokens: 10_000 });
+    let est;
+    for (let i = 0; i < 4; i++) est = step({ req: 1, ms: 16_000, tokens: 10_000 });
+    // The window's mean would be 0.64 ms/token.
+    expect(est!.calibration?.prefillMsPerToken).toBeCloseTo(0.4, 9);
+    expect(est!.meanUncachedTokens).toBe(10_000);
+  });
+
+  it('prefers prefills that ran alone once there are minRequests / 4 of them', () => {
+    const step = feed(new CalibrationEstimator(opts));
+    for (let i = 0; i < 20; i++) step({ req: 1, ms: 6000, tokens: 10_000, running: 8 });
+    const loaded = step({ req: 0, ms: 0, tokens: 0, running: 8 });
+    expect(loaded.calibration?.prefillMsPerToken).toBeCloseTo(0.6, 9);
+    step({ req: 0, ms: 0, tokens: 0, running: 0 });
+    let est;
+    for (let i = 0; i < 4; i++) est = step({ req: 1, ms: 4000, tokens: 10_000, running: i % 2, waiting: 0 });
+    expect(est!.calibration?.prefillMsPerToken).toBeCloseTo(0.6, 9);
+    // One interval with a waiting request at its end is not solo; the fifth solo prefill switches.
+    est = step({ req: 1, ms: 4000, tokens: 10_000, running: 1, waiting: 1 });
+    expect(est.calibration?.prefillMsPerToken).toBeCloseTo(0.6, 9);
+    step({ req: 0, ms: 0, tokens: 0, running: 0 });
+    est = step({ req: 1, ms: 4000, tokens: 10_000, running: 1 });
+    expect(est.calibration?.prefillMsPerToken).toBeCloseTo(0.4, 9);
+  });
+
+  it('stretches a sparse window back to minRequests prefills, so each new prefill moves the estimate', () => {
+    const step = feed(new CalibrationEstimator(opts));
+    for (let i = 0; i < 20; i++) step({ req: 1, ms: 6000, tokens: 10_000 });
+    // Ten minutes with nothing, then one prefill a minute at 0.4 ms/token on a busy pod.
+    for (let i = 0; i < 600; i++) step({ req: 0, ms: 0, tokens: 0 });
+    const seen: number[] = [];
+    for (let k = 0; k < 12; k++) {
+      for (let i = 0; i < 59; i++) step({ req: 0, ms: 0, tokens: 0 });
+      seen.push(step({ req: 1, ms: 4000, tokens: 10_000 }).calibration!.prefillMsPerToken);
+    }
+    // The median turns once the new prefills are half of the last 20 (0.6 until then).
+    expect(seen.slice(0, 9).every((p) => Math.abs(p - 0.6) < 1e-9)).toBe(true);
+    expect(seen[11]).toBeCloseTo(0.4, 9);
+  });
+
+  it('pairs only window totals when computed tokens are missing (prompt − hits are counted at scheduling)', () => {
+    const e = new CalibrationEstimator(opts);
+    e.add(0, m({}));
+    // Time and tokens land in different intervals: 20 requests, 10 s over 20,000 uncached tokens in all.
+    e.add(1000, m({ promptTokens: 25_000, prefixHits: 5000, running: 0 }));
+    const est = e.add(
+      2000,
+      m({ prefillTimeCount: 20, prefillTimeSum: 10, promptTokens: 25_000, prefixHits: 5000, running: 0 }),
+    );
+    expect(est.calibration?.prefillMsPerToken).toBeCloseTo(0.5, 9);
+  });
 });

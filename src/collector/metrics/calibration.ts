@@ -39,11 +39,6 @@ export interface Estimate {
   meanUncachedTokens: number | null;
 }
 
-interface Point {
-  atMs: number;
-  m: EngineMetrics;
-}
-
 const COUNTERS = [
   'prefixHits',
   'promptTokens',
@@ -60,54 +55,136 @@ function delta(a: EngineMetrics, b: EngineMetrics, k: (typeof COUNTERS)[number])
   return x === null || y === null ? null : y - x;
 }
 
+/** One scrape interval's finished prefills (counter deltas). */
+interface PrefillSample {
+  atMs: number;
+  requests: number;
+  timeMs: number;
+  tokens: number;
+  /** Tokens came from request_prefill_kv_computed_tokens, recorded with the prefill time when a request
+   * finishes, so this interval's time and tokens belong to the same requests. */
+  paired: boolean;
+  /** Nothing else ran or waited at either end of the interval: the prefill had the GPU to itself. */
+  solo: boolean;
+}
+
+interface DecodeSample {
+  atMs: number;
+  steps: number;
+  timeMs: number;
+}
+
+/** Bounds the history kept for a pod that prefills rarely (about 17 min of 1 s scrapes). */
+const MAX_SAMPLES = 1024;
+
+/** Median of the samples' ratios, each weighted by its tokens. */
+function tokenWeightedMedian(samples: readonly PrefillSample[]): number {
+  const sorted = samples
+    .filter((x) => x.tokens > 0 && x.requests > 0)
+    .map((x) => ({ r: x.timeMs / x.tokens, w: x.tokens }))
+    .sort((a, b) => a.r - b.r);
+  const half = sorted.reduce((a, x) => a + x.w, 0) / 2;
+  let acc = 0;
+  for (const x of sorted) {
+    acc += x.w;
+    if (acc >= half) return x.r;
+  }
+  return sorted[sorted.length - 1]?.r ?? NaN;
+}
+
+const num = (v: number | null): number | null => (v === null || !Number.isFinite(v) ? null : v);
+
 /**
- * Online per-pod calibration from cumulative vLLM counters over a sliding window (DESIGN.md "TTFT model"):
- *   prefillMsPerToken = Δ request_prefill_time_seconds_sum / Δ computed prompt tokens
+ * Online per-pod calibration from cumulative vLLM counters (DESIGN.md "TTFT model"):
+ *   prefillMsPerToken = request_prefill_time_seconds / computed prompt tokens, per finished request
  *   decodeStepMs      = Δ inter_token_latency_seconds_sum / Δ its count
- * Computed tokens are Δ request_prefill_kv_computed_tokens_sum when exposed, else Δ prompt_tokens − Δ
- * prefix_cache_hits. Prefill time includes queueing between chunks and the first sampling step, so the
- * estimate is an upper bound of the pure per-token cost — the quantity TTFT prediction needs.
- * A counter going down (server restart) resets the window.
+ * The predictor adds queueing and decode interference itself, so prefill wants the pod's own per-token
+ * cost, not its cost under load. Prefill time runs from first scheduled to first token: a preempted
+ * request's includes its recompute and its wait to be re-admitted (4× a clean prefill under overload), and
+ * one that shares its steps with decodes runs slower. So where vLLM exposes
+ * request_prefill_kv_computed_tokens (recorded with the prefill time when a request finishes), prefill is
+ * the token-weighted median of the scrape intervals' ratios, which preempted outliers do not move, taken
+ * over the intervals in which the pod ran nothing else when there are `minRequests / 4` such prefills.
+ * Otherwise tokens are Δ prompt_tokens − Δ prefix_cache_hits, counted at scheduling, and only the
+ * window's totals pair up, so prefill is their ratio.
+ * The window is `windowMs`, stretched back to hold `minRequests` prefills when the pod is quiet: each new
+ * prefill then moves the estimate, instead of an old value standing until the window fills again.
+ * A counter going down (server restart) starts the history again; the last estimate stands meanwhile.
  */
 export class CalibrationEstimator {
-  #points: Point[] = [];
+  #prev: EngineMetrics | null = null;
+  #prefills: PrefillSample[] = [];
+  #decodes: DecodeSample[] = [];
   #last: Calibration | null = null;
 
-  constructor(readonly opts: CalibrationOptions) {}
+  /** Solo prefills needed before they alone set the estimate. */
+  readonly #minSolo: number;
+
+  constructor(readonly opts: CalibrationOptions) {
+    this.#minSolo = Math.ceil(opts.minRequests / 4);
+  }
 
   add(atMs: number, m: EngineMetrics): Estimate {
-    const prev = this.#points[this.#points.length - 1];
-    if (prev && COUNTERS.some((k) => (delta(prev.m, m, k) ?? 0) < 0)) this.#points = [];
-    this.#points.push({ atMs, m });
-    while (this.#points.length > 2 && this.#points[1]!.atMs <= atMs - this.opts.windowMs)
-      this.#points.shift();
+    const prev = this.#prev;
+    this.#prev = m;
+    if (prev && COUNTERS.some((k) => (delta(prev, m, k) ?? 0) < 0)) {
+      this.#prefills = [];
+      this.#decodes = [];
+    } else if (prev) this.#record(atMs, prev, m);
+    this.#trim(atMs);
     return this.estimate();
   }
 
-  estimate(): Estimate {
-    const a = this.#points[0];
-    const b = this.#points[this.#points.length - 1];
-    if (!a || !b || a === b) return { calibration: this.#last, meanUncachedTokens: null };
-
-    const dReq = delta(a.m, b.m, 'prefillTimeCount');
-    const dTimeS = delta(a.m, b.m, 'prefillTimeSum');
-    let dTokens = delta(a.m, b.m, 'computedTokensSum');
-    if (dTokens === null) {
-      const prompt = delta(a.m, b.m, 'promptTokens');
-      const hits = delta(a.m, b.m, 'prefixHits');
-      dTokens = prompt === null ? null : Math.max(0, prompt - (hits ?? 0));
+  #record(atMs: number, a: EngineMetrics, b: EngineMetrics): void {
+    const requests = delta(a, b, 'prefillTimeCount') ?? 0;
+    const timeS = delta(a, b, 'prefillTimeSum') ?? 0;
+    let tokens = num(delta(a, b, 'computedTokensSum'));
+    const paired = tokens !== null;
+    if (tokens === null) {
+      const prompt = delta(a, b, 'promptTokens');
+      tokens = prompt === null ? 0 : Math.max(0, prompt - (delta(a, b, 'prefixHits') ?? 0));
     }
-    const meanUncachedTokens = dReq !== null && dReq > 0 && dTokens !== null ? dTokens / dReq : null;
+    const solo = [a, b].every((x) => x.waiting === 0 && x.running !== null && x.running <= 1);
+    if (requests > 0 || tokens > 0)
+      this.#prefills.push({ atMs, requests, timeMs: timeS * 1000, tokens, paired, solo });
+    const steps = delta(a, b, 'itlCount') ?? 0;
+    if (steps > 0) this.#decodes.push({ atMs, steps, timeMs: (delta(a, b, 'itlSum') ?? 0) * 1000 });
+  }
+
+  #trim(nowMs: number): void {
+    const from = nowMs - this.opts.windowMs;
+    // Older prefill samples go only while the newer ones still hold enough requests.
+    let kept = this.#prefills.reduce((a, x) => a + x.requests, 0);
+    while (this.#prefills.length > 0 && this.#prefills[0]!.atMs <= from) {
+      const rest = kept - this.#prefills[0]!.requests;
+      if (rest < this.opts.minRequests) break;
+      kept = rest;
+      this.#prefills.shift();
+    }
+    if (this.#prefills.length > MAX_SAMPLES) this.#prefills.splice(0, this.#prefills.length - MAX_SAMPLES);
+    while (this.#decodes.length > 0 && this.#decodes[0]!.atMs <= from) this.#decodes.shift();
+  }
+
+  estimate(): Estimate {
+    const p = this.#prefills;
+    const requests = p.reduce((a, x) => a + x.requests, 0);
+    const tokens = p.reduce((a, x) => a + x.tokens, 0);
+    const meanUncachedTokens = requests > 0 ? tokens / requests : null;
 
     let prefill: number | null = null;
-    if (dReq !== null && dReq >= this.opts.minRequests && dTimeS !== null && dTokens !== null && dTokens > 0)
-      prefill = clamp((dTimeS * 1000) / dTokens, PREFILL_MS_PER_TOKEN_RANGE);
+    if (requests >= this.opts.minRequests && tokens > 0) {
+      const solo = p.filter((x) => x.solo);
+      const soloRequests = solo.reduce((a, x) => a + x.requests, 0);
+      const raw = !p.every((x) => x.paired)
+        ? p.reduce((a, x) => a + x.timeMs, 0) / tokens
+        : tokenWeightedMedian(soloRequests >= this.#minSolo ? solo : p);
+      if (Number.isFinite(raw)) prefill = clamp(raw, PREFILL_MS_PER_TOKEN_RANGE);
+    }
 
-    const dSteps = delta(a.m, b.m, 'itlCount');
-    const dItlS = delta(a.m, b.m, 'itlSum');
+    const steps = this.#decodes.reduce((a, x) => a + x.steps, 0);
     let decode: number | null = null;
-    if (dSteps !== null && dSteps >= this.opts.minDecodeSteps && dItlS !== null)
-      decode = clamp((dItlS * 1000) / dSteps, DECODE_STEP_MS_RANGE);
+    if (steps >= this.opts.minDecodeSteps && steps > 0)
+      decode = clamp(this.#decodes.reduce((a, x) => a + x.timeMs, 0) / steps, DECODE_STEP_MS_RANGE);
 
     if (prefill !== null)
       this.#last = {
