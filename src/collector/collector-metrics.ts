@@ -1,4 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Calibration } from '../core/types.js';
+import type { PrefillSource } from './metrics/calibration.js';
 import type { StreamWorker } from './stream-worker.js';
 
 type Row = [labels: Record<string, string>, value: number];
@@ -134,6 +136,12 @@ export interface ScrapeView {
   healthy: boolean;
   blockSize: number | null;
   numGpuBlocks: number | null;
+  /** Per DP rank (null: the pod has one engine), the calibration last written; null before one. */
+  calibrations: {
+    rank: number | null;
+    calibration: Calibration | null;
+    prefillSource: PrefillSource | null;
+  }[];
 }
 
 /**
@@ -212,6 +220,26 @@ export class CollectorMetrics {
           if (s.blockSize !== null) this.set({ pod: s.podId, field: 'block_size' }, s.blockSize);
           if (s.numGpuBlocks !== null) this.set({ pod: s.podId, field: 'num_gpu_blocks' }, s.numGpuBlocks);
         }
+      },
+    });
+    new Gauge({
+      name: `${P}calibration`,
+      help: "The pod's calibration as last written: prefill ms per token (source: solo | median | totals prefills) and decode step ms",
+      labelNames: ['pod', 'rank', 'coefficient', 'source'],
+      registers: [reg],
+      collect() {
+        this.reset();
+        for (const s of scrapes())
+          for (const c of s.calibrations) {
+            if (!c.calibration) continue;
+            const rank = c.rank === null ? '' : String(c.rank);
+            const base = { pod: s.podId, rank };
+            this.set(
+              { ...base, coefficient: 'prefill_ms_per_token', source: c.prefillSource ?? '' },
+              c.calibration.prefillMsPerToken,
+            );
+            this.set({ ...base, coefficient: 'decode_step_ms', source: '' }, c.calibration.decodeStepMs);
+          }
       },
     });
     this.lag = new Histogram({

@@ -221,6 +221,11 @@ export class Collector {
           healthy: p.scraper.healthy,
           blockSize: p.scraper.lastPod?.blockSize ?? null,
           numGpuBlocks: p.scraper.lastPod?.numGpuBlocks ?? null,
+          calibrations: p.scraper.targets.map((t, i) => ({
+            rank: t.rank,
+            calibration: p.scraper!.lastEstimates[i]?.calibration ?? null,
+            prefillSource: p.scraper!.lastEstimates[i]?.prefillSource ?? null,
+          })),
         };
   }
 }

@@ -142,6 +142,7 @@ describe('CalibrationEstimator', () => {
     for (let i = 0; i < 20; i++) step({ req: 1, ms: 6000, tokens: 10_000, running: 8 });
     const loaded = step({ req: 0, ms: 0, tokens: 0, running: 8 });
     expect(loaded.calibration?.prefillMsPerToken).toBeCloseTo(0.6, 9);
+    expect(loaded.prefillSource).toBe('median');
     step({ req: 0, ms: 0, tokens: 0, running: 0 });
     let est;
     for (let i = 0; i < 4; i++) est = step({ req: 1, ms: 4000, tokens: 10_000, running: i % 2, waiting: 0 });
@@ -152,6 +153,7 @@ describe('CalibrationEstimator', () => {
     step({ req: 0, ms: 0, tokens: 0, running: 0 });
     est = step({ req: 1, ms: 4000, tokens: 10_000, running: 1 });
     expect(est.calibration?.prefillMsPerToken).toBeCloseTo(0.4, 9);
+    expect(est.prefillSource).toBe('solo');
   });
 
   it('stretches a sparse window back to minRequests prefills, so each new prefill moves the estimate', () => {
@@ -179,5 +181,6 @@ describe('CalibrationEstimator', () => {
       m({ prefillTimeCount: 20, prefillTimeSum: 10, promptTokens: 25_000, prefixHits: 5000, running: 0 }),
     );
     expect(est.calibration?.prefillMsPerToken).toBeCloseTo(0.5, 9);
+    expect(est.prefillSource).toBe('totals');
   });
 });

@@ -22,6 +22,13 @@ export function vllmExposition(e: Record<string, Partial<Record<string, number>>
       `vllm:request_prefill_time_seconds_bucket{${l.replace('model_name', 'le="+Inf",model_name')}} ${v.prefillN ?? 0}`,
       `vllm:request_prefill_time_seconds_count{${l}} ${v.prefillN ?? 0}`,
       `vllm:request_prefill_time_seconds_sum{${l}} ${v.prefillS ?? 0}`,
+      ...(v.computedN === undefined
+        ? []
+        : [
+            '# TYPE vllm:request_prefill_kv_computed_tokens histogram',
+            `vllm:request_prefill_kv_computed_tokens_count{${l}} ${v.computedN}`,
+            `vllm:request_prefill_kv_computed_tokens_sum{${l}} ${v.computedSum ?? 0}`,
+          ]),
       '# TYPE vllm:inter_token_latency_seconds histogram',
       `vllm:inter_token_latency_seconds_count{${l}} ${v.itlN ?? 0}`,
       `vllm:inter_token_latency_seconds_sum{${l}} ${v.itlS ?? 0}`,

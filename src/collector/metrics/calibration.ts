@@ -32,9 +32,17 @@ export const DECODE_STEP_MS_RANGE = [1, 2000] as const;
 
 const clamp = (v: number, [lo, hi]: readonly [number, number]): number => Math.min(hi, Math.max(lo, v));
 
+/**
+ * What set the prefill estimate: the median over solo prefills, the median over all prefills in the window,
+ * or the window's totals (a vLLM without request_prefill_kv_computed_tokens).
+ */
+export type PrefillSource = 'solo' | 'median' | 'totals';
+
 export interface Estimate {
   /** null until enough prefills were seen in the window. */
   calibration: Calibration | null;
+  /** null while calibration is. */
+  prefillSource: PrefillSource | null;
   /** Mean uncached prompt tokens per request in the window; null when no request finished prefill. */
   meanUncachedTokens: number | null;
 }
@@ -116,6 +124,7 @@ export class CalibrationEstimator {
   #prefills: PrefillSample[] = [];
   #decodes: DecodeSample[] = [];
   #last: Calibration | null = null;
+  #lastSource: PrefillSource | null = null;
 
   /** Solo prefills needed before they alone set the estimate. */
   readonly #minSolo: number;
@@ -172,12 +181,15 @@ export class CalibrationEstimator {
     const meanUncachedTokens = requests > 0 ? tokens / requests : null;
 
     let prefill: number | null = null;
+    let source: PrefillSource = 'totals';
     if (requests >= this.opts.minRequests && tokens > 0) {
       const solo = p.filter((x) => x.solo);
       const soloRequests = solo.reduce((a, x) => a + x.requests, 0);
-      const raw = !p.every((x) => x.paired)
-        ? p.reduce((a, x) => a + x.timeMs, 0) / tokens
-        : tokenWeightedMedian(soloRequests >= this.#minSolo ? solo : p);
+      if (p.every((x) => x.paired)) source = soloRequests >= this.#minSolo ? 'solo' : 'median';
+      const raw =
+        source === 'totals'
+          ? p.reduce((a, x) => a + x.timeMs, 0) / tokens
+          : tokenWeightedMedian(source === 'solo' ? solo : p);
       if (Number.isFinite(raw)) prefill = clamp(raw, PREFILL_MS_PER_TOKEN_RANGE);
     }
 
@@ -186,13 +198,14 @@ export class CalibrationEstimator {
     if (steps >= this.opts.minDecodeSteps && steps > 0)
       decode = clamp(this.#decodes.reduce((a, x) => a + x.timeMs, 0) / steps, DECODE_STEP_MS_RANGE);
 
-    if (prefill !== null)
+    if (prefill !== null) {
+      this.#lastSource = source;
       this.#last = {
         ...this.opts.defaults,
         prefillMsPerToken: prefill,
         decodeStepMs: decode ?? this.#last?.decodeStepMs ?? this.opts.defaults.decodeStepMs,
       };
-    else if (decode !== null && this.#last !== null) this.#last = { ...this.#last, decodeStepMs: decode };
-    return { calibration: this.#last, meanUncachedTokens };
+    } else if (decode !== null && this.#last !== null) this.#last = { ...this.#last, decodeStepMs: decode };
+    return { calibration: this.#last, prefillSource: this.#lastSource, meanUncachedTokens };
   }
 }

@@ -1,6 +1,6 @@
 import type { Logger } from '../logger.js';
 import type { PodStatePatch } from '../ops/pod-state-writer.js';
-import { CalibrationEstimator, type CalibrationOptions } from './calibration.js';
+import { CalibrationEstimator, type CalibrationOptions, type Estimate } from './calibration.js';
 import { parsePromText } from './prom-text.js';
 import { engineView, extractVllmMetrics, type PodMetrics } from './vllm-metrics.js';
 
@@ -38,12 +38,15 @@ export class MetricsScraper {
   consecutiveFailures = 0;
   healthy = true;
   lastPod: PodMetrics | null = null;
+  /** Per target (DP rank), the calibration estimate of the last scrape; null before one. */
+  readonly lastEstimates: (Estimate | null)[];
 
   constructor(
     readonly opts: ScraperOptions,
     readonly targets: readonly ScrapeTarget[],
   ) {
     this.#estimators = targets.map(() => new CalibrationEstimator(opts.calibration));
+    this.lastEstimates = targets.map(() => null);
   }
 
   start(): void {
@@ -113,6 +116,7 @@ export class MetricsScraper {
         if (m.waiting !== null) patch.waiting = m.waiting;
         if (m.kvUsage !== null) patch.kvUsage = m.kvUsage;
         const est = this.#estimators[i]!.add(now, m);
+        this.lastEstimates[i] = est;
         if (est.meanUncachedTokens !== null) patch.meanQueuedPrefillTokens = est.meanUncachedTokens;
         if (est.calibration !== null) patch.calibration = est.calibration;
       }
