@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
 import { KinferenceError } from '../core/errors.js';
@@ -18,17 +19,44 @@ export interface RedisServer {
   restart(): Promise<void>;
 }
 
-export async function freeLoopbackPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/** Binds `port` (0: the kernel picks) on loopback and releases it; null when it is taken. */
+function tryPort(port: number): Promise<number | null> {
+  return new Promise((resolve) => {
     const srv = createServer();
     srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
+    srv.once('error', () => resolve(null));
+    srv.listen(port, '127.0.0.1', () => {
       const addr = srv.address();
-      if (addr === null || typeof addr === 'string') return reject(new Error('no port'));
-      srv.close(() => resolve(addr.port));
+      srv.close(() => resolve(addr === null || typeof addr === 'string' ? null : addr.port));
     });
   });
+}
+
+/** The start of the kernel's range for outgoing connections' local ports (Linux; 32768 elsewhere). */
+function ephemeralStart(): number {
+  try {
+    const lo = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    if (Number.isInteger(lo) && lo > 2048) return lo;
+  } catch {
+    // not Linux
+  }
+  return 32768;
+}
+
+/**
+ * A free loopback port for a server that binds it later. Chosen at random below the ephemeral range: a port
+ * the kernel hands out (port 0) can be taken by any process's outgoing connection before the server binds it.
+ */
+export async function freeLoopbackPort(): Promise<number> {
+  const hi = ephemeralStart();
+  const lo = Math.max(1024, hi - 12_000);
+  for (let i = 0; i < 100; i++) {
+    const port = await tryPort(lo + Math.floor(Math.random() * (hi - lo)));
+    if (port !== null) return port;
+  }
+  const any = await tryPort(0);
+  if (any === null) throw new Error('no free loopback port');
+  return any;
 }
 
 /** True when a Redis answers PING at `target` (a URL, or a loopback port). */
