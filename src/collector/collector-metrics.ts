@@ -136,11 +136,15 @@ export interface ScrapeView {
   healthy: boolean;
   blockSize: number | null;
   numGpuBlocks: number | null;
-  /** Per DP rank (null: the pod has one engine), the calibration last written; null before one. */
+  /**
+   * Per DP rank (null: the pod has one engine), its own calibration estimate with what set its prefill
+   * cost, and the calibration last written to the index (its group's pooled one when pooling); null before one.
+   */
   calibrations: {
     rank: number | null;
     calibration: Calibration | null;
     prefillSource: PrefillSource | null;
+    written: Calibration | null;
   }[];
 }
 
@@ -222,9 +226,13 @@ export class CollectorMetrics {
         }
       },
     });
+    const coefficients = (c: Calibration): [string, number][] => [
+      ['prefill_ms_per_token', c.prefillMsPerToken],
+      ['decode_step_ms', c.decodeStepMs],
+    ];
     new Gauge({
       name: `${P}calibration`,
-      help: "The pod's calibration as last written: prefill ms per token (source: solo | median | totals prefills) and decode step ms",
+      help: "The pod's own calibration estimate (source of the prefill cost: solo, median or totals prefills)",
       labelNames: ['pod', 'rank', 'coefficient', 'source'],
       registers: [reg],
       collect() {
@@ -232,13 +240,26 @@ export class CollectorMetrics {
         for (const s of scrapes())
           for (const c of s.calibrations) {
             if (!c.calibration) continue;
-            const rank = c.rank === null ? '' : String(c.rank);
-            const base = { pod: s.podId, rank };
-            this.set(
-              { ...base, coefficient: 'prefill_ms_per_token', source: c.prefillSource ?? '' },
-              c.calibration.prefillMsPerToken,
-            );
-            this.set({ ...base, coefficient: 'decode_step_ms', source: '' }, c.calibration.decodeStepMs);
+            const base = { pod: s.podId, rank: c.rank === null ? '' : String(c.rank) };
+            for (const [coefficient, v] of coefficients(c.calibration)) {
+              const source = coefficient === 'prefill_ms_per_token' ? (c.prefillSource ?? '') : '';
+              this.set({ ...base, coefficient, source }, v);
+            }
+          }
+      },
+    });
+    new Gauge({
+      name: `${P}calibration_written`,
+      help: 'The calibration written to the index for the router: the pooled one of like pods, or the own',
+      labelNames: ['pod', 'rank', 'coefficient'],
+      registers: [reg],
+      collect() {
+        this.reset();
+        for (const s of scrapes())
+          for (const c of s.calibrations) {
+            if (!c.written) continue;
+            const base = { pod: s.podId, rank: c.rank === null ? '' : String(c.rank) };
+            for (const [coefficient, v] of coefficients(c.written)) this.set({ ...base, coefficient }, v);
           }
       },
     });

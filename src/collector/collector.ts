@@ -4,6 +4,7 @@ import { CollectorMetrics, type ScrapeView } from './collector-metrics.js';
 import type { Discovery } from './discovery/discovery.js';
 import type { Logger } from './logger.js';
 import { calibrationOptions } from './metrics/calibration.js';
+import { CalibrationPool } from './metrics/calibration-pool.js';
 import { MetricsScraper } from './metrics/scraper.js';
 import type { QueuedBatch } from './ops/apply-queue.js';
 import { samePodSpec, streamsOf, type PodSpec } from './pods.js';
@@ -49,6 +50,8 @@ export interface CollectorHealth {
 export class Collector {
   readonly metrics: CollectorMetrics;
   readonly #pods = new Map<string, PodRunner>();
+  /** Like pods' shared calibration (calibration_pool). */
+  readonly #calibrationPool = new CalibrationPool();
   #reconciling: Promise<void> = Promise.resolve();
   #stopping = false;
 
@@ -187,6 +190,9 @@ export class Collector {
           unhealthyAfterFailures: this.settings.unhealthy_after_failures,
           expectedBlockSize: settings.blockSize,
           calibration: calibrationOptions(this.settings),
+          ...(this.settings.calibration_pool
+            ? { pool: { pool: this.#calibrationPool, model: spec.model, podId: spec.id } }
+            : {}),
           log: this.deps.log.child({ pod: spec.id }),
           onRestart: () => workers.forEach((w) => w.restartSignal()),
           onScrape: (ok) => (ok ? runner.scrapeOk++ : runner.scrapeFailed++),
@@ -204,6 +210,7 @@ export class Collector {
 
   async #remove(r: PodRunner): Promise<void> {
     await r.scraper?.stop();
+    r.scraper?.leavePool();
     await Promise.all(r.workers.map((w) => w.stop(0)));
     for (const w of r.workers)
       await this.deps.index
@@ -225,6 +232,7 @@ export class Collector {
             rank: t.rank,
             calibration: p.scraper!.lastEstimates[i]?.calibration ?? null,
             prefillSource: p.scraper!.lastEstimates[i]?.prefillSource ?? null,
+            written: p.scraper!.lastWritten[i] ?? null,
           })),
         };
   }

@@ -67,6 +67,11 @@ export const CollectorSectionSchema = Type.Object({
     minimum: 1,
     description: 'Prefills needed in the window before a pod gets its own calibration.',
   }),
+  calibration_pool: Type.Boolean({
+    default: true,
+    description:
+      'Pods of one model with the same KV geometry (num_gpu_blocks and block size: the same GPU and vLLM settings) share one calibration, the median of their own estimates. A pod the router avoided after a busy spell then does not keep looking slow. Off: each pod keeps its own.',
+  }),
   shutdown_timeout_ms: Type.Integer({
     default: 10000,
     minimum: 0,

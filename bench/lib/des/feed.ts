@@ -6,6 +6,7 @@ import {
   calibrationOptions,
   type CalibrationOptions,
 } from '../../../src/collector/metrics/calibration.js';
+import { CalibrationPool, calibrationGroup } from '../../../src/collector/metrics/calibration-pool.js';
 import { parsePromText } from '../../../src/collector/metrics/prom-text.js';
 import { engineView, extractVllmMetrics } from '../../../src/collector/metrics/vllm-metrics.js';
 import { parseVllmBatch } from '../../../src/collector/wire/vllm-events.js';
@@ -32,11 +33,14 @@ export class CollectorFeed {
   readonly #estimators = new Map<string, CalibrationEstimator>();
   /** The collector's default settings, when calibrating. */
   readonly #calibration: CalibrationOptions | null;
+  /** Like pods' shared calibration, when the collector's default pools it. */
+  readonly #pool: CalibrationPool | null;
 
   /**
    * `calibrate`: each scrape renders the pod's vLLM /metrics text and runs it through the collector's own
    * parser and CalibrationEstimator (collector defaults), so the router gets the per-pod calibration and
-   * queued-prefill estimate a live collector writes; otherwise the router keeps the profile's defaults.
+   * queued-prefill estimate a live collector writes (pooled over like pods, the collector's default);
+   * otherwise the router keeps the profile's defaults.
    */
   constructor(
     readonly index: KvIndex,
@@ -44,9 +48,9 @@ export class CollectorFeed {
     readonly blockSize: number,
     readonly calibrate = false,
   ) {
-    this.#calibration = calibrate
-      ? calibrationOptions(validateConfig(CollectorSectionSchema, {}, 'collector defaults'))
-      : null;
+    const settings = validateConfig(CollectorSectionSchema, {}, 'collector defaults');
+    this.#calibration = calibrate ? calibrationOptions(settings) : null;
+    this.#pool = calibrate && settings.calibration_pool ? new CalibrationPool() : null;
   }
 
   async register(pod: SimPod, nowMs: number): Promise<void> {
@@ -87,11 +91,14 @@ export class CollectorFeed {
     };
     const est = this.#estimators.get(pod.id);
     if (est && pod.metrics) {
-      const m = engineView(extractVllmMetrics(parsePromText(await pod.metrics.render())), null);
+      const metrics = extractVllmMetrics(parsePromText(await pod.metrics.render()));
+      const m = engineView(metrics, null);
       if (m) {
         const e = est.add(nowMs, m);
         if (e.meanUncachedTokens !== null) patch.meanQueuedPrefillTokens = e.meanUncachedTokens;
-        if (e.calibration !== null) patch.calibration = e.calibration;
+        const group = calibrationGroup(this.model, metrics.numGpuBlocks, metrics.blockSize);
+        const written = this.#pool ? this.#pool.share(pod.id, group, e.calibration) : e.calibration;
+        if (written !== null) patch.calibration = written;
       }
     }
     await this.index.upsertPodState({ model: this.model, podId: pod.id }, patch);

@@ -6,6 +6,7 @@ import type { KvIndex } from '../../../src/index/kv-index.js';
 import { freePort, waitFor } from '../../helpers/ports.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
+import type { PodConfig } from '../../../src/config/fleet-config.js';
 import { MODEL, startCollector } from '../../helpers/collector/collector-harness.js';
 import { vllmExposition } from '../../helpers/collector/vllm-metrics-text.js';
 
@@ -16,8 +17,8 @@ describe('collector calibration from /metrics (real Redis, HTTP scrapes)', () =>
   let redis: TestRedis;
   let index: KvIndex;
   let collector: Collector | null = null;
-  let pub: FakeVllmPublisher | null = null;
-  let server: Server | null = null;
+  let pubs: FakeVllmPublisher[] = [];
+  let servers: Server[] = [];
 
   beforeAll(async () => {
     redis = await startRedis();
@@ -26,11 +27,49 @@ describe('collector calibration from /metrics (real Redis, HTTP scrapes)', () =>
   afterEach(async () => {
     await collector?.stop();
     collector = null;
-    await pub?.close();
-    pub = null;
-    await new Promise<void>((r) => (server ? server.close(() => r()) : r()));
-    server = null;
+    for (const p of pubs) await p.close();
+    pubs = [];
+    for (const s of servers) await new Promise<void>((r) => s.close(() => r()));
+    servers = [];
   });
+
+  /** A pod whose /metrics finishes one prefill of 1,000 computed tokens per scrape, taking `ms()`. */
+  const pod = async (id: string, ms: () => number, running: () => number): Promise<PodConfig> => {
+    const c = { prefillN: 0, prefillS: 0, computedN: 0, computedSum: 0 };
+    const port = await freePort();
+    const server = createServer((_req, res) => {
+      c.prefillN += 1;
+      c.prefillS += ms() / 1000;
+      c.computedN += 1;
+      c.computedSum += 1000;
+      const body = vllmExposition(
+        { '0': { running: running(), waiting: 0, ...c } },
+        'vllm:cache_config_info{block_size="16",num_gpu_blocks="1234"} 1.0\n',
+      );
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(body);
+    });
+    servers.push(server);
+    await new Promise<void>((r) => server.listen(port, '127.0.0.1', () => r()));
+    const pub = await new FakeVllmPublisher({ format: 'array' }).bind();
+    pubs.push(pub);
+    return {
+      id,
+      model: MODEL,
+      address: `127.0.0.1:${18020 + pubs.length}`,
+      kv_events: pub.endpoint,
+      kv_events_replay: pub.replayEndpoint,
+      metrics: `http://127.0.0.1:${port}/metrics`,
+    };
+  };
+  /** The value of one series in the collector's /metrics text. */
+  const series = async (name: string, labels: string): Promise<number> => {
+    const text = await collector!.metrics.registry.metrics();
+    const line = text.split('\n').find((l) => l.startsWith(`${name}{${labels}} `));
+    if (!line) throw new Error(`no ${name}{${labels}} in the collector's /metrics`);
+    return Number(line.slice(line.lastIndexOf(' ') + 1));
+  };
+  const prefillOf = async (id: string): Promise<number | undefined> =>
+    (await index.listPods(MODEL)).find((p) => p.podId === id)?.calibration?.prefillMsPerToken;
   afterAll(async () => {
     await index?.close();
     await redis?.stop();
@@ -38,45 +77,71 @@ describe('collector calibration from /metrics (real Redis, HTTP scrapes)', () =>
 
   it('writes the median prefill cost of a busy pod, then the solo cost once five prefills ran alone', async () => {
     let solo = false;
-    const c = { prefillN: 0, prefillS: 0, computedN: 0, computedSum: 0 };
-    const port = await freePort();
-    server = createServer((_req, res) => {
-      // Each scrape sees one more finished prefill of 1,000 computed tokens.
-      c.prefillN += 1;
-      c.prefillS += solo ? 0.3 : 0.4;
-      c.computedN += 1;
-      c.computedSum += 1000;
-      const body = vllmExposition({ '0': { running: solo ? 1 : 3, waiting: 0, ...c } });
-      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(body);
-    });
-    await new Promise<void>((r) => server!.listen(port, '127.0.0.1', () => r()));
-    pub = await new FakeVllmPublisher({ format: 'array' }).bind();
-    collector = startCollector(index, [
-      {
-        id: 'pod-c',
-        model: MODEL,
-        address: '127.0.0.1:18021',
-        kv_events: pub.endpoint,
-        kv_events_replay: pub.replayEndpoint,
-        metrics: `http://127.0.0.1:${port}/metrics`,
-      },
-    ]);
+    let scrapes = 0;
+    const c = await pod(
+      'pod-c',
+      () => (scrapes++, solo ? 300 : 400),
+      () => (solo ? 1 : 3),
+    );
+    collector = startCollector(index, [c]);
     await collector.start();
-    const prefill = async (): Promise<number | undefined> =>
-      (await index.listPods(MODEL)).find((p) => p.podId === 'pod-c')?.calibration?.prefillMsPerToken;
+    const prefill = (): Promise<number | undefined> => prefillOf('pod-c');
 
     await waitFor('busy calibration', async () => (await prefill()) !== undefined);
     expect(await prefill()).toBeCloseTo(0.4, 9);
-    expect(await collector.metrics.registry.metrics()).toMatch(
-      /kinference_collector_calibration\{pod="pod-c",rank="",coefficient="prefill_ms_per_token",source="median"\} 0\.4\d*/,
-    );
+    expect(
+      await series(
+        'kinference_collector_calibration',
+        'pod="pod-c",rank="",coefficient="prefill_ms_per_token",source="median"',
+      ),
+    ).toBeCloseTo(0.4, 9);
 
     solo = true;
     await waitFor('solo calibration', async () => Math.abs(((await prefill()) ?? 0) - 0.3) < 1e-9);
     // The first solo interval starts at a busy scrape, so the switch needs 5 solo intervals after it.
-    expect(c.prefillN).toBeGreaterThanOrEqual(20 + 6);
-    expect(await collector.metrics.registry.metrics()).toMatch(
-      /kinference_collector_calibration\{pod="pod-c",rank="",coefficient="prefill_ms_per_token",source="solo"\} 0\.3\d*/,
+    expect(scrapes).toBeGreaterThanOrEqual(20 + 6);
+    expect(
+      await series(
+        'kinference_collector_calibration',
+        'pod="pod-c",rank="",coefficient="prefill_ms_per_token",source="solo"',
+      ),
+    ).toBeCloseTo(0.3, 9);
+  });
+
+  it('writes like pods the median of their own estimates (calibration_pool), or each its own when off', async () => {
+    const pods = [
+      await pod(
+        'pod-a',
+        () => 400,
+        () => 3,
+      ),
+      await pod(
+        'pod-b',
+        () => 300,
+        () => 3,
+      ),
+      await pod(
+        'pod-s',
+        () => 700,
+        () => 3,
+      ), // busy, then avoided: stale and slow-looking
+    ];
+    collector = startCollector(index, pods);
+    await collector.start();
+    const all = async () => Promise.all(['pod-a', 'pod-b', 'pod-s'].map(prefillOf));
+    await waitFor('pooled calibration', async () =>
+      (await all()).every((p) => p !== undefined && Math.abs(p - 0.4) < 1e-9),
     );
+    const labels = 'pod="pod-s",rank="",coefficient="prefill_ms_per_token"';
+    expect(await series('kinference_collector_calibration', `${labels},source="median"`)).toBeCloseTo(0.7, 9);
+    expect(await series('kinference_collector_calibration_written', labels)).toBeCloseTo(0.4, 9);
+    await collector.stop();
+
+    collector = startCollector(index, pods, { calibration_pool: false });
+    await collector.start();
+    await waitFor('own calibration', async () => {
+      const [a, b, s] = await all();
+      return Math.abs(a! - 0.4) < 1e-9 && Math.abs(b! - 0.3) < 1e-9 && Math.abs(s! - 0.7) < 1e-9;
+    });
   });
 });

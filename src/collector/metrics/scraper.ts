@@ -1,6 +1,8 @@
 import type { Logger } from '../logger.js';
 import type { PodStatePatch } from '../ops/pod-state-writer.js';
+import type { Calibration } from '../../core/types.js';
 import { CalibrationEstimator, type CalibrationOptions, type Estimate } from './calibration.js';
+import { calibrationGroup, type CalibrationPool } from './calibration-pool.js';
 import { parsePromText } from './prom-text.js';
 import { engineView, extractVllmMetrics, type PodMetrics } from './vllm-metrics.js';
 
@@ -18,6 +20,8 @@ export interface ScraperOptions {
   /** Block size the router is configured with; a pod reporting another one is logged. */
   expectedBlockSize: number;
   calibration: CalibrationOptions;
+  /** Like pods share a calibration (collector setting calibration_pool); absent: each pod keeps its own. */
+  pool?: { pool: CalibrationPool; model: string; podId: string };
   log: Logger;
   /** process_start_time_seconds changed: the server restarted (a backup for sequence-based detection). */
   onRestart(): void;
@@ -40,6 +44,8 @@ export class MetricsScraper {
   lastPod: PodMetrics | null = null;
   /** Per target (DP rank), the calibration estimate of the last scrape; null before one. */
   readonly lastEstimates: (Estimate | null)[];
+  /** Per target, the calibration last written (pooled or own); null before one. */
+  readonly lastWritten: (Calibration | null)[];
 
   constructor(
     readonly opts: ScraperOptions,
@@ -47,6 +53,7 @@ export class MetricsScraper {
   ) {
     this.#estimators = targets.map(() => new CalibrationEstimator(opts.calibration));
     this.lastEstimates = targets.map(() => null);
+    this.lastWritten = targets.map(() => null);
   }
 
   start(): void {
@@ -118,12 +125,27 @@ export class MetricsScraper {
         const est = this.#estimators[i]!.add(now, m);
         this.lastEstimates[i] = est;
         if (est.meanUncachedTokens !== null) patch.meanQueuedPrefillTokens = est.meanUncachedTokens;
-        if (est.calibration !== null) patch.calibration = est.calibration;
+        const written = this.#calibrationFor(t.rank, est.calibration, pod);
+        this.lastWritten[i] = written;
+        if (written !== null) patch.calibration = written;
       }
       t.write(patch);
     });
     this.opts.onScrape(true, pod);
     return true;
+  }
+
+  #calibrationFor(rank: number | null, own: Calibration | null, pod: PodMetrics): Calibration | null {
+    const p = this.opts.pool;
+    if (!p) return own;
+    const group = calibrationGroup(p.model, pod.numGpuBlocks, pod.blockSize);
+    return p.pool.share(memberKey(p.podId, rank), group, own);
+  }
+
+  /** Leaves the pool (the pod is gone). */
+  leavePool(): void {
+    const p = this.opts.pool;
+    if (p) for (const t of this.targets) p.pool.remove(memberKey(p.podId, t.rank));
   }
 
   #failed(err: unknown): void {
@@ -140,3 +162,5 @@ export class MetricsScraper {
     }
   }
 }
+
+const memberKey = (podId: string, rank: number | null): string => `${podId}#${rank ?? ''}`;

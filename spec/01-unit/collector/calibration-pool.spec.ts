@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import { CalibrationPool, calibrationGroup } from '../../../src/collector/metrics/calibration-pool.js';
+import { DEFAULT_CALIBRATION } from '../../../src/core/predictor.js';
+
+const cal = (prefillMsPerToken: number, decodeStepMs: number) => ({
+  ...DEFAULT_CALIBRATION,
+  prefillMsPerToken,
+  decodeStepMs,
+});
+
+describe('CalibrationPool: like pods share the median of their own estimates', () => {
+  const g = calibrationGroup('qwen', 5888, 16);
+
+  it('groups by model and KV geometry', () => {
+    expect(g).toBe('qwen|5888|16');
+    expect(calibrationGroup('qwen', null, null)).toBe('qwen|?|?');
+    expect(calibrationGroup('qwen', 10240, 16)).not.toBe(g);
+  });
+
+  it('gives every member the per-coefficient median, so one stale pod does not stand out', () => {
+    const pool = new CalibrationPool();
+    pool.set('a#', g, cal(0.37, 99));
+    pool.set('b#', g, cal(0.31, 69));
+    // c was busy, then avoided: its estimate is stale and high.
+    expect(pool.share('c#', g, cal(0.39, 165))).toEqual(cal(0.37, 99));
+    // Two members: the mean of the two.
+    pool.remove('c#');
+    const two = pool.pooled(g)!;
+    expect(two.prefillMsPerToken).toBeCloseTo(0.34, 12);
+    expect(two.decodeStepMs).toBe(84);
+  });
+
+  it('lets a pod with no estimate of its own start from its peers, and keeps a lone pod its own', () => {
+    const pool = new CalibrationPool();
+    expect(pool.share('new#', g, null)).toBeNull();
+    pool.set('a#', g, cal(0.4, 50));
+    expect(pool.share('new#', g, null)).toEqual(cal(0.4, 50));
+    const other = calibrationGroup('qwen', 10240, 16);
+    expect(pool.share('h100#', other, cal(0.1, 20))).toEqual(cal(0.1, 20));
+  });
+
+  it('moves a member whose geometry changed (restarted with other settings) to its new group', () => {
+    const pool = new CalibrationPool();
+    pool.set('a#', g, cal(0.4, 50));
+    pool.set('b#', g, cal(0.2, 30));
+    const other = calibrationGroup('qwen', 10240, 16);
+    pool.set('b#', other, cal(0.1, 20));
+    expect(pool.pooled(g)).toEqual(cal(0.4, 50));
+    expect(pool.pooled(other)).toEqual(cal(0.1, 20));
+    pool.remove('a#');
+    expect(pool.pooled(g)).toBeNull();
+  });
+});

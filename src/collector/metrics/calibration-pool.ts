@@ -1,0 +1,69 @@
+import type { Calibration } from '../../core/types.js';
+
+/**
+ * Pods of one model whose engines report the same KV geometry (num_gpu_blocks × block size) run on the same
+ * GPU with the same vLLM settings, so they share one calibration.
+ */
+export function calibrationGroup(
+  model: string,
+  numGpuBlocks: number | null,
+  blockSize: number | null,
+): string {
+  return `${model}|${numGpuBlocks ?? '?'}|${blockSize ?? '?'}`;
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+
+/**
+ * The calibration a group of like pods shares: per coefficient, the median of their own estimates.
+ * A pod's own estimate follows its own traffic, so it drifts with the mix of prompts it served and goes stale
+ * when the router sends it little; the pod looking slow then keeps it looking slow. Like pods do not differ
+ * that way, and the median ignores the one that does.
+ */
+export class CalibrationPool {
+  /** group → member (pod and DP rank) → its own estimate. */
+  readonly #groups = new Map<string, Map<string, Calibration>>();
+  readonly #groupOf = new Map<string, string>();
+
+  /** Records a member's own estimate (null: none yet) under its current group. */
+  set(member: string, group: string, own: Calibration | null): void {
+    const was = this.#groupOf.get(member);
+    if (was !== undefined && was !== group) this.remove(member);
+    this.#groupOf.set(member, group);
+    let g = this.#groups.get(group);
+    if (!g) this.#groups.set(group, (g = new Map()));
+    if (own) g.set(member, own);
+    else g.delete(member);
+  }
+
+  remove(member: string): void {
+    const group = this.#groupOf.get(member);
+    if (group === undefined) return;
+    this.#groupOf.delete(member);
+    const g = this.#groups.get(group);
+    g?.delete(member);
+    if (g && g.size === 0) this.#groups.delete(group);
+  }
+
+  /** Records a member's own estimate and returns what it should use: its group's, else its own. */
+  share(member: string, group: string, own: Calibration | null): Calibration | null {
+    this.set(member, group, own);
+    return this.pooled(group) ?? own;
+  }
+
+  /** The group's shared calibration; null while no member has an estimate. */
+  pooled(group: string): Calibration | null {
+    const own = [...(this.#groups.get(group)?.values() ?? [])];
+    if (own.length === 0) return null;
+    if (own.length === 1) return own[0]!;
+    return {
+      ...own[0]!,
+      prefillMsPerToken: median(own.map((c) => c.prefillMsPerToken)),
+      decodeStepMs: median(own.map((c) => c.decodeStepMs)),
+    };
+  }
+}
