@@ -27,6 +27,7 @@ describe('kinference demo', () => {
     );
     expect(r.status, r.stderr.slice(-2000)).toBe(0);
     expect(r.stdout).toMatch(/\| median TTFT\s+\|/);
+    expect(r.stdout).toMatch(/\| mean TTFT\s+\|/);
     expect(r.stdout).toMatch(/\| requests ok \/ failed\s+\|\s+6 \/ 0 \|\s+6 \/ 0 \|/);
     expect(r.stdout).toContain('Where to look next');
     expect(r.stderr).not.toMatch(/at .*\.js:\d+:\d+/); // no stack trace
