@@ -132,8 +132,13 @@ const desSchedule = (arm: LiveArm): BenchSchedule => {
 const oneStack = values['one-stack']!;
 /** The stack running now: stopped on Ctrl-C or SIGTERM too, so no process outlives the run. */
 let current: LiveStack | null = null;
+const stopCurrent = async (): Promise<void> => {
+  const stack = current;
+  current = null;
+  await stack?.stop();
+};
 const stopOnSignal = (): void => {
-  void (current?.stop() ?? Promise.resolve()).finally(() => process.exit(130));
+  void stopCurrent().finally(() => process.exit(130));
 };
 process.once('SIGINT', stopOnSignal);
 process.once('SIGTERM', stopOnSignal);
@@ -189,14 +194,10 @@ for (const arm of arms) {
     requests[arm] = { des: des.records.map(compactRecord), live: live.records.map(compactRecord) };
     wall[arm] = { des: des.wallMs, live: live.wallMs };
   } catch (err) {
-    current = null;
-    await stack.stop();
+    await stopCurrent();
     throw err;
   }
-  if (!oneStack || arm === arms[arms.length - 1]) {
-    current = null;
-    await stack.stop();
-  }
+  if (!oneStack || arm === arms[arms.length - 1]) await stopCurrent();
 }
 process.removeListener('SIGINT', stopOnSignal);
 process.removeListener('SIGTERM', stopOnSignal);

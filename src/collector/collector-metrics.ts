@@ -148,6 +148,33 @@ export interface ScrapeView {
   }[];
 }
 
+type ScrapeCalibration = ScrapeView['calibrations'][number];
+
+/** One series per pod, DP rank and coefficient of the calibration `pick` selects (skipped while null). */
+function* calibrationSeries(
+  views: Iterable<ScrapeView>,
+  pick: (c: ScrapeCalibration) => Calibration | null,
+): Generator<{
+  pod: string;
+  rank: string;
+  coefficient: string;
+  value: number;
+  prefillSource: string | null;
+}> {
+  for (const s of views)
+    for (const c of s.calibrations) {
+      const cal = pick(c);
+      if (!cal) continue;
+      const at = {
+        pod: s.podId,
+        rank: c.rank === null ? '' : String(c.rank),
+        prefillSource: c.prefillSource,
+      };
+      yield { ...at, coefficient: 'prefill_ms_per_token', value: cal.prefillMsPerToken };
+      yield { ...at, coefficient: 'decode_step_ms', value: cal.decodeStepMs };
+    }
+}
+
 /**
  * The collector's own /metrics: a private prom-client registry (never the global one), process metrics,
  * per-pod counters exported from StreamStats, and two histograms observed as writes complete.
@@ -226,10 +253,6 @@ export class CollectorMetrics {
         }
       },
     });
-    const coefficients = (c: Calibration): [string, number][] => [
-      ['prefill_ms_per_token', c.prefillMsPerToken],
-      ['decode_step_ms', c.decodeStepMs],
-    ];
     new Gauge({
       name: `${P}calibration`,
       help: "The pod's own calibration estimate (source of the prefill cost: solo, median or totals prefills)",
@@ -237,15 +260,10 @@ export class CollectorMetrics {
       registers: [reg],
       collect() {
         this.reset();
-        for (const s of scrapes())
-          for (const c of s.calibrations) {
-            if (!c.calibration) continue;
-            const base = { pod: s.podId, rank: c.rank === null ? '' : String(c.rank) };
-            for (const [coefficient, v] of coefficients(c.calibration)) {
-              const source = coefficient === 'prefill_ms_per_token' ? (c.prefillSource ?? '') : '';
-              this.set({ ...base, coefficient, source }, v);
-            }
-          }
+        for (const x of calibrationSeries(scrapes(), (c) => c.calibration)) {
+          const source = x.coefficient === 'prefill_ms_per_token' ? (x.prefillSource ?? '') : '';
+          this.set({ pod: x.pod, rank: x.rank, coefficient: x.coefficient, source }, x.value);
+        }
       },
     });
     new Gauge({
@@ -255,12 +273,8 @@ export class CollectorMetrics {
       registers: [reg],
       collect() {
         this.reset();
-        for (const s of scrapes())
-          for (const c of s.calibrations) {
-            if (!c.written) continue;
-            const base = { pod: s.podId, rank: c.rank === null ? '' : String(c.rank) };
-            for (const [coefficient, v] of coefficients(c.written)) this.set({ ...base, coefficient }, v);
-          }
+        for (const x of calibrationSeries(scrapes(), (c) => c.written))
+          this.set({ pod: x.pod, rank: x.rank, coefficient: x.coefficient }, x.value);
       },
     });
     this.lag = new Histogram({
