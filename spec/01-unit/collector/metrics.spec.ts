@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_CALIBRATION } from '../../../src/core/predictor.js';
-import { CalibrationEstimator } from '../../../src/collector/metrics/calibration.js';
+import { CalibrationEstimator, SOLO_MAX_AGE_MS } from '../../../src/collector/metrics/calibration.js';
 import { parsePromText } from '../../../src/collector/metrics/prom-text.js';
 import {
   engineView,
@@ -68,6 +68,8 @@ describe('CalibrationEstimator', () => {
     prefillTimeCount: 0,
     computedTokensSum: null,
     computedTokensCount: null,
+    finishedPromptTokensSum: null,
+    finishedPromptTokensCount: null,
     itlSum: 0,
     itlCount: 0,
     ...p,
@@ -154,6 +156,52 @@ describe('CalibrationEstimator', () => {
     est = step({ req: 1, ms: 4000, tokens: 10_000, running: 1 });
     expect(est.calibration?.prefillMsPerToken).toBeCloseTo(0.4, 9);
     expect(est.prefillSource).toBe('solo');
+  });
+
+  it('keeps solo prefills beyond the window, so a long busy spell does not drift to the loaded cost', () => {
+    const step = feed(new CalibrationEstimator(opts));
+    for (let i = 0; i < 5; i++) step({ req: 1, ms: 4000, tokens: 10_000, running: 1 });
+    // Twenty minutes of overload (20 windows): every prefill shares the GPU and takes 0.6 ms/token.
+    let est;
+    for (let i = 0; i < 1200; i++) est = step({ req: 1, ms: 6000, tokens: 10_000, running: 8 });
+    expect(est!.prefillSource).toBe('solo');
+    expect(est!.calibration?.prefillMsPerToken).toBeCloseTo(0.4, 9);
+    // Past SOLO_MAX_AGE_MS with no solo prefill, the loaded median is all there is.
+    for (let i = 0; i < (SOLO_MAX_AGE_MS - 1_200_000) / 1000; i++)
+      est = step({ req: 1, ms: 6000, tokens: 10_000, running: 8 });
+    expect(est!.prefillSource).toBe('median');
+    expect(est!.calibration?.prefillMsPerToken).toBeCloseTo(0.6, 9);
+  });
+
+  it("takes the predictor's attention term out of each prefill, so the two agree at every length", () => {
+    const e = new CalibrationEstimator(opts);
+    const b = DEFAULT_CALIBRATION.attentionMsPerToken2;
+    const c = {
+      prefillTimeCount: 0,
+      prefillTimeSum: 0,
+      computedTokensSum: 0,
+      computedTokensCount: 0,
+      finishedPromptTokensSum: 0,
+      finishedPromptTokensCount: 0,
+    };
+    e.add(0, m({ ...c }));
+    let est;
+    // Solo prefills of 2k to 32k prompts, 256 tokens of each cached, on a GPU that costs 0.25 ms/token
+    // plus the predictor's own attention term.
+    for (let i = 0; i < 20; i++) {
+      const P = 2048 * (1 + (i % 16));
+      const U = P - 256;
+      const ms = 0.25 * U + (b * U * (256 + P)) / 2;
+      c.prefillTimeCount++;
+      c.prefillTimeSum += ms / 1000;
+      c.computedTokensSum += U;
+      c.computedTokensCount++;
+      c.finishedPromptTokensSum += P;
+      c.finishedPromptTokensCount++;
+      est = e.add((i + 1) * 1000, m({ ...c, running: 1 }));
+    }
+    expect(est!.prefillSource).toBe('solo');
+    expect(est!.calibration?.prefillMsPerToken).toBeCloseTo(0.25, 9);
   });
 
   it('stretches a sparse window back to minRequests prefills, so each new prefill moves the estimate', () => {

@@ -53,6 +53,8 @@ const COUNTERS = [
   'prefillTimeSum',
   'prefillTimeCount',
   'computedTokensSum',
+  'finishedPromptTokensSum',
+  'finishedPromptTokensCount',
   'itlSum',
   'itlCount',
 ] as const;
@@ -69,6 +71,8 @@ interface PrefillSample {
   requests: number;
   timeMs: number;
   tokens: number;
+  /** The predictor's attention term for these prefills (0 when their prompt lengths are unknown). */
+  attentionMs: number;
   /** Tokens came from request_prefill_kv_computed_tokens, recorded with the prefill time when a request
    * finishes, so this interval's time and tokens belong to the same requests. */
   paired: boolean;
@@ -84,12 +88,14 @@ interface DecodeSample {
 
 /** Bounds the history kept for a pod that prefills rarely (about 17 min of 1 s scrapes). */
 const MAX_SAMPLES = 1024;
+/** Solo prefills measure the GPU, not the load, so they outlive the window: up to this age. */
+export const SOLO_MAX_AGE_MS = 30 * 60_000;
 
-/** Median of the samples' ratios, each weighted by its tokens. */
+/** Median of the samples' ratios (attention term taken out), each weighted by its tokens. */
 function tokenWeightedMedian(samples: readonly PrefillSample[]): number {
   const sorted = samples
     .filter((x) => x.tokens > 0 && x.requests > 0)
-    .map((x) => ({ r: x.timeMs / x.tokens, w: x.tokens }))
+    .map((x) => ({ r: Math.max(0, x.timeMs - x.attentionMs) / x.tokens, w: x.tokens }))
     .sort((a, b) => a.r - b.r);
   const half = sorted.reduce((a, x) => a + x.w, 0) / 2;
   let acc = 0;
@@ -106,13 +112,16 @@ const num = (v: number | null): number | null => (v === null || !Number.isFinite
  * Online per-pod calibration from cumulative vLLM counters (DESIGN.md "TTFT model"):
  *   prefillMsPerToken = request_prefill_time_seconds / computed prompt tokens, per finished request
  *   decodeStepMs      = Δ inter_token_latency_seconds_sum / Δ its count
- * The predictor adds queueing and decode interference itself, so prefill wants the pod's own per-token
- * cost, not its cost under load. Prefill time runs from first scheduled to first token: a preempted
+ * The predictor adds queueing, decode interference and attention (attentionMsPerToken2 · U·(C+P)/2) itself,
+ * so prefill wants the pod's own linear per-token cost: not its cost under load, and with the attention
+ * term for the interval's prefills (from request_prompt_tokens, recorded with them) taken out. Prefill time runs from first scheduled to first token: a preempted
  * request's includes its recompute and its wait to be re-admitted (4× a clean prefill under overload), and
  * one that shares its steps with decodes runs slower. So where vLLM exposes
  * request_prefill_kv_computed_tokens (recorded with the prefill time when a request finishes), prefill is
  * the token-weighted median of the scrape intervals' ratios, which preempted outliers do not move, taken
  * over the intervals in which the pod ran nothing else when there are `minRequests / 4` such prefills.
+ * Those solo prefills are kept beyond the window (the last `minRequests` of them, up to SOLO_MAX_AGE_MS),
+ * so a long busy spell does not drift the estimate to the loaded cost.
  * Otherwise tokens are Δ prompt_tokens − Δ prefix_cache_hits, counted at scheduling, and only the
  * window's totals pair up, so prefill is their ratio.
  * The window is `windowMs`, stretched back to hold `minRequests` prefills when the pod is quiet: each new
@@ -122,6 +131,8 @@ const num = (v: number | null): number | null => (v === null || !Number.isFinite
 export class CalibrationEstimator {
   #prev: EngineMetrics | null = null;
   #prefills: PrefillSample[] = [];
+  /** The latest solo prefill samples, in or out of the window. */
+  #solo: PrefillSample[] = [];
   #decodes: DecodeSample[] = [];
   #last: Calibration | null = null;
   #lastSource: PrefillSource | null = null;
@@ -138,6 +149,7 @@ export class CalibrationEstimator {
     this.#prev = m;
     if (prev && COUNTERS.some((k) => (delta(prev, m, k) ?? 0) < 0)) {
       this.#prefills = [];
+      this.#solo = [];
       this.#decodes = [];
     } else if (prev) this.#record(atMs, prev, m);
     this.#trim(atMs);
@@ -154,10 +166,27 @@ export class CalibrationEstimator {
       tokens = prompt === null ? 0 : Math.max(0, prompt - (delta(a, b, 'prefixHits') ?? 0));
     }
     const solo = [a, b].every((x) => x.waiting === 0 && x.running !== null && x.running <= 1);
-    if (requests > 0 || tokens > 0)
-      this.#prefills.push({ atMs, requests, timeMs: timeS * 1000, tokens, paired, solo });
+    const attentionMs = paired ? this.#attentionMs(a, b, requests, tokens) : 0;
+    if (requests > 0 || tokens > 0) {
+      const sample = { atMs, requests, timeMs: timeS * 1000, tokens, attentionMs, paired, solo };
+      this.#prefills.push(sample);
+      if (solo && paired && requests > 0) this.#solo.push(sample);
+    }
     const steps = delta(a, b, 'itlCount') ?? 0;
     if (steps > 0) this.#decodes.push({ atMs, steps, timeMs: (delta(a, b, 'itlSum') ?? 0) * 1000 });
+  }
+
+  /**
+   * The predictor's attention term for an interval's finished prefills: U·(C+P)/2 = U·(2P−U)/2 each, from
+   * their mean prompt and mean uncached tokens (exact for the one prefill a solo interval mostly holds).
+   */
+  #attentionMs(a: EngineMetrics, b: EngineMetrics, requests: number, tokens: number): number {
+    const promptSum = delta(a, b, 'finishedPromptTokensSum');
+    const promptCount = delta(a, b, 'finishedPromptTokensCount');
+    if (!promptSum || !promptCount || requests <= 0 || !(promptSum > 0)) return 0;
+    const P = promptSum / promptCount;
+    const U = Math.min(P, tokens / requests);
+    return (requests * this.opts.defaults.attentionMsPerToken2 * U * (2 * P - U)) / 2;
   }
 
   #trim(nowMs: number): void {
@@ -172,6 +201,14 @@ export class CalibrationEstimator {
     }
     if (this.#prefills.length > MAX_SAMPLES) this.#prefills.splice(0, this.#prefills.length - MAX_SAMPLES);
     while (this.#decodes.length > 0 && this.#decodes[0]!.atMs <= from) this.#decodes.shift();
+    // Solo samples: the newest ones holding minRequests prefills, none older than SOLO_MAX_AGE_MS.
+    let solo = this.#solo.reduce((a, x) => a + x.requests, 0);
+    while (this.#solo.length > 0) {
+      const first = this.#solo[0]!;
+      if (first.atMs > nowMs - SOLO_MAX_AGE_MS && solo - first.requests < this.opts.minRequests) break;
+      solo -= first.requests;
+      this.#solo.shift();
+    }
   }
 
   estimate(): Estimate {
@@ -183,13 +220,13 @@ export class CalibrationEstimator {
     let prefill: number | null = null;
     let source: PrefillSource = 'totals';
     if (requests >= this.opts.minRequests && tokens > 0) {
-      const solo = p.filter((x) => x.solo);
-      const soloRequests = solo.reduce((a, x) => a + x.requests, 0);
-      if (p.every((x) => x.paired)) source = soloRequests >= this.#minSolo ? 'solo' : 'median';
+      const soloRequests = this.#solo.reduce((a, x) => a + x.requests, 0);
+      if (soloRequests >= this.#minSolo) source = 'solo';
+      else if (p.every((x) => x.paired)) source = 'median';
       const raw =
         source === 'totals'
           ? p.reduce((a, x) => a + x.timeMs, 0) / tokens
-          : tokenWeightedMedian(source === 'solo' ? solo : p);
+          : tokenWeightedMedian(source === 'solo' ? this.#solo : p);
       if (Number.isFinite(raw)) prefill = clamp(raw, PREFILL_MS_PER_TOKEN_RANGE);
     }
 

@@ -18,6 +18,9 @@ export interface EngineMetrics {
   /** request_prefill_kv_computed_tokens histogram (newer vLLM): Σ uncached tokens prefilled. */
   computedTokensSum: number | null;
   computedTokensCount: number | null;
+  /** request_prompt_tokens histogram: prompt tokens of finished requests (recorded with the prefill time). */
+  finishedPromptTokensSum: number | null;
+  finishedPromptTokensCount: number | null;
   /** inter_token_latency_seconds (older: time_per_output_token_seconds). */
   itlSum: number | null;
   itlCount: number | null;
@@ -47,6 +50,8 @@ const SERIES: [Field, string[]][] = [
   ['prefillTimeCount', ['vllm:request_prefill_time_seconds_count']],
   ['computedTokensSum', ['vllm:request_prefill_kv_computed_tokens_sum']],
   ['computedTokensCount', ['vllm:request_prefill_kv_computed_tokens_count']],
+  ['finishedPromptTokensSum', ['vllm:request_prompt_tokens_sum']],
+  ['finishedPromptTokensCount', ['vllm:request_prompt_tokens_count']],
   ['itlSum', ['vllm:inter_token_latency_seconds_sum', 'vllm:time_per_output_token_seconds_sum']],
   ['itlCount', ['vllm:inter_token_latency_seconds_count', 'vllm:time_per_output_token_seconds_count']],
 ];
@@ -66,6 +71,8 @@ function emptyEngine(): EngineMetrics {
     prefillTimeCount: null,
     computedTokensSum: null,
     computedTokensCount: null,
+    finishedPromptTokensSum: null,
+    finishedPromptTokensCount: null,
     itlSum: null,
     itlCount: null,
   };
