@@ -1,6 +1,6 @@
 /**
- * `npx tsx bench/debug/cell-trace.ts [--workload shared-prefix] [--arm kinference|oracle] [--trial 0]
- * [--rate 0.25] [--streams N] [--out file.jsonl]`: runs ONE discrete-event cell and writes, per request,
+ * `npx tsx bench/debug/cell-trace.ts [--workload shared-prefix] [--arm kinference|kinference-slo|oracle]
+ * [--trial 0] [--rate 0.25] [--streams N] [--collector-calibration] [--out file.jsonl]`: runs ONE discrete-event cell and writes, per request,
  * what the arm chose and — for every pod, at decision time — the router's prediction (kinference) and the
  * exact forward-model TTFT the oracle would compute, next to the actual TTFT. A diagnosis tool: where do
  * kinference's choices differ from the oracle's, and why.
@@ -21,6 +21,7 @@ import { WorkloadFactory } from '../lib/workload/workloads.js';
 import type { Arm } from '../lib/arms/types.js';
 import type { Profile, WorkloadName } from '../lib/types.js';
 import { inMeasureWindow } from '../lib/stats/metrics.js';
+import { sloFor } from '../lib/slo.js';
 
 const { values } = parseArgs({
   options: {
@@ -29,6 +30,7 @@ const { values } = parseArgs({
     trial: { type: 'string', default: '0' },
     rate: { type: 'string' },
     streams: { type: 'string' },
+    'collector-calibration': { type: 'boolean', default: false },
     out: { type: 'string', default: '/tmp/cell-trace.jsonl' },
   },
 });
@@ -49,10 +51,15 @@ const overhead = fleet.latency.requestOverheadMs + fleet.latency.responseOverhea
 const trace = new Map<string, Record<string, unknown>>();
 let feed: CollectorFeed | null = null;
 let inner: Arm;
-if (values.arm === 'kinference') {
+if (values.arm === 'kinference' || values.arm === 'kinference-slo') {
   const index = new MemoryKvIndex();
-  feed = new CollectorFeed(index, m.model, fleet.pod.blockSize);
-  inner = kinferenceArm(routerConfig(m), index, m.template, m.promptTokenizer, () => now);
+  feed = new CollectorFeed(index, m.model, fleet.pod.blockSize, values['collector-calibration']);
+  let config = routerConfig(m);
+  if (values.arm === 'kinference-slo') {
+    const slo = sloFor(s, m)[workload];
+    config = { ...config, itl_slo_ms: slo.itlMs, shed_ttft_slo_ms: slo.ttftMs };
+  }
+  inner = kinferenceArm(config, index, m.template, m.promptTokenizer, () => now, values.arm);
 } else inner = oracleArm(() => pods, overhead);
 const arm: Arm = {
   name: inner.name,
@@ -65,6 +72,7 @@ const arm: Arm = {
     trace.set(req.key, {
       t: nowMs,
       chosen: d.podId,
+      shed: d.rejected !== undefined,
       exact,
       pred: o
         ? Object.fromEntries(
@@ -78,6 +86,8 @@ const arm: Arm = {
                 wait: c.waiting,
                 intf: Math.round(c.interferenceMs),
                 credit: c.cacheCredit,
+                itl: c.predictedItlMs === null ? null : Math.round(c.predictedItlMs),
+                okItl: c.withinItl,
               },
             ]),
           )

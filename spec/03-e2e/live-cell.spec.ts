@@ -3,6 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runLiveCell } from '../../bench/lib/live/run-live-cell.js';
 import { resetPrefixCaches, startLiveStack, type LiveStack } from '../../bench/lib/live/stack.js';
 import { loadModelSetup, type ModelSetup } from '../../bench/lib/setup.js';
+import { streamChat } from '../../bench/lib/live/http-client.js';
+import { createKvIndex } from '../../src/index/create.js';
+import { DEFAULT_CALIBRATION } from '../../src/core/predictor.js';
 import type { Profile } from '../../bench/lib/types.js';
 import { PUBLISHED_SHAPES, WorkloadFactory } from '../../bench/lib/workload/workloads.js';
 
@@ -74,4 +77,41 @@ describe('bench:live cell against the real stack', () => {
     expect(done.length).toBeGreaterThan(10);
     for (const x of done) expect(ids).toContain(x.pod);
   });
+
+  it(
+    'restartCollector: clears the calibration written and comes back scraping and indexing the pods',
+    { timeout: 120_000 },
+    async () => {
+      const index = createKvIndex({ kind: 'redis', url: stack.redis.url, keyPrefix: stack.keyPrefix });
+      try {
+        const ref = { model: m.model, podId: 'pod-0' };
+        await index.upsertPodState(ref, { calibration: { ...DEFAULT_CALIBRATION, prefillMsPerToken: 9 } });
+        await stack.restartCollector();
+        const restartedAt = Date.now();
+        const pod0 = async () => (await index.listPods(m.model)).find((p) => p.podId === 'pod-0')!;
+        expect((await pod0()).calibration).toBeNull();
+        const body = JSON.stringify({
+          model: m.model,
+          messages: [{ role: 'user', content: 'after the restart '.repeat(200) }],
+          max_tokens: 4,
+          stream: true,
+        });
+        const t = await streamChat(stack.gateway.host, stack.gateway.port, body);
+        expect(t.ok).toBe(true);
+        // Scrapes and KV events reach the index again.
+        const deadline = Date.now() + 20_000;
+        let pods = await index.listPods(m.model);
+        while (
+          !pods.some((p) => p.lastEventAtMs > restartedAt) ||
+          !pods.every((p) => p.lastScrapeAtMs > restartedAt)
+        ) {
+          if (Date.now() > deadline) throw new Error(`index not updated: ${JSON.stringify(pods)}`);
+          await new Promise((r) => setTimeout(r, 100));
+          pods = await index.listPods(m.model);
+        }
+      } finally {
+        await index.close();
+      }
+    },
+  );
 });

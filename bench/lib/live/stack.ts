@@ -4,6 +4,7 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
+import { createKvIndex } from '../../../src/index/create.js';
 import { freeLoopbackPort, startRedisServer, type RedisServer } from '../../../src/util/redis-server.js';
 import type { ModelSetup } from '../setup.js';
 
@@ -14,9 +15,17 @@ export interface LiveStack {
   /** Path of the route whose plugin has admission control (`admission` option); the same gateway. */
   sloPath: string | null;
   redis: { url: string };
+  /** The Redis key prefix the collector and the plugin share. */
+  keyPrefix: string;
   dir: string;
   /** The gateway's file-log (Kong's bundled plugin, global): one kong.log.serialize() JSON line per request. */
   accessLog: string;
+  /**
+   * Restarts the collector with no calibration history and clears the calibration it wrote, so the cell
+   * starts where its discrete-event twin does (the path probes' solo prefills would otherwise calibrate
+   * the pods before the cell).
+   */
+  restartCollector(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -73,21 +82,18 @@ export async function startLiveStack(o: LiveStackOptions): Promise<LiveStack> {
   const redis = { url: o.redisUrl ?? own!.url };
   const keyPrefix = o.redisUrl ? `kinf-live-${process.pid}` : 'kinf';
   const procs: ChildProcess[] = [];
+  const stopProcess = (p: ChildProcess): Promise<void> =>
+    new Promise<void>((resolve) => {
+      if (p.exitCode !== null || p.signalCode !== null) return resolve();
+      const t = setTimeout(() => p.kill('SIGKILL'), 5000);
+      p.once('exit', () => {
+        clearTimeout(t);
+        resolve();
+      });
+      p.kill('SIGTERM');
+    });
   const stop = async (): Promise<void> => {
-    await Promise.all(
-      procs.map(
-        (p) =>
-          new Promise<void>((resolve) => {
-            if (p.exitCode !== null || p.signalCode !== null) return resolve();
-            const t = setTimeout(() => p.kill('SIGKILL'), 5000);
-            p.once('exit', () => {
-              clearTimeout(t);
-              resolve();
-            });
-            p.kill('SIGTERM');
-          }),
-      ),
-    );
+    await Promise.all(procs.map(stopProcess));
     await own?.stop();
     rmSync(dir, { recursive: true, force: true });
   };
@@ -194,13 +200,29 @@ export async function startLiveStack(o: LiveStackOptions): Promise<LiveStack> {
       60_000,
       procs,
     );
-    run(['collector', '--config', fleetPath]);
-    await until(
-      'collector',
-      async () => (await get('127.0.0.1', collectorPort, '/healthz')) === 200,
-      60_000,
-      procs,
-    );
+    const startCollector = async (): Promise<ChildProcess> => {
+      const p = run(['collector', '--config', fleetPath]);
+      await until(
+        'collector',
+        async () => (await get('127.0.0.1', collectorPort, '/healthz')) === 200,
+        60_000,
+        procs,
+      );
+      return p;
+    };
+    let collector = await startCollector();
+    const restartCollector = async (): Promise<void> => {
+      await stopProcess(collector);
+      procs.splice(procs.indexOf(collector), 1);
+      const index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix });
+      try {
+        for (const p of pods)
+          await index.upsertPodState({ model: o.model.model, podId: p.id }, { calibration: null });
+      } finally {
+        await index.close();
+      }
+      collector = await startCollector();
+    };
     run(['gateway', '--kong-config', kongPath, '--listen', `127.0.0.1:${gatewayPort}`, '--prefix', dir]);
     // Any HTTP answer means the proxy listens (a GET on the POST-only route is 404).
     await until('gateway', async () => (await get('127.0.0.1', gatewayPort, '/')) > 0, 60_000, procs);
@@ -209,8 +231,10 @@ export async function startLiveStack(o: LiveStackOptions): Promise<LiveStack> {
       gateway: { host: '127.0.0.1', port: gatewayPort },
       sloPath: o.admission ? '/slo/v1/chat/completions' : null,
       redis,
+      keyPrefix,
       dir,
       accessLog,
+      restartCollector,
       stop,
     };
   } catch (e) {

@@ -42,9 +42,9 @@ function byCluster(records: readonly RequestRecord[], value: (r: RequestRecord) 
   return m;
 }
 
-function quantilesOf(values: number[], qs: readonly number[]): number[] {
+function statsOf(values: number[], stats: readonly Statistic[]): number[] {
   const sorted = Float64Array.from(values).sort();
-  return qs.map((q) => percentileSorted(sorted, q));
+  return stats.map((f) => f(sorted));
 }
 
 function ciOf(samples: number[]): [number, number] {
@@ -52,6 +52,14 @@ function ciOf(samples: number[]): [number, number] {
   if (s.length === 0) return [Number.NaN, Number.NaN];
   return [percentileSorted(s, 0.025), percentileSorted(s, 0.975)];
 }
+
+/** A statistic of one arm's values (sorted ascending). */
+export type Statistic = (sorted: Float64Array) => number;
+
+/** The mean, for distributions whose median can sit in either of two modes (cache hit or full prefill). */
+export const meanOf: Statistic = (s) => s.reduce((a, x) => a + x, 0) / s.length;
+
+export type StatChange = Omit<QuantileChange, 'q'>;
 
 /**
  * Relative change of several percentiles of `value` between two arms, with bootstrap CIs.
@@ -64,6 +72,25 @@ export function bootstrapQuantileChange(
   qs: readonly number[],
   opts: BootstrapOptions,
 ): QuantileChange[] {
+  const stats = qs.map(
+    (q): Statistic =>
+      (s) =>
+        percentileSorted(s, q),
+  );
+  return bootstrapChange(baselineRuns, treatmentRuns, value, stats, opts).map((c, i) => ({
+    q: qs[i]!,
+    ...c,
+  }));
+}
+
+/** Relative change of any statistics of `value` between two arms, with bootstrap CIs (as above). */
+export function bootstrapChange(
+  baselineRuns: readonly (readonly RequestRecord[])[],
+  treatmentRuns: readonly (readonly RequestRecord[])[],
+  value: (r: RequestRecord) => number | null,
+  stats: readonly Statistic[],
+  opts: BootstrapOptions,
+): StatChange[] {
   if (baselineRuns.length !== treatmentRuns.length)
     throw new RangeError('baseline and treatment need the same runs (trials)');
   const runs = baselineRuns.map((b, i) => {
@@ -74,11 +101,11 @@ export function bootstrapQuantileChange(
   });
   const allA = runs.flatMap((r) => [...r.A.values()].flat());
   const allB = runs.flatMap((r) => [...r.B.values()].flat());
-  const pointA = quantilesOf(allA, qs);
-  const pointB = quantilesOf(allB, qs);
+  const pointA = statsOf(allA, stats);
+  const pointB = statsOf(allB, stats);
 
   const rng = Rng.derive(opts.seed, 'bootstrap');
-  const changes: number[][] = qs.map(() => []);
+  const changes: number[][] = stats.map(() => []);
   const a: number[] = [];
   const b: number[] = [];
   for (let it = 0; it < opts.resamples; it++) {
@@ -102,14 +129,13 @@ export function bootstrapQuantileChange(
       }
     }
     if (a.length === 0 || b.length === 0) continue;
-    const qa = quantilesOf(a, qs);
-    const qb = quantilesOf(b, qs);
-    qs.forEach((_, i) => changes[i]!.push(qb[i]! / qa[i]! - 1));
+    const sa = statsOf(a, stats);
+    const sb = statsOf(b, stats);
+    stats.forEach((_, i) => changes[i]!.push(sb[i]! / sa[i]! - 1));
   }
-  return qs.map((q, i) => {
+  return stats.map((_, i) => {
     const ch = changes[i]!;
     return {
-      q,
       baseline: pointA[i]!,
       treatment: pointB[i]!,
       change: pointB[i]! / pointA[i]! - 1,

@@ -43,6 +43,24 @@ describe('bench:live agreement', () => {
     expect(compareModes('kinference', twin, cell(spread(400)), 200, 1, replicates).agree).toBe(false);
   });
 
+  it('judges a bimodal TTFT on its mean, where the median falls in either mode', () => {
+    // Hits at 0.2 s and full prefills at 6 s; one more hit than half in the twin, one fewer live.
+    const modes = (hits: number, misses: number): number[] => [
+      ...Array.from({ length: hits }, (_, i) => 200 + i),
+      ...Array.from({ length: misses }, (_, i) => 6000 + i),
+    ];
+    const r = compareModes('kinference-slo', cell(modes(51, 49)), cell(modes(49, 51)), 400, 1);
+    expect(r.ttft.median.baseline).toBeLessThan(300);
+    expect(r.ttft.median.treatment).toBeGreaterThanOrEqual(6000);
+    // The medians' point estimates are 30× apart; the means 2% apart, and within the CI.
+    const mean = (xs: number[]): number => xs.reduce((a, x) => a + x, 0) / xs.length;
+    expect(r.ttft.mean.change).toBeCloseTo(mean(modes(49, 51)) / mean(modes(51, 49)) - 1, 9);
+    expect(Math.abs(r.ttft.mean.change)).toBeLessThan(0.05);
+    expect(r.agreeOn.mean).toBe(true);
+    // A real shift of the mixture (a third of the hits lost) is outside the mean's CI.
+    expect(compareModes('x', cell(modes(51, 49)), cell(modes(34, 66)), 400, 1).agreeOn.mean).toBe(false);
+  });
+
   it('has no realization range without replicates', () => {
     const r = compareModes('random', cell(spread(100)), cell(spread(100)), 200, 1);
     expect(r.realizations).toBeNull();
