@@ -114,10 +114,10 @@ const num = (v: number | null): number | null => (v === null || !Number.isFinite
  *   decodeStepMs      = Δ inter_token_latency_seconds_sum / Δ its count
  * The predictor adds queueing, decode interference and attention (attentionMsPerToken2 · U·(C+P)/2) itself,
  * so prefill wants the pod's own linear per-token cost: not its cost under load, and with the attention
- * term for the interval's prefills (from request_prompt_tokens, recorded with them) taken out. Prefill time runs from first scheduled to first token: a preempted
- * request's includes its recompute and its wait to be re-admitted (4× a clean prefill under overload), and
- * one that shares its steps with decodes runs slower. So where vLLM exposes
- * request_prefill_kv_computed_tokens (recorded with the prefill time when a request finishes), prefill is
+ * term for the interval's prefills (from request_prompt_tokens, recorded with them) taken out. Prefill time
+ * runs from first scheduled to first token: a preempted request's includes its recompute and its wait to be
+ * re-admitted (4× a clean prefill under overload), and one that shares its steps with decodes runs slower.
+ * So where vLLM exposes request_prefill_kv_computed_tokens (recorded with the prefill time when a request finishes), prefill is
  * the token-weighted median of the scrape intervals' ratios, which preempted outliers do not move, taken
  * over the intervals in which the pod ran nothing else when there are `minRequests / 4` such prefills.
  * Those solo prefills are kept beyond the window (the last `minRequests` of them, up to SOLO_MAX_AGE_MS),
@@ -183,7 +183,8 @@ export class CalibrationEstimator {
   #attentionMs(a: EngineMetrics, b: EngineMetrics, requests: number, tokens: number): number {
     const promptSum = delta(a, b, 'finishedPromptTokensSum');
     const promptCount = delta(a, b, 'finishedPromptTokensCount');
-    if (!promptSum || !promptCount || requests <= 0 || !(promptSum > 0)) return 0;
+    if (promptSum === null || promptCount === null || !(promptSum > 0 && promptCount > 0 && requests > 0))
+      return 0;
     const P = promptSum / promptCount;
     const U = Math.min(P, tokens / requests);
     return (requests * this.opts.defaults.attentionMsPerToken2 * U * (2 * P - U)) / 2;
