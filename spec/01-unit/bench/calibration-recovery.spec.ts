@@ -60,7 +60,13 @@ describe('collector calibration through an overload and after it', () => {
       );
       now = await drain(soloPod, soloFeed, now);
     }
-    const solo = (await calibration(soloIndex))!.prefillMsPerToken;
+    const soloCal = (await calibration(soloIndex))!;
+    const solo = soloCal.prefillMsPerToken;
+    // With it, the predictor's prefill (linear + attention term) is the engine's own prefill time.
+    const sm = engineView(extractVllmMetrics(parsePromText(await soloPod.metrics!.render())), null)!;
+    const measuredMs = (sm.prefillTimeSum! * 1000) / sm.prefillTimeCount!;
+    const predictedMs = 16_000 * solo + (soloCal.attentionMsPerToken2 * 16_000 * 16_000) / 2;
+    expect(Math.abs(predictedMs / measuredMs - 1)).toBeLessThan(0.02);
 
     const index = new MemoryKvIndex();
     const pod = newPod();

@@ -34,6 +34,9 @@ describe('vLLM /metrics', () => {
         '# TYPE vllm:cache_config_info gauge',
         'vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="True",num_gpu_blocks="27000"} 1.0',
         'vllm:gpu_prefix_cache_queries_total{engine="0",model_name="qwen"} 999',
+        '# TYPE vllm:request_prompt_tokens histogram',
+        'vllm:request_prompt_tokens_sum{engine="0",model_name="qwen"} 48000',
+        'vllm:request_prompt_tokens_count{engine="0",model_name="qwen"} 3',
         'process_start_time_seconds 1.7e9',
       ].join('\n'),
     );
@@ -45,6 +48,8 @@ describe('vLLM /metrics', () => {
       kvUsage: 0.5,
       promptTokens: 100,
       prefixQueries: 0,
+      finishedPromptTokensSum: 48000,
+      finishedPromptTokensCount: 3,
     });
     expect(engineView(pod, null)).toMatchObject({
       running: 4,
