@@ -249,11 +249,12 @@ export class VllmMetrics {
       this.#counters.queries?.inc(labels, queries);
       this.#counters.hits?.inc(labels, hits);
       this.#counters.preemptions?.inc(labels, o.preempted.length);
-      this.#hist.iteration?.observe(labels, o.numScheduledTokens);
       let generated = 0;
+      let prompted = 0;
       for (const t of o.tokens) {
         generated += t.tokenIds.length;
         if (t.first) {
+          prompted += t.promptTokens;
           this.#counters.prompt?.inc(labels, t.promptTokens);
           this.#counters.cached?.inc(labels, t.cachedTokens);
           this.#bySource.inc({ ...labels, source: 'local_compute' }, t.promptTokens - t.cachedTokens);
@@ -262,6 +263,9 @@ export class VllmMetrics {
         } else this.#hist.itl?.observe(labels, s(t.latencyMs));
       }
       this.#counters.generation?.inc(labels, generated);
+      // vLLM's IterationStats: only a step with outputs, counting each finished prefill's whole prompt (not
+      // the tokens scheduled: a prefill chunk that gives no token is not seen).
+      if (o.tokens.length > 0) this.#hist.iteration?.observe(labels, prompted + generated);
     }
     for (const f of o.finished) this.#recordFinished(labels, f);
   }

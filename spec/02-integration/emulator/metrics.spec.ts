@@ -37,6 +37,18 @@ function value(s: Scrape, name: string, labels: Record<string, string> = {}): nu
   return Number(m.value);
 }
 
+function sum(s: Scrape, name: string, labels: Record<string, string>): number {
+  for (const line of s.text.split('\n')) {
+    const m = /^(\S+)_sum\{([^}]*)\} (\S+)$/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const ls = Object.fromEntries(
+      [...(m[2] as string).matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]),
+    );
+    if (Object.entries(labels).every(([k, v]) => ls[k] === v)) return Number(m[3]);
+  }
+  throw new Error(`no ${name}_sum sample with ${JSON.stringify(labels)}`);
+}
+
 // vLLM's bucket lists (vllm/v1/metrics/loggers.py).
 const TTFT = [
   0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640,
@@ -184,6 +196,11 @@ describe('emulated vLLM /metrics (parsed by a Prometheus text parser), two DP ra
     expect(d('vllm:request_success_total', { ...r1, finished_reason: 'length' })).toBe(2);
     expect(d('vllm:time_to_first_token_seconds')).toBe(2);
     expect(d('vllm:inter_token_latency_seconds')).toBe(10);
+    // vLLM observes one value per step with outputs: each finished prefill's whole prompt plus the tokens out.
+    expect(d('vllm:iteration_tokens_total')).toBe(12);
+    expect(
+      sum(after, 'vllm:iteration_tokens_total', r1) - sum(before, 'vllm:iteration_tokens_total', r1),
+    ).toBe(u1.prompt_tokens + u2.prompt_tokens + 12);
     expect(d('vllm:prompt_tokens_total', { engine: '0' })).toBe(0);
     const bad = await postJson(`${base}/v1/chat/completions`, { ...body, model: 'x' });
     expect(bad.status).toBe(404);
