@@ -17,36 +17,35 @@ async function scrape(base: string): Promise<Scrape> {
   return { fams: new Map(parsePrometheusTextFormat(text).map((f) => [f.name, f])), text };
 }
 
+/**
+ * A histogram's `_count` or `_sum` sample with these labels, read from the text: the parser folds labelled
+ * histograms into one (it keeps only the le buckets).
+ */
+function histogramSample(
+  s: Scrape,
+  name: string,
+  suffix: 'count' | 'sum',
+  labels: Record<string, string>,
+): number {
+  for (const line of s.text.split('\n')) {
+    const m = /^(\S+)_(count|sum)\{([^}]*)\} (\S+)$/.exec(line);
+    if (!m || m[1] !== name || m[2] !== suffix) continue;
+    const ls = Object.fromEntries(
+      [...(m[3] as string).matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]),
+    );
+    if (Object.entries(labels).every(([k, v]) => ls[k] === v)) return Number(m[4]);
+  }
+  throw new Error(`no ${name}_${suffix} sample with ${JSON.stringify(labels)}`);
+}
+
+/** A counter's or gauge's value; a histogram's count. */
 function value(s: Scrape, name: string, labels: Record<string, string> = {}): number {
   const fam = s.fams.get(name);
   if (!fam) throw new Error(`no metric ${name}`);
-  if (fam.type === 'HISTOGRAM') {
-    // The parser folds labelled histograms into one (it keeps only the le buckets), so read _count lines.
-    for (const line of s.text.split('\n')) {
-      const m = /^(\S+)_count\{([^}]*)\} (\S+)$/.exec(line);
-      if (!m || m[1] !== name) continue;
-      const ls = Object.fromEntries(
-        [...(m[2] as string).matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]),
-      );
-      if (Object.entries(labels).every(([k, v]) => ls[k] === v)) return Number(m[3]);
-    }
-    throw new Error(`no ${name}_count sample with ${JSON.stringify(labels)}`);
-  }
+  if (fam.type === 'HISTOGRAM') return histogramSample(s, name, 'count', labels);
   const m = fam.metrics.find((x) => Object.entries(labels).every(([k, v]) => x.labels?.[k] === v));
   if (!m) throw new Error(`no ${name} sample with ${JSON.stringify(labels)}`);
   return Number(m.value);
-}
-
-function sum(s: Scrape, name: string, labels: Record<string, string>): number {
-  for (const line of s.text.split('\n')) {
-    const m = /^(\S+)_sum\{([^}]*)\} (\S+)$/.exec(line);
-    if (!m || m[1] !== name) continue;
-    const ls = Object.fromEntries(
-      [...(m[2] as string).matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]),
-    );
-    if (Object.entries(labels).every(([k, v]) => ls[k] === v)) return Number(m[3]);
-  }
-  throw new Error(`no ${name}_sum sample with ${JSON.stringify(labels)}`);
 }
 
 // vLLM's bucket lists (vllm/v1/metrics/loggers.py).
@@ -199,7 +198,8 @@ describe('emulated vLLM /metrics (parsed by a Prometheus text parser), two DP ra
     // vLLM observes one value per step with outputs: each finished prefill's whole prompt plus the tokens out.
     expect(d('vllm:iteration_tokens_total')).toBe(12);
     expect(
-      sum(after, 'vllm:iteration_tokens_total', r1) - sum(before, 'vllm:iteration_tokens_total', r1),
+      histogramSample(after, 'vllm:iteration_tokens_total', 'sum', r1) -
+        histogramSample(before, 'vllm:iteration_tokens_total', 'sum', r1),
     ).toBe(u1.prompt_tokens + u2.prompt_tokens + 12);
     expect(d('vllm:prompt_tokens_total', { engine: '0' })).toBe(0);
     const bad = await postJson(`${base}/v1/chat/completions`, { ...body, model: 'x' });
