@@ -10,7 +10,7 @@ import type { BenchSchedule } from './schedule.js';
 import { loadModelSetup } from './setup.js';
 import { sloFor } from './slo.js';
 
-function gitCommit(): string {
+export function gitCommit(): string {
   try {
     return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
   } catch {

@@ -62,6 +62,16 @@ export async function loadModelSetup(): Promise<ModelSetup> {
   };
 }
 
+/**
+ * Token-exact text for a served model: its byte-level BPE tokenizer.json (the load generator's
+ * `--tokenizer`), or the bundled Qwen3 one when none is given.
+ */
+export async function loadTextSynth(tokenizerJsonPath: string | null): Promise<TextSynth> {
+  const path = tokenizerJsonPath ?? join(qwen3TokenizerDir(), 'tokenizer.json');
+  const tokenizer = loadTokenizer(`hf:${path}`);
+  return new TextSynth(tokenizer, await loadWordVocab(path, tokenizer));
+}
+
 export function engineProfile(name: string): EngineProfile {
   const p = getProfile(name);
   if (!p) throw new Error(`unknown emulator profile ${name}`);

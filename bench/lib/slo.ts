@@ -4,10 +4,10 @@ import type { BenchSchedule } from './schedule.js';
 import type { ModelSetup } from './setup.js';
 import type { Slo } from './stats/goodput.js';
 import type { WorkloadName } from './types.js';
+import type { WorkloadShapes } from './workload/workloads.js';
 
-/** Mean prompt tokens of a workload's requests (content tokens; the template adds a handful). */
-export function meanPromptTokens(s: BenchSchedule, w: WorkloadName): number {
-  const sh = s.shapes;
+/** Content tokens of turn `turn`'s prompt (the history included; the chat template adds a handful). */
+export function promptTokensOfTurn(sh: WorkloadShapes, w: WorkloadName, turn: number): number {
   switch (w) {
     case 'control':
       return sh.control.promptTokens;
@@ -15,11 +15,17 @@ export function meanPromptTokens(s: BenchSchedule, w: WorkloadName): number {
       return sh['shared-prefix'].prefixTokens + sh['shared-prefix'].promptTokens;
     case 'multiturn': {
       const m = sh.multiturn;
-      let total = 0;
-      for (let k = 0; k < m.turns; k++) total += m.firstPromptTokens + k * (m.promptTokens + m.outputTokens);
-      return Math.round(total / m.turns);
+      return m.firstPromptTokens + turn * (m.promptTokens + m.outputTokens);
     }
   }
+}
+
+/** Mean prompt tokens of a workload's requests, every turn of a conversation counted once. */
+export function meanPromptTokens(sh: WorkloadShapes, w: WorkloadName): number {
+  const turns = w === 'multiturn' ? sh.multiturn.turns : 1;
+  let total = 0;
+  for (let k = 0; k < turns; k++) total += promptTokensOfTurn(sh, w, k);
+  return Math.round(total / turns);
 }
 
 /** The SLO as the study set it: idle uncached TTFT (measured on the emulator) plus padding, and an ITL bound. */
@@ -27,7 +33,7 @@ export function sloFor(s: BenchSchedule, m: ModelSetup): Record<WorkloadName, Sl
   const fleet = fleetOf(s, m);
   const out = {} as Record<WorkloadName, Slo>;
   for (const w of s.workloads) {
-    const n = meanPromptTokens(s, w);
+    const n = meanPromptTokens(s.shapes, w);
     const idle =
       idleUncachedTtftMs(fleet.pod, n) + s.latency.requestOverheadMs + s.latency.responseOverheadMs;
     out[w] = {

@@ -1,4 +1,5 @@
-import { Agent, request } from 'node:http';
+import { Agent, request as httpRequest } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 
 /** Client-side timestamps of one streamed chat completion (GuideLLM's _resolve_streaming), real ms. */
 export interface StreamTiming {
@@ -16,7 +17,23 @@ export interface StreamTiming {
   retryAfterS: number | null;
   /** Kong's X-Kong-Request-Id (through the gateway; null from a pod). */
   requestId: string | null;
+  /** Why the request failed: the socket error, the timeout, or the start of a non-200 body. */
+  error: string | null;
 }
+
+/** How to reach an endpoint beyond host, port and path (the standalone load generator's options). */
+export interface StreamOptions {
+  /** HTTPS instead of HTTP. */
+  tls?: boolean;
+  /** The connection pool (one per client worker, as GuideLLM's httpx clients); default a shared keep-alive pool. */
+  agent?: Agent | HttpsAgent;
+  headers?: Record<string, string>;
+  /** Fail the request when the stream is silent this long (httpx's read timeout); default none. */
+  idleTimeoutMs?: number;
+}
+
+/** How much of a failed response's body an error keeps. */
+const ERROR_BODY_CHARS = 300;
 
 const agent = new Agent({ keepAlive: true, maxSockets: 256 });
 
@@ -35,6 +52,7 @@ export function streamChat(
   port: number,
   body: string,
   path = '/v1/chat/completions',
+  opts: StreamOptions = {},
 ): Promise<StreamTiming> {
   return new Promise((resolve) => {
     const t: StreamTiming = {
@@ -50,7 +68,9 @@ export function streamChat(
       status: 0,
       retryAfterS: null,
       requestId: null,
+      error: null,
     };
+    let errorBody = '';
     let buf = '';
     let streamed = 0;
     const onLine = (line: string): void => {
@@ -77,14 +97,28 @@ export function streamChat(
         t.cachedTokens = c.usage.prompt_tokens_details?.cached_tokens ?? t.cachedTokens;
       }
     };
+    let settled = false;
+    const fail = (why: string): void => {
+      if (settled) return;
+      settled = true;
+      t.endMs = performance.now();
+      t.ok = false;
+      t.error = why;
+      resolve(t);
+    };
+    const request = opts.tls ? httpsRequest : httpRequest;
     const req = request(
       {
         host,
         port,
         path,
         method: 'POST',
-        agent,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+        agent: opts.agent ?? (opts.tls ? undefined : agent),
+        headers: {
+          ...opts.headers,
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+        },
       },
       (res) => {
         t.status = res.statusCode ?? 0;
@@ -94,6 +128,10 @@ export function streamChat(
         if (t.status === 429 && Number.isFinite(ra)) t.retryAfterS = ra;
         res.setEncoding('utf8');
         res.on('data', (d: string) => {
+          if (t.status !== 200) {
+            if (errorBody.length < ERROR_BODY_CHARS) errorBody += d;
+            return;
+          }
           buf += d;
           let i: number;
           while ((i = buf.indexOf('\n')) >= 0) {
@@ -102,18 +140,25 @@ export function streamChat(
           }
         });
         res.on('end', () => {
+          if (settled) return;
+          settled = true;
           t.endMs = performance.now();
           // GuideLLM prefers the server's usage count, else the streamed iterations.
           if (t.outputTokens === 0) t.outputTokens = streamed;
           t.ok = t.status === 200 && t.firstTokenMs !== null;
+          if (t.status !== 200)
+            t.error = `HTTP ${t.status}: ${errorBody.slice(0, ERROR_BODY_CHARS).trim() || '(no body)'}`;
+          else if (!t.ok) t.error = 'the stream ended without a token';
           resolve(t);
         });
+        res.on('error', (e) => fail(e.message));
       },
     );
-    req.on('error', () => {
-      t.endMs = performance.now();
-      resolve(t);
-    });
+    if (opts.idleTimeoutMs !== undefined)
+      req.setTimeout(opts.idleTimeoutMs, () =>
+        req.destroy(new Error(`no data for ${opts.idleTimeoutMs} ms (timeout)`)),
+      );
+    req.on('error', (e: NodeJS.ErrnoException) => fail(e.code ? `${e.code}: ${e.message}` : e.message));
     req.end(body);
   });
 }

@@ -46,6 +46,11 @@ export class WorkloadFactory {
     readonly synth: TextSynth,
     readonly seed: number,
     readonly trial: number,
+    /**
+     * Leads every prompt's tag: a run against a real fleet salts its prompts so they cannot hit the cache a
+     * previous run with the same seed left (the filler, and so the pairing of arms, stays the same).
+     */
+    readonly salt = '',
   ) {}
 
   #prefix(i: number): Promise<string> {
@@ -53,7 +58,7 @@ export class WorkloadFactory {
     if (!p) {
       const s = this.shapes['shared-prefix'];
       p = this.synth.text(
-        `t${this.trial} p${i}`,
+        `${this.salt}t${this.trial} p${i}`,
         s.prefixTokens,
         Rng.derive(this.seed, this.trial, 'prefix', i),
       );
@@ -65,7 +70,7 @@ export class WorkloadFactory {
   conversation(index: number): Conversation {
     const rng = Rng.derive(this.seed, this.trial, this.name, index);
     const id = `t${this.trial}-c${index}`;
-    const tag = (turn: number): string => `t${this.trial} c${index} m${turn}`;
+    const tag = (turn: number): string => `${this.salt}t${this.trial} c${index} m${turn}`;
     switch (this.name) {
       case 'control': {
         const s = this.shapes.control;

@@ -1,0 +1,307 @@
+import {
+  bootstrapChange,
+  meanOf,
+  type StatChange,
+  type Statistic,
+  type RatioEstimate,
+} from '../stats/bootstrap.js';
+import { bootstrapRateRatio } from '../stats/bootstrap.js';
+import { goodputPerMin, meetsSlo, throughputPerMin, type Slo } from '../stats/goodput.js';
+import {
+  inMeasureWindow,
+  requestMetrics,
+  summarizeRequests,
+  type MetricSummaries,
+} from '../stats/metrics.js';
+import { percentileSorted } from '../stats/percentile.js';
+import { promptTokensOfTurn } from '../slo.js';
+import { profileLabel, type Profile, type RequestRecord, type WorkloadName } from '../types.js';
+import type { WorkloadShapes } from '../workload/workloads.js';
+import type { LoadRun } from './run-load.js';
+
+export interface LoadSummary {
+  /** Requests sent, over all runs. */
+  sent: number;
+  /** Successful requests overlapping the measure window (GuideLLM's rule): what the metrics describe. */
+  measured: number;
+  /** Still running when a run ended. */
+  incomplete: number;
+  /** Failed (not 429), started in the measure window. */
+  errored: number;
+  /** Answered 429 (load shedding), started in the measure window. */
+  rejected429: number;
+  metrics: MetricSummaries;
+  /** Requests/min completing in the window within the SLO, mean over runs. */
+  goodputPerMin: number;
+  throughputPerMin: number;
+  /** Prompt tokens the server reported (mean) against the content tokens the same requests carried. */
+  promptTokensMean: number;
+  expectedPromptTokensMean: number;
+  /** Cached prompt tokens the server reported, share of all prompt tokens (null: it reports none). */
+  cachedShare: number | null;
+  errors: Record<string, number>;
+}
+
+export interface LoadResultsFile {
+  meta: {
+    tool: 'bench:load';
+    command: string;
+    date: string;
+    commit: string;
+    /** Without credentials. */
+    url: string;
+    model: string;
+    workload: WorkloadName;
+    shapes: WorkloadShapes;
+    profile: Profile;
+    trials: number;
+    seed: number;
+    salt: string;
+    /** Names of the extra headers sent (values are not kept). */
+    headers: string[];
+    wallS: number;
+    /** Why a run stopped early, if one did. */
+    aborted: string | null;
+  };
+  slo: Slo;
+  summary: LoadSummary;
+  runs: LoadRun[];
+}
+
+function windowed(run: LoadRun): RequestRecord[] {
+  return run.records.filter((r) => inMeasureWindow(r, run.windowStartMs, run.windowEndMs));
+}
+
+const startedInWindow = (run: LoadRun, r: RequestRecord): boolean =>
+  r.startMs >= run.windowStartMs && r.startMs <= run.windowEndMs;
+
+export function summarizeLoad(
+  runs: readonly LoadRun[],
+  slo: Slo,
+  workload: WorkloadName,
+  shapes: WorkloadShapes,
+): LoadSummary {
+  const measured = runs.flatMap(windowed);
+  const errors: Record<string, number> = {};
+  for (const run of runs) for (const [k, n] of Object.entries(run.errors)) errors[k] = (errors[k] ?? 0) + n;
+  let errored = 0;
+  let rejected429 = 0;
+  for (const run of runs) {
+    const shed = new Set(run.rejected);
+    for (const r of run.records)
+      if (r.status === 'errored' && startedInWindow(run, r)) {
+        if (shed.has(r.key)) rejected429++;
+        else errored++;
+      }
+  }
+  const mean = (f: (run: LoadRun) => number): number =>
+    runs.length ? runs.reduce((s, run) => s + f(run), 0) / runs.length : Number.NaN;
+  const promptSum = measured.reduce((s, r) => s + r.promptTokens, 0);
+  const cachedSum = measured.reduce((s, r) => s + r.cachedTokens, 0);
+  return {
+    sent: runs.reduce((s, run) => s + run.records.length, 0),
+    measured: measured.length,
+    incomplete: runs.reduce((s, run) => s + run.records.filter((r) => r.status === 'incomplete').length, 0),
+    errored,
+    rejected429,
+    metrics: summarizeRequests(measured),
+    goodputPerMin: mean((run) => goodputPerMin(run.records, slo, run.windowStartMs, run.windowEndMs)),
+    throughputPerMin: mean((run) => throughputPerMin(run.records, run.windowStartMs, run.windowEndMs)),
+    promptTokensMean: measured.length ? promptSum / measured.length : Number.NaN,
+    expectedPromptTokensMean: measured.length
+      ? measured.reduce((a, r) => a + promptTokensOfTurn(shapes, workload, r.turnIndex), 0) / measured.length
+      : Number.NaN,
+    cachedShare: cachedSum > 0 ? cachedSum / promptSum : null,
+    errors,
+  };
+}
+
+const s2 = (ms: number): string => (Number.isFinite(ms) ? (ms / 1000).toFixed(2) : '–');
+const ms0 = (ms: number): string => (Number.isFinite(ms) ? ms.toFixed(0) : '–');
+
+export function loadMarkdown(f: LoadResultsFile): string {
+  const m = f.meta;
+  const s = f.summary;
+  const x = s.metrics;
+  const lines = [
+    `## bench:load — ${m.workload}, ${profileLabel(m.profile)}, ${m.trials} run(s)`,
+    '',
+    `\`${m.command}\` (${m.date}, commit ${m.commit}, ${Math.round(m.wallS)} s)`,
+    '',
+    `Endpoint ${m.url}, model \`${m.model}\`, seed ${m.seed}, salt \`${m.salt}\`; windows ` +
+      `${m.profile.warmupS}/${m.profile.measureS}/${m.profile.cooldownS} s.`,
+    `SLO: TTFT ≤ ${s2(f.slo.ttftMs)} s (${f.slo.basis}), ITL ≤ ${f.slo.itlMs} ms.`,
+    '',
+    '| metric | p50 | p95 | p99 | mean |',
+    '|---|---|---|---|---|',
+    `| TTFT (s) | ${s2(x.ttft_ms.percentiles.p50)} | ${s2(x.ttft_ms.percentiles.p95)} | ${s2(x.ttft_ms.percentiles.p99)} | ${s2(x.ttft_ms.mean)} |`,
+    `| ITL (ms) | ${ms0(x.itl_ms.percentiles.p50)} | ${ms0(x.itl_ms.percentiles.p95)} | ${ms0(x.itl_ms.percentiles.p99)} | ${ms0(x.itl_ms.mean)} |`,
+    `| TPOT (ms) | ${ms0(x.tpot_ms.percentiles.p50)} | ${ms0(x.tpot_ms.percentiles.p95)} | ${ms0(x.tpot_ms.percentiles.p99)} | ${ms0(x.tpot_ms.mean)} |`,
+    `| E2E (s) | ${s2(x.e2e_ms.percentiles.p50)} | ${s2(x.e2e_ms.percentiles.p95)} | ${s2(x.e2e_ms.percentiles.p99)} | ${s2(x.e2e_ms.mean)} |`,
+    '',
+    `Requests: ${s.sent} sent, ${s.measured} measured, ${s.incomplete} incomplete, ${s.errored} failed, ` +
+      `${s.rejected429} answered 429. Goodput ${s.goodputPerMin.toFixed(1)}/min within the SLO, throughput ` +
+      `${s.throughputPerMin.toFixed(1)}/min.`,
+    `Prompt tokens as the server counted them: mean ${Math.round(s.promptTokensMean).toLocaleString('en')} ` +
+      `(the content sent: ${Math.round(s.expectedPromptTokensMean).toLocaleString('en')}); cached: ` +
+      (s.cachedShare === null ? 'not reported.' : `${(s.cachedShare * 100).toFixed(1)}% of prompt tokens.`),
+  ];
+  for (const w of loadWarnings(f)) lines.push('', `**Warning:** ${w}`);
+  const errs = Object.entries(s.errors).sort((a, b) => b[1] - a[1]);
+  if (errs.length > 0) {
+    lines.push('', '| failures | count |', '|---|---|');
+    for (const [k, n] of errs) lines.push(`| ${k.replace(/\|/g, '\\|').replace(/\s+/g, ' ')} | ${n} |`);
+  }
+  return lines.join('\n');
+}
+
+/** What makes a run's figures suspect: said, not hidden. */
+export function loadWarnings(f: LoadResultsFile): string[] {
+  const s = f.summary;
+  const out: string[] = [];
+  if (f.meta.aborted) out.push(`the run stopped early: ${f.meta.aborted}.`);
+  if (s.measured === 0) out.push('no request completed inside the measure window: there are no figures.');
+  const failed = s.errored / Math.max(1, s.errored + s.measured);
+  if (s.errored > 0) out.push(`${s.errored} requests failed (${(failed * 100).toFixed(1)}%): see failures.`);
+  const dev = s.promptTokensMean / s.expectedPromptTokensMean - 1;
+  // The chat template adds a few tokens per message; more than 10% off means another tokenizer.
+  if (Number.isFinite(dev) && Math.abs(dev) > 0.1)
+    out.push(
+      `the server counted ${Math.round(s.promptTokensMean)} prompt tokens per request against the ` +
+        `${Math.round(s.expectedPromptTokensMean)} sent: pass the served model's tokenizer.json with --tokenizer for token-exact prompts.`,
+    );
+  return out;
+}
+
+export interface CompareRow {
+  metric: string;
+  baseline: number;
+  candidate: number;
+  /** candidate/baseline − 1 (latency) or the ratio (goodput). */
+  change: number | null;
+  ci95: [number | null, number | null];
+  unit: 's' | 'ms' | '/min';
+}
+
+export interface Comparison {
+  paired: boolean;
+  notes: string[];
+  rows: CompareRow[];
+}
+
+const sameProfile = (a: Profile, b: Profile): boolean => JSON.stringify(a) === JSON.stringify(b);
+
+/**
+ * Candidate against baseline, run i against run i: the relative change of TTFT p50/p95/mean, ITL p50 and
+ * E2E p50 with paired hierarchical bootstrap CIs (paired by conversation when both are open loop with the
+ * same seed: the same prompts at the same times), and the goodput ratio.
+ */
+export function compareLoads(a: LoadResultsFile, b: LoadResultsFile, resamples: number): Comparison {
+  const ma = a.meta;
+  const mb = b.meta;
+  if (ma.workload !== mb.workload) throw new Error(`different workloads: ${ma.workload} vs ${mb.workload}`);
+  if (!sameProfile(ma.profile, mb.profile))
+    throw new Error(
+      `different profiles: ${profileLabel(ma.profile)} vs ${profileLabel(mb.profile)} (or windows)`,
+    );
+  if (JSON.stringify(ma.shapes) !== JSON.stringify(mb.shapes)) throw new Error('different workload shapes');
+  if (a.runs.length !== b.runs.length)
+    throw new Error(`different numbers of runs: ${a.runs.length} vs ${b.runs.length}`);
+  if (a.runs.length === 0) throw new Error('no runs to compare');
+  const paired = ma.profile.kind === 'poisson' && ma.seed === mb.seed;
+  const notes: string[] = [];
+  if (!paired)
+    notes.push(
+      ma.profile.kind === 'poisson'
+        ? `different seeds (${ma.seed}, ${mb.seed}): unpaired comparison`
+        : 'closed loop: the runs complete different requests, so only runs are paired',
+    );
+  if (a.slo.ttftMs !== b.slo.ttftMs || a.slo.itlMs !== b.slo.itlMs)
+    notes.push(
+      `goodput of both counted with the baseline's SLO (TTFT ≤ ${s2(a.slo.ttftMs)} s, ITL ≤ ${a.slo.itlMs} ms)`,
+    );
+  for (const [label, f] of [
+    ['baseline', a],
+    ['candidate', b],
+  ] as const)
+    for (const w of loadWarnings(f)) notes.push(`${label}: ${w}`);
+
+  const A = a.runs.map(windowed);
+  const B = b.runs.map(windowed);
+  const opts = { resamples, seed: ma.seed, paired };
+  const q =
+    (p: number): Statistic =>
+    (s) =>
+      percentileSorted(s, p);
+  const row = (metric: string, unit: 's' | 'ms', c: StatChange): CompareRow => ({
+    metric,
+    baseline: c.baseline,
+    candidate: c.treatment,
+    change: c.change,
+    ci95: c.ci95,
+    unit,
+  });
+  const ttft = bootstrapChange(
+    A,
+    B,
+    (r) => requestMetrics(r)?.ttftMs ?? null,
+    [q(0.5), q(0.95), meanOf],
+    opts,
+  );
+  const [itl] = bootstrapChange(A, B, (r) => requestMetrics(r)?.itlMs ?? null, [q(0.5)], opts);
+  const [e2e] = bootstrapChange(A, B, (r) => requestMetrics(r)?.e2eMs ?? null, [q(0.5)], opts);
+  const perMin = (run: LoadRun): number => 60_000 / (run.windowEndMs - run.windowStartMs);
+  const good = (run: LoadRun): boolean[] =>
+    run.records
+      .filter((r) => r.endMs !== null && r.endMs >= run.windowStartMs && r.endMs <= run.windowEndMs)
+      .map((r) => meetsSlo(r, a.slo));
+  const g: RatioEstimate = bootstrapRateRatio(a.runs.map(good), b.runs.map(good), perMin(a.runs[0]!), {
+    resamples,
+    seed: ma.seed,
+  });
+  return {
+    paired,
+    notes,
+    rows: [
+      row('TTFT p50', 's', ttft[0]!),
+      row('TTFT p95', 's', ttft[1]!),
+      row('TTFT mean', 's', ttft[2]!),
+      row('ITL p50', 'ms', itl!),
+      row('E2E p50', 's', e2e!),
+      {
+        metric: 'goodput',
+        baseline: g.baseline,
+        candidate: g.treatment,
+        change: g.ratio,
+        ci95: g.ci95,
+        unit: '/min',
+      },
+    ],
+  };
+}
+
+export function comparisonMarkdown(c: Comparison, a: LoadResultsFile, b: LoadResultsFile): string {
+  const v = (x: number, unit: CompareRow['unit']): string =>
+    unit === 's' ? s2(x) : unit === 'ms' ? ms0(x) : x.toFixed(1);
+  const pct = (x: number | null): string =>
+    x === null || !Number.isFinite(x) ? '–' : `${x >= 0 ? '+' : '−'}${Math.abs(x * 100).toFixed(1)}%`;
+  const ratio = (x: number | null): string => (x === null || !Number.isFinite(x) ? '–' : `${x.toFixed(2)}×`);
+  const lines = [
+    `## ${a.meta.workload}, ${profileLabel(a.meta.profile)}: ${a.meta.url} (baseline) vs ${b.meta.url}`,
+    '',
+    `${a.runs.length} run(s) each; 95% CIs from a ${c.paired ? 'paired' : 'run-paired'} hierarchical bootstrap.`,
+    '',
+    '| metric | baseline | candidate | change | 95% CI |',
+    '|---|---|---|---|---|',
+  ];
+  for (const r of c.rows) {
+    const unit = r.unit === '/min' ? '/min' : ` ${r.unit}`;
+    const isRatio = r.unit === '/min';
+    const fmt = isRatio ? ratio : pct;
+    lines.push(
+      `| ${r.metric} | ${v(r.baseline, r.unit)}${unit} | ${v(r.candidate, r.unit)}${unit} | ${fmt(r.change)} | [${fmt(r.ci95[0])}, ${fmt(r.ci95[1])}] |`,
+    );
+  }
+  for (const n of c.notes) lines.push('', `Note: ${n.endsWith('.') ? n : `${n}.`}`);
+  return lines.join('\n');
+}

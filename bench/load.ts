@@ -1,0 +1,174 @@
+/**
+ * `npm run bench:load -- --url URL --model NAME --workload W (--rate R | --concurrency N) [...]`: the
+ * benchmark's GuideLLM-shaped load generator alone, against any OpenAI-compatible endpoint (your Kong route,
+ * your Kubernetes Service, one pod). Writes <out-dir>/<name>.{json,md}. `--compare A.json B.json` prints the
+ * published-style table of B against A with bootstrap CIs. `--help` lists every option.
+ */
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import cliProgress from 'cli-progress';
+import {
+  LOAD_USAGE,
+  parseLoadArgs,
+  UsageError,
+  type CompareOptions,
+  type LoadOptions,
+} from './lib/load/options.js';
+import {
+  compareLoads,
+  comparisonMarkdown,
+  loadMarkdown,
+  summarizeLoad,
+  type LoadResultsFile,
+} from './lib/load/report.js';
+import { LoadFailure, measureSlo, runLoad } from './lib/load/run-load.js';
+import { gitCommit } from './lib/main.js';
+import { loadTextSynth } from './lib/setup.js';
+import { profileDurationS, type RequestRecord } from './lib/types.js';
+
+function command(argv: string[]): string {
+  const safe = argv.map((a, i) => (argv[i - 1] === '--header' ? `${a.split(':')[0]}: …` : a));
+  return ['npm run bench:load --', ...safe].join(' ');
+}
+
+const tenth = (x: number): number => Math.round(x * 10) / 10;
+const roundTimes = (r: RequestRecord): RequestRecord => ({
+  ...r,
+  startMs: tenth(r.startMs),
+  firstTokenMs: r.firstTokenMs === null ? null : tenth(r.firstTokenMs),
+  lastTokenMs: r.lastTokenMs === null ? null : tenth(r.lastTokenMs),
+  endMs: r.endMs === null ? null : tenth(r.endMs),
+});
+
+function redact(url: URL): string {
+  const u = new URL(url.href);
+  u.username = '';
+  u.password = '';
+  return u.href;
+}
+
+async function compare(o: CompareOptions): Promise<void> {
+  const read = (f: string): LoadResultsFile => {
+    const x = JSON.parse(readFileSync(f, 'utf8')) as LoadResultsFile;
+    if (x.meta?.tool !== 'bench:load') throw new LoadFailure(`${f}: not a bench:load results file`);
+    return x;
+  };
+  const [a, b] = [read(o.compare[0]), read(o.compare[1])];
+  let md: string;
+  try {
+    md = comparisonMarkdown(compareLoads(a, b, o.resamples), a, b);
+  } catch (e) {
+    throw new LoadFailure(`cannot compare ${o.compare[0]} with ${o.compare[1]}: ${(e as Error).message}`);
+  }
+  console.log(md);
+  if (o.name) {
+    mkdirSync(o.outDir, { recursive: true });
+    const file = join(o.outDir, `${o.name}.md`);
+    writeFileSync(file, md + '\n');
+    console.log(`\nwrote ${file}`);
+  }
+}
+
+async function load(o: LoadOptions, argv: string[]): Promise<number> {
+  const wall0 = performance.now();
+  const synth = await loadTextSynth(o.tokenizerJson);
+  const slo = await measureSlo(o, synth);
+  console.error(`SLO: TTFT ≤ ${(slo.ttftMs / 1000).toFixed(2)} s (${slo.basis}), ITL ≤ ${slo.itlMs} ms`);
+
+  const interrupt = new AbortController();
+  const onSigint = (): void => {
+    if (interrupt.signal.aborted) process.exit(130);
+    console.error('\ninterrupted: waiting for the requests in flight (Ctrl-C again to quit now)');
+    interrupt.abort('interrupted');
+  };
+  process.on('SIGINT', onSigint);
+  const totalS = profileDurationS(o.profile);
+  const bar = new cliProgress.SingleBar(
+    {
+      format: ' {bar} {value}/{total} s | run {trial} | {ok} ok, {failed} failed, {shed} 429',
+      hideCursor: true,
+      noTTYOutput: true,
+      notTTYSchedule: 30_000,
+    },
+    cliProgress.Presets.shades_classic,
+  );
+  let t0 = performance.now();
+  const counts = { ok: 0, failed: 0, shed: 0 };
+  const tick = setInterval(
+    () => bar.update(Math.min(totalS, Math.round((performance.now() - t0) / 1000))),
+    1000,
+  );
+  let runs;
+  try {
+    runs = await runLoad(o, synth, {
+      signal: interrupt.signal,
+      onTrial: (trial) => {
+        t0 = performance.now();
+        if (trial === 0) bar.start(totalS, 0, { trial: 1, ...counts });
+        else bar.update(0, { trial: trial + 1 });
+      },
+      onSettled: (_rec, t) => {
+        if (t.ok) counts.ok++;
+        else if (t.status === 429) counts.shed++;
+        else counts.failed++;
+        bar.update(counts);
+      },
+    });
+  } finally {
+    clearInterval(tick);
+    bar.stop();
+    process.off('SIGINT', onSigint);
+  }
+  const aborted = runs.find((r) => r.aborted)?.aborted ?? null;
+  const results: LoadResultsFile = {
+    meta: {
+      tool: 'bench:load',
+      command: command(argv),
+      date: new Date().toISOString(),
+      commit: gitCommit(),
+      url: redact(o.url),
+      model: o.model,
+      workload: o.workload,
+      shapes: o.shapes,
+      profile: o.profile,
+      trials: o.trials,
+      seed: o.seed,
+      salt: o.salt,
+      headers: Object.keys(o.headers),
+      wallS: (performance.now() - wall0) / 1000,
+      aborted,
+    },
+    slo,
+    summary: summarizeLoad(runs, slo, o.workload, o.shapes),
+    runs: runs.map((r) => ({ ...r, records: r.records.map(roundTimes) })),
+  };
+  mkdirSync(o.outDir, { recursive: true });
+  const json = join(o.outDir, `${o.name}.json`);
+  const mdFile = join(o.outDir, `${o.name}.md`);
+  writeFileSync(json, JSON.stringify(results, null, 1) + '\n');
+  const md = loadMarkdown(results);
+  writeFileSync(mdFile, md + '\n');
+  console.log(md);
+  console.log(`\nwrote ${json}, ${mdFile}`);
+  if (interrupt.signal.aborted) return 130;
+  return results.summary.measured > 0 ? 0 : 1;
+}
+
+const argv = process.argv.slice(2);
+if (argv.includes('--help') || argv.includes('-h') || argv.length === 0) {
+  console.log(LOAD_USAGE);
+  process.exit(argv.length === 0 ? 2 : 0);
+}
+try {
+  const o = parseLoadArgs(argv);
+  if ('compare' in o) await compare(o);
+  else process.exitCode = await load(o, argv);
+} catch (e) {
+  if (e instanceof UsageError) {
+    console.error(`bench:load: ${e.message}\n\n${LOAD_USAGE}`);
+    process.exitCode = 2;
+  } else if (e instanceof LoadFailure) {
+    console.error(`bench:load: ${e.message}`);
+    process.exitCode = 1;
+  } else throw e;
+}

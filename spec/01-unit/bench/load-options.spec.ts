@@ -1,0 +1,95 @@
+import { describe, expect, it } from 'vitest';
+import { parseLoadArgs, UsageError, type LoadOptions } from '../../../bench/lib/load/options.js';
+
+const base = ['--url', 'http://kong:8000/v1/chat/completions', '--model', 'm', '--workload', 'multiturn'];
+const parse = (...extra: string[]): LoadOptions => parseLoadArgs([...base, ...extra]) as LoadOptions;
+
+describe('bench:load options', () => {
+  it('takes the study’s windows per profile, GuideLLM’s client, and a fresh salt per run', () => {
+    const open = parse('--rate', '0.5');
+    expect(open.profile).toEqual({
+      kind: 'poisson',
+      rate: 0.5,
+      warmupS: 60,
+      measureS: 240,
+      cooldownS: 45,
+      arrivals: 'poisson',
+      clientWorkers: 10,
+    });
+    const closed = parse('--concurrency', '8', '--measure-s', '30');
+    expect(closed.profile).toEqual({
+      kind: 'concurrent',
+      streams: 8,
+      warmupS: 60,
+      measureS: 30,
+      cooldownS: 60,
+      clientWorkers: 10,
+    });
+    expect(open.salt).toMatch(/^[0-9a-f]{8}$/);
+    expect(open.salt).not.toBe(closed.salt);
+    expect(open).toMatchObject({ trials: 1, seed: 42, itlSloMs: 100, ttftSloMs: null, ttftPadding: 0.25 });
+    expect(open.idleTimeoutMs).toBe(300_000);
+    expect(open.keepAliveMs).toBe(5000);
+    expect(open.name).toBe('load-multiturn');
+  });
+
+  it('overrides a workload’s token counts by name and keeps headers', () => {
+    const o = parse(
+      '--rate',
+      '1',
+      '--shape',
+      'turns=4,firstPromptTokens=2000',
+      '--header',
+      'Authorization: Bearer a:b',
+    );
+    expect(o.shapes.multiturn).toEqual({
+      turns: 4,
+      firstPromptTokens: 2000,
+      promptTokens: 400,
+      outputTokens: 200,
+    });
+    expect(o.shapes.control.promptTokens).toBe(16_256);
+    expect(o.headers).toEqual({ authorization: 'Bearer a:b' });
+  });
+
+  it.each([
+    [['--rate', '1', '--concurrency', '2'], 'give exactly one of --rate'],
+    [[], 'give exactly one of --rate'],
+    [['--concurrency', '2.5'], '--concurrency 2.5: expected a whole number ≥ 1'],
+    [['--rate=-1'], '--rate -1: expected a number'],
+    [['--rate', '1', '--turns', '3'], "Unknown option '--turns'"],
+    [['--rate'], "Option '--rate <value>' argument missing"],
+    [['--concurrency', '2', '--arrivals', 'guidellm'], '--arrivals applies to --rate only'],
+    [['--rate', '1', '--arrivals', 'bursty'], '--arrivals bursty: poisson or guidellm'],
+    [['--rate', '1', '--shape', 'prefixTokens=10'], 'multiturn has turns=8, firstPromptTokens=8000'],
+    [['--rate', '1', '--shape', 'turns=0'], '--shape turns 0: expected a whole number ≥ 1'],
+    [['--rate', '1', '--salt', 'a-b'], '--salt a-b: letters and digits only'],
+    [['--rate', '1', '--header', 'novalue'], "--header novalue: expected 'Name: value'"],
+  ])('%j is refused: %s', (extra, message) => {
+    expect(() => parse(...extra)).toThrow(UsageError);
+    expect(() => parse(...extra)).toThrow(message);
+  });
+
+  it('needs a http(s) url, a model and a known workload', () => {
+    expect(() => parseLoadArgs(['--model', 'm', '--workload', 'control', '--rate', '1'])).toThrow(
+      '--url is required',
+    );
+    expect(() =>
+      parseLoadArgs(['--url', 'ftp://x/', '--model', 'm', '--workload', 'control', '--rate', '1']),
+    ).toThrow('http or https only');
+    expect(() => parseLoadArgs(['--url', 'http://x/', '--workload', 'control', '--rate', '1'])).toThrow(
+      '--model is required',
+    );
+    expect(() =>
+      parseLoadArgs(['--url', 'http://x/', '--model', 'm', '--workload', 'chat', '--rate', '1']),
+    ).toThrow('--workload: one of control, shared-prefix, multiturn');
+  });
+
+  it('--compare takes exactly two files', () => {
+    expect(parseLoadArgs(['--compare', 'a.json', 'b.json'])).toMatchObject({
+      compare: ['a.json', 'b.json'],
+      name: null,
+    });
+    expect(() => parseLoadArgs(['--compare', 'a.json'])).toThrow('--compare takes two results files');
+  });
+});

@@ -1,0 +1,208 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LoadResultsFile } from '../../../bench/lib/load/report.js';
+import { MODEL, startTestFleet, type TestFleet } from '../../02-integration/emulator/emulator-fleet.js';
+
+const load = fileURLToPath(new URL('../../../dist/bench/load.js', import.meta.url));
+
+/** The built `bench:load` as a user runs it (async: the emulated pods live in this process). */
+function runLoad(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [load, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+// The load generator alone against emulated vLLM pods (20× time): token-exact prompts as the server counts
+// them, GuideLLM's windows and metrics, the comparison table, and failures said plainly.
+describe('bench:load against an OpenAI endpoint', () => {
+  let fleet: TestFleet;
+  let dir: string;
+  const url = (i: number): string => `${fleet.pods[i]!.base}/v1/chat/completions`;
+  const read = (name: string): LoadResultsFile =>
+    JSON.parse(readFileSync(join(dir, `${name}.json`), 'utf8')) as LoadResultsFile;
+  const common = (name: string): string[] => ['--model', MODEL, '--out-dir', dir, '--name', name];
+  const multiturn = ['--workload', 'multiturn', '--shape', 'firstPromptTokens=1000,turns=3'];
+  const poisson = ['--rate', '4', '--warmup-s', '0.5', '--measure-s', '4', '--cooldown-s', '0.5'];
+
+  beforeAll(async () => {
+    fleet = await startTestFleet(2, { time_scale: 20 });
+    dir = mkdtempSync(join(tmpdir(), 'kinf-load-'));
+  }, 60_000);
+  afterAll(async () => {
+    await fleet?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('closed loop, shared-prefix: every prompt the same exact size, prefixes hit, goodput against a measured SLO', async () => {
+    const r = await runLoad([
+      '--url',
+      url(0),
+      ...common('sp'),
+      '--workload',
+      'shared-prefix',
+      '--shape',
+      'prefixTokens=2000,prefixCount=3',
+      '--concurrency',
+      '3',
+      '--warmup-s',
+      '0.5',
+      '--measure-s',
+      '4',
+      '--cooldown-s',
+      '0.5',
+    ]);
+    expect(r.stderr).toMatch(/SLO: TTFT ≤ [\d.]+ s \(measured idle uncached TTFT of a 2,256-token prompt/);
+    expect(r.code).toBe(0);
+    const f = read('sp');
+    expect(f.meta).toMatchObject({ tool: 'bench:load', workload: 'shared-prefix', trials: 1 });
+    expect(f.meta.profile).toMatchObject({ kind: 'concurrent', streams: 3, measureS: 4 });
+    const recs = f.runs[0]!.records.filter((x) => x.status === 'successful');
+    expect(recs.length).toBeGreaterThan(10);
+    // 2,000 + 256 content tokens plus the chat template's, identical for every request: token-exact.
+    expect(new Set(recs.map((x) => x.promptTokens))).toEqual(new Set([recs[0]!.promptTokens]));
+    expect(recs[0]!.promptTokens - 2256).toBeGreaterThan(0);
+    expect(recs[0]!.promptTokens - 2256).toBeLessThan(20);
+    expect(f.summary.cachedShare).toBeGreaterThan(0.5);
+    expect(f.summary.measured).toBeGreaterThan(0);
+    expect(f.summary.goodputPerMin).toBeGreaterThan(0);
+    expect(f.summary.goodputPerMin).toBeLessThanOrEqual(f.summary.throughputPerMin);
+    expect(f.summary.metrics.ttft_ms.percentiles.p50).toBeGreaterThan(0);
+    expect(r.stdout).toContain('| TTFT (s) |');
+    expect(readFileSync(join(dir, 'sp.md'), 'utf8')).toContain('Goodput');
+  }, 60_000);
+
+  it('open loop: two runs with one seed pair request by request; salts keep one run off the other’s cache', async () => {
+    const [a, b] = await Promise.all([
+      runLoad(['--url', url(0), ...common('mt-a'), ...multiturn, ...poisson, '--ttft-slo-ms', '500']),
+      runLoad(['--url', url(1), ...common('mt-b'), ...multiturn, ...poisson, '--ttft-slo-ms', '500']),
+    ]);
+    expect(a.code).toBe(0);
+    expect(b.code).toBe(0);
+    const [fa, fb] = [read('mt-a'), read('mt-b')];
+    expect(fa.runs[0]!.records.map((x) => x.key)).toEqual(fb.runs[0]!.records.map((x) => x.key));
+    expect(fa.meta.salt).not.toBe(fb.meta.salt);
+
+    // Again on pod 0, same seed: with a fresh salt no first turn finds the earlier run's prompt cached; with
+    // the first run's salt the same prompts do hit (the salt is what keeps runs apart).
+    const [again, sameSalt] = await Promise.all([
+      runLoad(['--url', url(0), ...common('mt-again'), ...multiturn, ...poisson, '--ttft-slo-ms', '500']),
+      runLoad([
+        '--url',
+        url(0),
+        ...common('mt-same'),
+        ...multiturn,
+        ...poisson,
+        '--ttft-slo-ms',
+        '500',
+        '--salt',
+        fa.meta.salt,
+      ]),
+    ]);
+    expect(again.code).toBe(0);
+    const firsts = read('mt-again').runs[0]!.records.filter(
+      (x) => x.turnIndex === 0 && x.status === 'successful',
+    );
+    expect(firsts.length).toBeGreaterThan(0);
+    expect(firsts.every((x) => x.cachedTokens === 0)).toBe(true);
+    expect(sameSalt.code).toBe(0);
+    const hits = read('mt-same').runs[0]!.records.filter((x) => x.turnIndex === 0 && x.cachedTokens > 0);
+    expect(hits.length).toBeGreaterThan(0);
+
+    const cmp = await runLoad([
+      '--compare',
+      join(dir, 'mt-a.json'),
+      join(dir, 'mt-b.json'),
+      '--out-dir',
+      dir,
+      '--name',
+      'cmp',
+    ]);
+    expect(cmp.code).toBe(0);
+    expect(cmp.stdout).toContain('paired hierarchical bootstrap');
+    for (const m of ['TTFT p50', 'TTFT p95', 'TTFT mean', 'ITL p50', 'E2E p50', 'goodput'])
+      expect(cmp.stdout).toMatch(new RegExp(`\\| ${m} \\| [\\d.]+`));
+    expect(cmp.stdout).not.toContain('Note:');
+    expect(readFileSync(join(dir, 'cmp.md'), 'utf8')).toBe(cmp.stdout.split('\n\nwrote')[0] + '\n');
+
+    // Runs of different shapes are not compared.
+    const bad = await runLoad(['--compare', join(dir, 'mt-a.json'), join(dir, 'sp.json')]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/different workloads: multiturn vs shared-prefix/);
+  }, 120_000);
+
+  it('a server that refuses every request stops the run with its answer, not six minutes of errors', async () => {
+    const r = await runLoad([
+      '--url',
+      url(0),
+      '--model',
+      'no-such-model',
+      '--out-dir',
+      dir,
+      '--workload',
+      'control',
+      '--shape',
+      'promptTokens=500',
+      '--concurrency',
+      '2',
+      '--ttft-slo-ms',
+      '1000',
+    ]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/the first \d+ requests failed: HTTP 404: .*no-such-model/);
+  }, 30_000);
+
+  it('without a measured TTFT bound, an unreachable endpoint fails at once, naming the error', async () => {
+    const r = await runLoad([
+      '--url',
+      'http://127.0.0.1:1/v1/chat/completions',
+      ...common('x'),
+      '--workload',
+      'control',
+      '--rate',
+      '1',
+    ]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/measuring the idle TTFT for the SLO: ECONNREFUSED/);
+  });
+
+  it('usage errors exit 2 with what is wrong', async () => {
+    const both = await runLoad([
+      '--url',
+      url(0),
+      '--model',
+      MODEL,
+      '--workload',
+      'control',
+      '--rate',
+      '1',
+      '--concurrency',
+      '2',
+    ]);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toContain('give exactly one of --rate (open loop) and --concurrency (closed loop)');
+    const shape = await runLoad([
+      '--url',
+      url(0),
+      '--model',
+      MODEL,
+      '--workload',
+      'control',
+      '--rate',
+      '1',
+      '--shape',
+      'turns=3',
+    ]);
+    expect(shape.code).toBe(2);
+    expect(shape.stderr).toContain('--shape turns=3: control has promptTokens=16256, outputTokens=256');
+  });
+});
