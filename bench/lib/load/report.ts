@@ -162,7 +162,10 @@ export function loadWarnings(f: LoadResultsFile): string[] {
   if (f.meta.aborted) out.push(`the run stopped early: ${f.meta.aborted}.`);
   if (s.measured === 0) out.push('no request completed inside the measure window: there are no figures.');
   const failed = s.errored / Math.max(1, s.errored + s.measured);
-  if (s.errored > 0) out.push(`${s.errored} requests failed (${(failed * 100).toFixed(1)}%): see failures.`);
+  if (s.errored > 0)
+    out.push(
+      `${s.errored} ${s.errored === 1 ? 'request' : 'requests'} failed (${(failed * 100).toFixed(1)}%): see failures.`,
+    );
   const dev = s.promptTokensMean / s.expectedPromptTokensMean - 1;
   // The chat template adds a few tokens per message; more than 10% off means another tokenizer.
   if (Number.isFinite(dev) && Math.abs(dev) > 0.1)

@@ -66,7 +66,7 @@ export async function measureSlo(o: LoadOptions, synth: TextSynth): Promise<Slo>
   const rng = new Rng(o.seed);
   const ttfts: number[] = [];
   for (let i = 0; i < 3; i++) {
-    const text = await synth.text(`${o.salt}slo${i} `, tokens, rng);
+    const text = await synth.text(`${o.salt}slo${i}`, tokens, rng);
     const body = JSON.stringify({
       model: o.model,
       messages: [{ role: 'user', content: text }],

@@ -1,22 +1,33 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LoadResultsFile } from '../../../bench/lib/load/report.js';
+import { promCounter } from '../../helpers/full-system.js';
+import { waitFor } from '../../helpers/ports.js';
 import { MODEL, startTestFleet, type TestFleet } from '../../02-integration/emulator/emulator-fleet.js';
 
 const load = fileURLToPath(new URL('../../../dist/bench/load.js', import.meta.url));
 
-/** The built `bench:load` as a user runs it (async: the emulated pods live in this process). */
-function runLoad(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/**
+ * The built `bench:load` as a user runs it (async: the emulated pods live in this process). `onStderr` sees
+ * its stderr as it comes, with the child (to signal it).
+ */
+function runLoad(
+  args: string[],
+  onStderr?: (soFar: string, child: ChildProcess) => void,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [load, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.stderr.on('data', (d: Buffer) => {
+      stderr += d.toString();
+      onStderr?.(stderr, child);
+    });
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
@@ -160,6 +171,49 @@ describe('bench:load against an OpenAI endpoint', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/the first \d+ requests failed: HTTP 404: .*no-such-model/);
   }, 30_000);
+
+  it('Ctrl-C stops sending, waits for the requests in flight and still writes what it measured', async () => {
+    const served = (): Promise<number> => promCounter(fleet.pods[1]!.base, 'vllm:request_success_total');
+    const before = await served();
+    let signalled = false;
+    const r = await runLoad(
+      [
+        '--url',
+        url(1),
+        ...common('interrupted'),
+        '--workload',
+        'control',
+        '--shape',
+        'promptTokens=2000',
+        '--concurrency',
+        '2',
+        '--warmup-s',
+        '0',
+        '--measure-s',
+        '120',
+        '--cooldown-s',
+        '0',
+        '--ttft-slo-ms',
+        '1000',
+      ],
+      (err, child) => {
+        if (signalled || !err.includes('SLO:')) return;
+        signalled = true;
+        // Once the pod has served two of the run's requests, as a user watching the progress would.
+        void waitFor('two requests served', async () => (await served()) >= before + 2, 20_000, 100)
+          .catch(() => undefined) // then the count below says so
+          .then(() => child.kill('SIGINT'));
+      },
+    );
+    expect(signalled).toBe(true);
+    expect(r.code).toBe(130);
+    expect(r.stderr).toContain('interrupted: waiting for the requests in flight');
+    const f = read('interrupted');
+    expect(f.meta.aborted).toBe('interrupted');
+    expect(f.summary.measured).toBeGreaterThanOrEqual(2);
+    expect(f.runs[0]!.records.every((x) => x.status === 'successful')).toBe(true);
+    expect(r.stdout).toContain('**Warning:** the run stopped early: interrupted.');
+  }, 60_000);
 
   it('without a measured TTFT bound, an unreachable endpoint fails at once, naming the error', async () => {
     const r = await runLoad([

@@ -1,0 +1,99 @@
+import { describe, expect, it } from 'vitest';
+import { loadWarnings, summarizeLoad, type LoadResultsFile } from '../../../bench/lib/load/report.js';
+import type { LoadRun } from '../../../bench/lib/load/run-load.js';
+import type { Slo } from '../../../bench/lib/stats/goodput.js';
+import type { RequestRecord } from '../../../bench/lib/types.js';
+import { PUBLISHED_SHAPES } from '../../../bench/lib/workload/workloads.js';
+
+const slo: Slo = { ttftMs: 1000, itlMs: 100, basis: 'test' };
+
+function rec(key: string, startMs: number, over: Partial<RequestRecord> = {}): RequestRecord {
+  return {
+    key,
+    conversationId: key,
+    turnIndex: 0,
+    cluster: key,
+    pod: '',
+    status: 'successful',
+    startMs,
+    firstTokenMs: startMs + 500,
+    lastTokenMs: startMs + 500 + 255 * 50,
+    endMs: startMs + 500 + 255 * 50 + 1,
+    promptTokens: 16_263,
+    outputTokens: 256,
+    cachedTokens: 0,
+    ...over,
+  };
+}
+
+const failed = { firstTokenMs: null, lastTokenMs: null, status: 'errored' as const, promptTokens: 0 };
+
+function run(records: RequestRecord[], over: Partial<LoadRun> = {}): LoadRun {
+  return {
+    trial: 0,
+    records,
+    windowStartMs: 10_000,
+    windowEndMs: 70_000,
+    durationMs: 80_000,
+    wallMs: 80_000,
+    errors: {},
+    rejected: [],
+    aborted: null,
+    ...over,
+  };
+}
+
+function file(runs: LoadRun[]): LoadResultsFile {
+  return {
+    meta: { aborted: null } as LoadResultsFile['meta'],
+    slo,
+    summary: summarizeLoad(runs, slo, 'control', PUBLISHED_SHAPES),
+    runs,
+  };
+}
+
+describe('bench:load summary', () => {
+  it('counts the gateway’s 429s apart from failures, and only those started in the measure window', () => {
+    const r = run(
+      [
+        rec('ok', 20_000),
+        rec('late', 5_000),
+        rec('shed', 30_000, failed),
+        rec('broken', 31_000, failed),
+        rec('shed-in-warmup', 1_000, failed),
+      ],
+      { rejected: ['shed', 'shed-in-warmup'], errors: { 'HTTP 500: boom': 1 } },
+    );
+    const s = summarizeLoad([r], slo, 'control', PUBLISHED_SHAPES);
+    expect(s).toMatchObject({
+      sent: 5,
+      measured: 2,
+      rejected429: 1,
+      errored: 1,
+      errors: { 'HTTP 500: boom': 1 },
+    });
+    // Goodput counts completions inside the window within the SLO: both successes end inside it.
+    expect(s.goodputPerMin).toBe(2);
+    expect(loadWarnings(file([r]))).toEqual(['1 request failed (33.3%): see failures.']);
+  });
+
+  it('warns when the server counts other prompt sizes than were sent (another tokenizer)', () => {
+    const exact = file([run([rec('a', 20_000)])]);
+    expect(loadWarnings(exact)).toEqual([]);
+    const other = file([run([rec('a', 20_000, { promptTokens: 19_000 })])]);
+    expect(loadWarnings(other)).toEqual([
+      "the server counted 19000 prompt tokens per request against the 16256 sent: pass the served model's " +
+        'tokenizer.json with --tokenizer for token-exact prompts.',
+    ]);
+  });
+
+  it('says when there is nothing to report or the run stopped early', () => {
+    const none = file([run([rec('x', 20_000, failed)], { aborted: 'interrupted' })]);
+    none.meta.aborted = 'interrupted';
+    expect(loadWarnings(none)).toEqual([
+      'the run stopped early: interrupted.',
+      'no request completed inside the measure window: there are no figures.',
+      '1 request failed (100.0%): see failures.',
+    ]);
+  });
+});
