@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { validateHeaderName, validateHeaderValue } from 'node:http';
 import { parseArgs } from 'node:util';
 import { GUIDELLM_WORKERS, WORKLOAD_NAMES, type Profile, type WorkloadName } from '../types.js';
 import { PUBLISHED_SHAPES, type WorkloadShapes } from '../workload/workloads.js';
@@ -100,7 +101,15 @@ function parseHeaders(list: string[]): Record<string, string> {
   for (const h of list) {
     const i = h.indexOf(':');
     if (i <= 0) throw new UsageError(`--header ${h}: expected 'Name: value'`);
-    out[h.slice(0, i).trim().toLowerCase()] = h.slice(i + 1).trim();
+    const name = h.slice(0, i).trim().toLowerCase();
+    const value = h.slice(i + 1).trim();
+    try {
+      validateHeaderName(name);
+      validateHeaderValue(name, value);
+    } catch (e) {
+      throw new UsageError(`--header ${name}: ${(e as Error).message}`);
+    }
+    out[name] = value;
   }
   return out;
 }

@@ -149,7 +149,7 @@ export function loadMarkdown(f: LoadResultsFile): string {
   for (const w of loadWarnings(f)) lines.push('', `**Warning:** ${w}`);
   const errs = Object.entries(s.errors).sort((a, b) => b[1] - a[1]);
   if (errs.length > 0) {
-    lines.push('', '| failures | count |', '|---|---|');
+    lines.push('', '| failures (the whole run) | count |', '|---|---|');
     for (const [k, n] of errs) lines.push(`| ${k.replace(/\|/g, '\\|').replace(/\s+/g, ' ')} | ${n} |`);
   }
   return lines.join('\n');

@@ -65,6 +65,8 @@ describe('bench:load options', () => {
     [['--rate', '1', '--shape', 'turns=0'], '--shape turns 0: expected a whole number ≥ 1'],
     [['--rate', '1', '--salt', 'a-b'], '--salt a-b: letters and digits only'],
     [['--rate', '1', '--header', 'novalue'], "--header novalue: expected 'Name: value'"],
+    [['--rate', '1', '--header', 'x-key: a\nb'], '--header x-key: Invalid character in header content'],
+    [['--rate', '1', '--header', 'bad name: v'], '--header bad name: Header name must be a valid HTTP token'],
   ])('%j is refused: %s', (extra, message) => {
     expect(() => parse(...extra)).toThrow(UsageError);
     expect(() => parse(...extra)).toThrow(message);
