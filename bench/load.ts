@@ -47,7 +47,7 @@ function redact(url: URL): string {
   return u.href;
 }
 
-async function compare(o: CompareOptions): Promise<void> {
+async function compare(o: CompareOptions, argv: string[]): Promise<void> {
   const read = (f: string): LoadResultsFile => {
     const x = JSON.parse(readFileSync(f, 'utf8')) as LoadResultsFile;
     if (x.meta?.tool !== 'bench:load') throw new LoadFailure(`${f}: not a bench:load results file`);
@@ -56,7 +56,7 @@ async function compare(o: CompareOptions): Promise<void> {
   const [a, b] = [read(o.compare[0]), read(o.compare[1])];
   let md: string;
   try {
-    md = comparisonMarkdown(compareLoads(a, b, o.resamples), a, b);
+    md = comparisonMarkdown(compareLoads(a, b, o.resamples), a, b, command(argv));
   } catch (e) {
     throw new LoadFailure(`cannot compare ${o.compare[0]} with ${o.compare[1]}: ${(e as Error).message}`);
   }
@@ -161,7 +161,7 @@ if (argv.includes('--help') || argv.includes('-h') || argv.length === 0) {
 }
 try {
   const o = parseLoadArgs(argv);
-  if ('compare' in o) await compare(o);
+  if ('compare' in o) await compare(o, argv);
   else process.exitCode = await load(o, argv);
 } catch (e) {
   if (e instanceof UsageError) {

@@ -283,7 +283,12 @@ export function compareLoads(a: LoadResultsFile, b: LoadResultsFile, resamples: 
   };
 }
 
-export function comparisonMarkdown(c: Comparison, a: LoadResultsFile, b: LoadResultsFile): string {
+export function comparisonMarkdown(
+  c: Comparison,
+  a: LoadResultsFile,
+  b: LoadResultsFile,
+  command: string,
+): string {
   const v = (x: number, unit: CompareRow['unit']): string =>
     unit === 's' ? s2(x) : unit === 'ms' ? ms0(x) : x.toFixed(1);
   const pct = (x: number | null): string =>
@@ -291,6 +296,8 @@ export function comparisonMarkdown(c: Comparison, a: LoadResultsFile, b: LoadRes
   const ratio = (x: number | null): string => (x === null || !Number.isFinite(x) ? '–' : `${x.toFixed(2)}×`);
   const lines = [
     `## ${a.meta.workload}, ${profileLabel(a.meta.profile)}: ${a.meta.url} (baseline) vs ${b.meta.url}`,
+    '',
+    `\`${command}\`: baseline \`${a.meta.command}\` (${a.meta.date}), candidate \`${b.meta.command}\` (${b.meta.date}).`,
     '',
     `${a.runs.length} run(s) each; 95% CIs from a ${c.paired ? 'paired' : 'run-paired'} hierarchical bootstrap.`,
     '',

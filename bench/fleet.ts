@@ -1,0 +1,89 @@
+/**
+ * `npm run bench:fleet -- [--pods 3] [--time-scale 1] [--admission-ttft-ms MS --admission-itl-ms MS]`: the
+ * benchmark's emulated fleet, kept running for `bench:load` (or curl) until Ctrl-C. Two ways in, as a
+ * platform team has them: a Kubernetes Service as kube-proxy makes it (a random pod per TCP connection) and
+ * the Kong route with kinference (the Kong stand-in, the plugin in kong-js-pluginserver, the collector, Redis).
+ */
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { startKubeProxyTcp } from './lib/live/kube-proxy-tcp.js';
+import { startLiveStack } from './lib/live/stack.js';
+import { SEED_SCHEDULE } from './lib/schedule.js';
+import { loadModelSetup } from './lib/setup.js';
+
+const { values } = parseArgs({
+  options: {
+    pods: { type: 'string', default: String(SEED_SCHEDULE.pods) },
+    'time-scale': { type: 'string', default: '1' },
+    'kv-capacity': { type: 'string', default: String(SEED_SCHEDULE.kvCapacityTokens) },
+    'admission-ttft-ms': { type: 'string' },
+    'admission-itl-ms': { type: 'string' },
+  },
+});
+const positive = (name: string, v: string): number => {
+  const x = Number(v);
+  if (!(x > 0)) {
+    console.error(`bench:fleet: --${name} ${v}: expected a number > 0`);
+    process.exit(2);
+  }
+  return x;
+};
+const ttft = values['admission-ttft-ms'];
+const itl = values['admission-itl-ms'];
+if ((ttft === undefined) !== (itl === undefined)) {
+  console.error('bench:fleet: --admission-ttft-ms and --admission-itl-ms go together');
+  process.exit(2);
+}
+
+const model = await loadModelSetup();
+const stack = await startLiveStack({
+  pods: positive('pods', values.pods!),
+  profile: SEED_SCHEDULE.emulatorProfile,
+  kvCapacityTokens: positive('kv-capacity', values['kv-capacity']!),
+  timeScale: positive('time-scale', values['time-scale']!),
+  seed: SEED_SCHEDULE.seed,
+  scrapeIntervalMs: SEED_SCHEDULE.latency.scrapeIntervalMs,
+  model,
+  cli: fileURLToPath(new URL('../../bin/kinference.js', import.meta.url)),
+  ...(ttft !== undefined && itl !== undefined
+    ? {
+        admission: {
+          shed_ttft_slo_ms: positive('admission-ttft-ms', ttft),
+          itl_slo_ms: positive('admission-itl-ms', itl),
+        },
+      }
+    : {}),
+});
+const service = await startKubeProxyTcp(stack.pods);
+
+const path = '/v1/chat/completions';
+const urls = {
+  service: `http://${service.host}:${service.port}${path}`,
+  kinference: `http://${stack.gateway.host}:${stack.gateway.port}${path}`,
+  ...(stack.sloPath
+    ? { 'kinference-slo': `http://${stack.gateway.host}:${stack.gateway.port}${stack.sloPath}` }
+    : {}),
+};
+console.log(
+  `bench:fleet ready: ${stack.pods.length} emulated pods (${SEED_SCHEDULE.emulatorProfile}), model ${model.model}`,
+);
+for (const [k, u] of Object.entries(urls)) console.log(`  ${k.padEnd(15)} ${u}`);
+console.log(
+  `try:\n  npm run bench:load -- --url ${urls.service} --model ${model.model} --workload shared-prefix --rate 0.27 --seed 7 --name service\n` +
+    `  npm run bench:load -- --url ${urls.kinference} --model ${model.model} --workload shared-prefix --rate 0.27 --seed 7 --name kinference\n` +
+    `  npm run bench:load -- --compare bench/results/service.json bench/results/kinference.json\n` +
+    'Ctrl-C stops the fleet.',
+);
+
+let stopping = false;
+const stop = async (): Promise<void> => {
+  if (stopping) return;
+  stopping = true;
+  const byPod = [...service.connections].map(([id, n]) => `${id} ${n}`).join(', ');
+  console.log(`\nstopping (service connections per pod: ${byPod})`);
+  await service.close();
+  await stack.stop();
+  process.exit(0);
+};
+process.on('SIGINT', () => void stop());
+process.on('SIGTERM', () => void stop());

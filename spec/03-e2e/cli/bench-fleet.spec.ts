@@ -1,0 +1,51 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { streamChat } from '../../../bench/lib/live/http-client.js';
+import { MODEL_NAME } from '../../../bench/lib/setup.js';
+
+const fleet = fileURLToPath(new URL('../../../dist/bench/fleet.js', import.meta.url));
+
+// `npm run bench:fleet`: the emulated fleet kept up for bench:load, with a kube-proxy Service and the Kong route.
+describe('bench:fleet', () => {
+  it('serves the Service and the kinference route until Ctrl-C, then stops everything it started', async () => {
+    const child = spawn(process.execPath, [fleet, '--time-scale', '20', '--pods', '2'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((r) => child.on('close', r));
+    try {
+      const ready = await Promise.race([
+        new Promise<string>((resolve) => {
+          const check = (): void => {
+            if (/kinference\s+http\S+\n/.test(out)) resolve(out);
+            else setTimeout(check, 100);
+          };
+          check();
+        }),
+        exited.then((code) => {
+          throw new Error(`bench:fleet exited with ${code} before it was ready:\n${out}`);
+        }),
+      ]);
+      const url = (name: string): URL => new URL(new RegExp(`${name}\\s+(http\\S+)`).exec(ready)![1]!);
+      const body = JSON.stringify({
+        model: MODEL_NAME,
+        messages: [{ role: 'user', content: 'hello there' }],
+        max_tokens: 4,
+        stream: true,
+        stream_options: { include_usage: true },
+      });
+      for (const name of ['service', 'kinference']) {
+        const u = url(name);
+        const t = await streamChat(u.hostname, Number(u.port), body, u.pathname);
+        expect(t, name).toMatchObject({ ok: true, status: 200, outputTokens: 4 });
+      }
+    } finally {
+      child.kill('SIGINT');
+    }
+    expect(await exited).toBe(0);
+    expect(out).toMatch(/stopping \(service connections per pod: pod-0 \d+, pod-1 \d+\)/);
+  }, 90_000);
+});
