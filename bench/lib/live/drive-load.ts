@@ -26,6 +26,8 @@ export interface SendContext {
   body: string;
   /** Real performance.now() ms → the run's virtual ms (× timeScale since the start). */
   virt(realMs: number): number;
+  /** Aborted when the run ends, with `cancelAtEnd`: the request is then incomplete. */
+  signal: AbortSignal;
 }
 
 export interface DriveOptions {
@@ -45,6 +47,11 @@ export interface DriveOptions {
   onSettled?(rec: RequestRecord, t: StreamTiming): void;
   /** Once aborted, nothing more is sent; the run waits for what is in flight and returns. */
   signal?: AbortSignal;
+  /**
+   * Cancel the requests still running when the run ends, as GuideLLM does (they are incomplete either way),
+   * instead of waiting for them. A real server then stops generating them.
+   */
+  cancelAtEnd?: boolean;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -74,6 +81,7 @@ export async function driveLoad(o: DriveOptions): Promise<LoadRunResult> {
   const client = new ConversationClient(o.factory);
   const records: RequestRecord[] = [];
   const inflight = new Set<Promise<void>>();
+  const endOfRun = new AbortController();
   const t0 = performance.now();
   const virt = (realMs: number): number => (realMs - t0) * k;
 
@@ -96,7 +104,13 @@ export async function driveLoad(o: DriveOptions): Promise<LoadRunResult> {
       cachedTokens: 0,
     };
     records.push(rec);
-    const ctx: SendContext = { worker, rec, body: chatBody(turn, o.model), virt };
+    const ctx: SendContext = {
+      worker,
+      rec,
+      body: chatBody(turn, o.model),
+      virt,
+      signal: endOfRun.signal,
+    };
     const t = await o.send(ctx);
     rec.startMs = virt(t.startMs);
     rec.promptTokens = t.promptTokens;
@@ -154,6 +168,7 @@ export async function driveLoad(o: DriveOptions): Promise<LoadRunResult> {
   }
   const endWait = durationMs / k - (performance.now() - t0);
   if (endWait > 0 && !o.signal?.aborted) await abortableSleep(endWait, o.signal);
+  if (o.cancelAtEnd && !o.signal?.aborted) endOfRun.abort();
   await Promise.all([...inflight]);
   return {
     records,

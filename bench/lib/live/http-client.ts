@@ -30,6 +30,8 @@ export interface StreamOptions {
   headers?: Record<string, string>;
   /** Fail the request when the stream is silent this long (httpx's read timeout); default none. */
   idleTimeoutMs?: number;
+  /** Cancels the request (the connection closes; vLLM then aborts it). */
+  signal?: AbortSignal;
 }
 
 /** How much of a failed response's body an error keeps. */
@@ -114,6 +116,7 @@ export function streamChat(
         path,
         method: 'POST',
         agent: opts.agent ?? (opts.tls ? undefined : agent),
+        ...(opts.signal ? { signal: opts.signal } : {}),
         headers: {
           ...opts.headers,
           'content-type': 'application/json',

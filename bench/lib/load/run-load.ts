@@ -111,10 +111,13 @@ export async function runLoad(o: LoadOptions, synth: TextSynth, hooks: LoadHooks
         trial,
         timeScale: 1,
         signal: stop.signal,
-        send: ({ worker, body }) =>
-          streamChat(t.host, t.port, body, t.path, { ...t.base, agent: pools[worker] }),
+        cancelAtEnd: true,
+        send: ({ worker, body, signal }) =>
+          streamChat(t.host, t.port, body, t.path, { ...t.base, agent: pools[worker], signal }),
         onSettled: (rec, r) => {
-          if (r.ok) {
+          if (rec.status === 'incomplete') {
+            // Still running when the run ended (cancelled then): neither a success nor a failure.
+          } else if (r.ok) {
             succeeded++;
             failedInARow = 0;
           } else if (r.status === 429) rejected.push(rec.key);

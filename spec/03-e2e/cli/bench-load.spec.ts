@@ -215,6 +215,40 @@ describe('bench:load against an OpenAI endpoint', () => {
     expect(r.stdout).toContain('**Warning:** the run stopped early: interrupted.');
   }, 60_000);
 
+  it('cancels the requests still running when the run ends, as GuideLLM does, instead of waiting for them', async () => {
+    const r = await runLoad([
+      '--url',
+      url(1),
+      ...common('cancelled'),
+      '--workload',
+      'control',
+      // Each answer takes ~18 s at 20× (8,000 tokens × 43 ms / 20); the run lasts 2 s.
+      '--shape',
+      'promptTokens=500,outputTokens=8000',
+      '--concurrency',
+      '2',
+      '--warmup-s',
+      '0',
+      '--measure-s',
+      '2',
+      '--cooldown-s',
+      '0',
+      '--ttft-slo-ms',
+      '1000',
+    ]);
+    expect(r.code).toBe(1); // nothing completed inside the window: no figures, and it says so
+    const f = read('cancelled');
+    expect(f.summary).toMatchObject({ incomplete: 2, errored: 0, measured: 0, errors: {} });
+    expect(f.meta.wallS).toBeLessThan(12);
+    // The pod stopped generating them: vLLM aborts a request whose client went away.
+    await waitFor(
+      'the pod idle',
+      async () => (await promCounter(fleet.pods[1]!.base, 'vllm:num_requests_running')) === 0,
+      5000,
+      100,
+    );
+  }, 60_000);
+
   it('without a measured TTFT bound, an unreachable endpoint fails at once, naming the error', async () => {
     const r = await runLoad([
       '--url',
