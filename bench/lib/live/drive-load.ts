@@ -73,7 +73,8 @@ function abortableSleep(ms: number, signal: AbortSignal | undefined): Promise<vo
  * run (slept for t / timeScale), each slot sent by its client worker. Concurrent: N streams, each sending its
  * next request when the previous ended, or the Retry-After after a 429. Every client timestamp is
  * multiplied back by timeScale, so results read in the profile's units. Requests still running at the end
- * are incomplete (GuideLLM); the run waits for them so the next one starts on idle pods.
+ * are incomplete (GuideLLM); the run waits for them so the next one starts on idle pods, or with
+ * `cancelAtEnd` cancels them.
  */
 export async function driveLoad(o: DriveOptions): Promise<LoadRunResult> {
   const k = o.timeScale;
