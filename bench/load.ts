@@ -19,12 +19,13 @@ import {
   comparisonMarkdown,
   loadMarkdown,
   summarizeLoad,
+  type LoadCell,
   type LoadResultsFile,
 } from './lib/load/report.js';
 import { LoadFailure, measureSlo, runLoad } from './lib/load/run-load.js';
 import { gitCommit } from './lib/main.js';
 import { loadTextSynth } from './lib/setup.js';
-import { profileDurationS, type RequestRecord } from './lib/types.js';
+import { profileDurationS, profileLabel, type RequestRecord } from './lib/types.js';
 
 function command(argv: string[]): string {
   const safe = argv.map((a, i) => (argv[i - 1] === '--header' ? `${a.split(':')[0]}: …` : a));
@@ -82,10 +83,9 @@ async function load(o: LoadOptions, argv: string[]): Promise<number> {
     interrupt.abort('interrupted');
   };
   process.on('SIGINT', onSigint);
-  const totalS = profileDurationS(o.profile);
   const bar = new cliProgress.SingleBar(
     {
-      format: ' {bar} {value}/{total} s | run {trial} | {ok} ok, {failed} failed, {shed} 429',
+      format: ' {bar} {value}/{total} s | {profile}, run {trial} | {ok} ok, {failed} failed, {shed} 429',
       hideCursor: true,
       noTTYOutput: true,
       notTTYSchedule: 30_000,
@@ -93,33 +93,56 @@ async function load(o: LoadOptions, argv: string[]): Promise<number> {
     cliProgress.Presets.shades_classic,
   );
   let t0 = performance.now();
+  let totalS = 0;
   const counts = { ok: 0, failed: 0, shed: 0 };
   const tick = setInterval(
     () => bar.update(Math.min(totalS, Math.round((performance.now() - t0) / 1000))),
     1000,
   );
-  let runs;
+  const cells: LoadCell[] = [];
+  let started = false;
   try {
-    runs = await runLoad(o, synth, {
-      signal: interrupt.signal,
-      onTrial: (trial) => {
-        t0 = performance.now();
-        if (trial === 0) bar.start(totalS, 0, { trial: 1, ...counts });
-        else bar.update(0, { trial: trial + 1 });
-      },
-      onSettled: (_rec, t) => {
-        if (t.ok) counts.ok++;
-        else if (t.status === 429) counts.shed++;
-        else counts.failed++;
-        bar.update(counts);
-      },
-    });
+    for (const [i, profile] of o.profiles.entries()) {
+      if (interrupt.signal.aborted) break;
+      // A profile of a sweep must not find the prompts of the one before it cached.
+      const salt = i === 0 ? o.salt : `${o.salt}p${i}`;
+      const label =
+        o.profiles.length > 1
+          ? `${profileLabel(profile)} (${i + 1}/${o.profiles.length})`
+          : profileLabel(profile);
+      const runs = await runLoad(o, profile, salt, synth, {
+        signal: interrupt.signal,
+        onTrial: (trial) => {
+          t0 = performance.now();
+          totalS = profileDurationS(profile);
+          const payload = { trial: trial + 1, profile: label, ...counts };
+          if (!started) bar.start(totalS, 0, payload);
+          else {
+            bar.setTotal(totalS);
+            bar.update(0, payload);
+          }
+          started = true;
+        },
+        onSettled: (_rec, t) => {
+          if (t.ok) counts.ok++;
+          else if (t.status === 429) counts.shed++;
+          else counts.failed++;
+          bar.update(counts);
+        },
+      });
+      cells.push({
+        profile,
+        salt,
+        summary: summarizeLoad(runs, slo, o.workload, o.shapes),
+        runs: runs.map((r) => ({ ...r, records: r.records.map(roundTimes) })),
+      });
+    }
   } finally {
     clearInterval(tick);
     bar.stop();
     process.off('SIGINT', onSigint);
   }
-  const aborted = runs.find((r) => r.aborted)?.aborted ?? null;
+  const aborted = cells.flatMap((c) => c.runs).find((r) => r.aborted)?.aborted ?? null;
   const results: LoadResultsFile = {
     meta: {
       tool: 'bench:load',
@@ -130,7 +153,6 @@ async function load(o: LoadOptions, argv: string[]): Promise<number> {
       model: o.model,
       workload: o.workload,
       shapes: o.shapes,
-      profile: o.profile,
       trials: o.trials,
       seed: o.seed,
       salt: o.salt,
@@ -139,8 +161,7 @@ async function load(o: LoadOptions, argv: string[]): Promise<number> {
       aborted,
     },
     slo,
-    summary: summarizeLoad(runs, slo, o.workload, o.shapes),
-    runs: runs.map((r) => ({ ...r, records: r.records.map(roundTimes) })),
+    cells,
   };
   mkdirSync(o.outDir, { recursive: true });
   const json = join(o.outDir, `${o.name}.json`);
@@ -151,7 +172,7 @@ async function load(o: LoadOptions, argv: string[]): Promise<number> {
   console.log(md);
   console.log(`\nwrote ${json}, ${mdFile}`);
   if (interrupt.signal.aborted) return 130;
-  return results.summary.measured > 0 ? 0 : 1;
+  return cells.length > 0 && cells.every((c) => c.summary.measured > 0) ? 0 : 1;
 }
 
 const argv = process.argv.slice(2);

@@ -11,7 +11,8 @@ export interface LoadOptions {
   model: string;
   workload: WorkloadName;
   shapes: WorkloadShapes;
-  profile: Profile;
+  /** Run one after the other (a sweep), in the order given. */
+  profiles: Profile[];
   trials: number;
   seed: number;
   /** Leads every prompt (letters and digits): a fresh one per run unless given. */
@@ -47,8 +48,8 @@ npm run bench:load -- --compare BASELINE.json CANDIDATE.json [--name NAME]
   --url URL              the chat completions endpoint (http or https), e.g. http://kong:8000/v1/chat/completions
   --model NAME           the model field of every request
   --workload W           control, shared-prefix or multiturn (the published shapes)
-  --rate R               Poisson open loop at R requests/s (windows 60/240/45 s)
-  --concurrency N        N closed-loop streams (windows 60/180/60 s)
+  --rate R[,R...]        Poisson open loop at R requests/s (windows 60/240/45 s); a list runs a sweep
+  --concurrency N[,N...] N closed-loop streams (windows 60/180/60 s); a list runs a sweep, e.g. 4,8,16,24,32
   --warmup-s/--measure-s/--cooldown-s S   override the windows
   --arrivals A           poisson (independent gaps, default) or guidellm (GuideLLM's own schedule)
   --client-workers N     client worker processes, each with its conversations and connections (default 10)
@@ -180,11 +181,15 @@ function fromArgs(argv: string[]): LoadOptions | CompareOptions {
   if (!workload || !WORKLOAD_NAMES.includes(workload))
     throw new UsageError(`--workload: one of ${WORKLOAD_NAMES.join(', ')}`);
 
-  const rate = num('rate', values.rate, Number.MIN_VALUE);
-  const streams = num('concurrency', values.concurrency, 1, true);
-  if ((rate === undefined) === (streams === undefined))
+  const list = (name: string, v: string | undefined, min: number, integer: boolean): number[] | undefined =>
+    v === undefined ? undefined : v.split(',').map((x) => num(name, x.trim(), min, integer)!);
+  const rates = list('rate', values.rate, Number.MIN_VALUE, false);
+  const streams = list('concurrency', values.concurrency, 1, true);
+  if ((rates === undefined) === (streams === undefined))
     throw new UsageError('give exactly one of --rate (open loop) and --concurrency (closed loop)');
-  const windows = { ...(rate !== undefined ? SEED_SCHEDULE.latencyWindows : SEED_SCHEDULE.capacityWindows) };
+  for (const l of [rates, streams])
+    if (l && new Set(l).size !== l.length) throw new UsageError(`a profile is listed twice: ${l.join(',')}`);
+  const windows = { ...(rates !== undefined ? SEED_SCHEDULE.latencyWindows : SEED_SCHEDULE.capacityWindows) };
   windows.warmupS = num('warmup-s', values['warmup-s'], 0) ?? windows.warmupS;
   windows.measureS = num('measure-s', values['measure-s'], Number.MIN_VALUE) ?? windows.measureS;
   windows.cooldownS = num('cooldown-s', values['cooldown-s'], 0) ?? windows.cooldownS;
@@ -192,12 +197,12 @@ function fromArgs(argv: string[]): LoadOptions | CompareOptions {
   const arrivals = values.arrivals ?? 'poisson';
   if (arrivals !== 'poisson' && arrivals !== 'guidellm')
     throw new UsageError(`--arrivals ${arrivals}: poisson or guidellm`);
-  if (rate === undefined && values.arrivals !== undefined)
+  if (rates === undefined && values.arrivals !== undefined)
     throw new UsageError('--arrivals applies to --rate only');
-  const profile: Profile =
-    rate !== undefined
-      ? { kind: 'poisson', rate, ...windows, arrivals, clientWorkers }
-      : { kind: 'concurrent', streams: streams!, ...windows, clientWorkers };
+  const profiles: Profile[] =
+    rates !== undefined
+      ? rates.map((rate) => ({ kind: 'poisson', rate, ...windows, arrivals, clientWorkers }))
+      : streams!.map((n) => ({ kind: 'concurrent', streams: n, ...windows, clientWorkers }));
 
   const salt = values.salt ?? randomBytes(4).toString('hex');
   if (!/^[a-z0-9]*$/i.test(salt)) throw new UsageError(`--salt ${salt}: letters and digits only`);
@@ -207,7 +212,7 @@ function fromArgs(argv: string[]): LoadOptions | CompareOptions {
     model: values.model,
     workload,
     shapes: applyShape(workload, values.shape),
-    profile,
+    profiles,
     trials: num('trials', values.trials, 1, true) ?? 1,
     seed: num('seed', values.seed, 0, true) ?? SEED_SCHEDULE.seed,
     salt,

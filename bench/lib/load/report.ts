@@ -42,6 +42,15 @@ export interface LoadSummary {
   errors: Record<string, number>;
 }
 
+/** One profile of a run (a sweep has several): its runs and their summary. */
+export interface LoadCell {
+  profile: Profile;
+  /** Leads this profile's prompts. */
+  salt: string;
+  summary: LoadSummary;
+  runs: LoadRun[];
+}
+
 export interface LoadResultsFile {
   meta: {
     tool: 'bench:load';
@@ -53,19 +62,18 @@ export interface LoadResultsFile {
     model: string;
     workload: WorkloadName;
     shapes: WorkloadShapes;
-    profile: Profile;
     trials: number;
     seed: number;
     salt: string;
     /** Names of the extra headers sent (values are not kept). */
     headers: string[];
     wallS: number;
-    /** Why a run stopped early, if one did. */
+    /** Why the run stopped early, if it did. */
     aborted: string | null;
   };
   slo: Slo;
-  summary: LoadSummary;
-  runs: LoadRun[];
+  /** In the order run (a sweep: every rate or concurrency given). */
+  cells: LoadCell[];
 }
 
 function windowed(run: LoadRun): RequestRecord[] {
@@ -121,45 +129,76 @@ const ms0 = (ms: number): string => (Number.isFinite(ms) ? ms.toFixed(0) : '–'
 
 export function loadMarkdown(f: LoadResultsFile): string {
   const m = f.meta;
-  const s = f.summary;
-  const x = s.metrics;
   const lines = [
-    `## bench:load — ${m.workload}, ${profileLabel(m.profile)}, ${m.trials} run(s)`,
+    `## bench:load — ${m.workload}, ${f.cells.map((c) => profileLabel(c.profile)).join(', ')}, ${m.trials} run(s) each`,
     '',
     `\`${m.command}\` (${m.date}, commit ${m.commit}, ${Math.round(m.wallS)} s)`,
     '',
-    `Endpoint ${m.url}, model \`${m.model}\`, seed ${m.seed}, salt \`${m.salt}\`; windows ` +
-      `${m.profile.warmupS}/${m.profile.measureS}/${m.profile.cooldownS} s.`,
+    `Endpoint ${m.url}, model \`${m.model}\`, seed ${m.seed}, salt \`${m.salt}\`.`,
     `SLO: TTFT ≤ ${s2(f.slo.ttftMs)} s (${f.slo.basis}), ITL ≤ ${f.slo.itlMs} ms.`,
-    '',
-    '| metric | p50 | p95 | p99 | mean |',
-    '|---|---|---|---|---|',
-    `| TTFT (s) | ${s2(x.ttft_ms.percentiles.p50)} | ${s2(x.ttft_ms.percentiles.p95)} | ${s2(x.ttft_ms.percentiles.p99)} | ${s2(x.ttft_ms.mean)} |`,
-    `| ITL (ms) | ${ms0(x.itl_ms.percentiles.p50)} | ${ms0(x.itl_ms.percentiles.p95)} | ${ms0(x.itl_ms.percentiles.p99)} | ${ms0(x.itl_ms.mean)} |`,
-    `| TPOT (ms) | ${ms0(x.tpot_ms.percentiles.p50)} | ${ms0(x.tpot_ms.percentiles.p95)} | ${ms0(x.tpot_ms.percentiles.p99)} | ${ms0(x.tpot_ms.mean)} |`,
-    `| E2E (s) | ${s2(x.e2e_ms.percentiles.p50)} | ${s2(x.e2e_ms.percentiles.p95)} | ${s2(x.e2e_ms.percentiles.p99)} | ${s2(x.e2e_ms.mean)} |`,
-    '',
-    `Requests: ${s.sent} sent, ${s.measured} measured, ${s.incomplete} incomplete, ${s.errored} failed, ` +
-      `${s.rejected429} answered 429. Goodput ${s.goodputPerMin.toFixed(1)}/min within the SLO, throughput ` +
-      `${s.throughputPerMin.toFixed(1)}/min.`,
-    `Prompt tokens as the server counted them: mean ${Math.round(s.promptTokensMean).toLocaleString('en')} ` +
-      `(the content sent: ${Math.round(s.expectedPromptTokensMean).toLocaleString('en')}); cached: ` +
-      (s.cachedShare === null ? 'not reported.' : `${(s.cachedShare * 100).toFixed(1)}% of prompt tokens.`),
   ];
-  for (const w of loadWarnings(f)) lines.push('', `**Warning:** ${w}`);
-  const errs = Object.entries(s.errors).sort((a, b) => b[1] - a[1]);
-  if (errs.length > 0) {
-    lines.push('', '| failures (the whole run) | count |', '|---|---|');
-    for (const [k, n] of errs) lines.push(`| ${k.replace(/\|/g, '\\|').replace(/\s+/g, ' ')} | ${n} |`);
+  if (m.aborted) lines.push('', `**Warning:** the run stopped early: ${m.aborted}.`);
+  for (const c of f.cells) {
+    const s = c.summary;
+    const x = s.metrics;
+    const p = c.profile;
+    lines.push(
+      '',
+      `### ${profileLabel(p)} (windows ${p.warmupS}/${p.measureS}/${p.cooldownS} s)`,
+      '',
+      '| metric | p50 | p95 | p99 | mean |',
+      '|---|---|---|---|---|',
+      `| TTFT (s) | ${s2(x.ttft_ms.percentiles.p50)} | ${s2(x.ttft_ms.percentiles.p95)} | ${s2(x.ttft_ms.percentiles.p99)} | ${s2(x.ttft_ms.mean)} |`,
+      `| ITL (ms) | ${ms0(x.itl_ms.percentiles.p50)} | ${ms0(x.itl_ms.percentiles.p95)} | ${ms0(x.itl_ms.percentiles.p99)} | ${ms0(x.itl_ms.mean)} |`,
+      `| TPOT (ms) | ${ms0(x.tpot_ms.percentiles.p50)} | ${ms0(x.tpot_ms.percentiles.p95)} | ${ms0(x.tpot_ms.percentiles.p99)} | ${ms0(x.tpot_ms.mean)} |`,
+      `| E2E (s) | ${s2(x.e2e_ms.percentiles.p50)} | ${s2(x.e2e_ms.percentiles.p95)} | ${s2(x.e2e_ms.percentiles.p99)} | ${s2(x.e2e_ms.mean)} |`,
+      '',
+      `Requests: ${s.sent} sent, ${s.measured} measured, ${s.incomplete} incomplete, ${s.errored} failed, ` +
+        `${s.rejected429} answered 429. Goodput ${s.goodputPerMin.toFixed(1)}/min within the SLO, throughput ` +
+        `${s.throughputPerMin.toFixed(1)}/min.`,
+      `Prompt tokens as the server counted them: mean ${Math.round(s.promptTokensMean).toLocaleString('en')} ` +
+        `(the content sent: ${Math.round(s.expectedPromptTokensMean).toLocaleString('en')}); cached: ` +
+        (s.cachedShare === null ? 'not reported.' : `${(s.cachedShare * 100).toFixed(1)}% of prompt tokens.`),
+    );
+    for (const w of cellWarnings(c)) lines.push('', `**Warning:** ${w}`);
+    const errs = Object.entries(s.errors).sort((a, b) => b[1] - a[1]);
+    if (errs.length > 0) {
+      lines.push('', '| failures (the whole run) | count |', '|---|---|');
+      for (const [k, n] of errs) lines.push(`| ${k.replace(/\|/g, '\\|').replace(/\s+/g, ' ')} | ${n} |`);
+    }
+  }
+  if (f.cells.length > 1) {
+    lines.push(
+      '',
+      '### Goodput by profile',
+      '',
+      '| profile | goodput/min | throughput/min | TTFT p50 (s) | TTFT p95 (s) | 429s |',
+      '|---|---|---|---|---|---|',
+    );
+    for (const c of f.cells) {
+      const s = c.summary;
+      lines.push(
+        `| ${profileLabel(c.profile)} | ${s.goodputPerMin.toFixed(1)} | ${s.throughputPerMin.toFixed(1)} | ${s2(s.metrics.ttft_ms.percentiles.p50)} | ${s2(s.metrics.ttft_ms.percentiles.p95)} | ${s.rejected429} |`,
+      );
+    }
   }
   return lines.join('\n');
 }
 
-/** What makes a run's figures suspect: said, not hidden. */
+/** What makes a whole file's figures suspect: said, not hidden. */
 export function loadWarnings(f: LoadResultsFile): string[] {
-  const s = f.summary;
+  const out = f.meta.aborted ? [`the run stopped early: ${f.meta.aborted}.`] : [];
+  for (const c of f.cells) {
+    const label = f.cells.length > 1 ? `${profileLabel(c.profile)}: ` : '';
+    out.push(...cellWarnings(c).map((w) => label + w));
+  }
+  return out;
+}
+
+/** What makes one profile's figures suspect. */
+export function cellWarnings(c: LoadCell): string[] {
+  const s = c.summary;
   const out: string[] = [];
-  if (f.meta.aborted) out.push(`the run stopped early: ${f.meta.aborted}.`);
   if (s.measured === 0) out.push('no request completed inside the measure window: there are no figures.');
   const failed = s.errored / Math.max(1, s.errored + s.measured);
   if (s.errored > 0)
@@ -177,6 +216,8 @@ export function loadWarnings(f: LoadResultsFile): string[] {
 }
 
 export interface CompareRow {
+  /** The profile the row is about. */
+  profile: string;
   metric: string;
   baseline: number;
   candidate: number;
@@ -194,28 +235,79 @@ export interface Comparison {
 
 const sameProfile = (a: Profile, b: Profile): boolean => JSON.stringify(a) === JSON.stringify(b);
 
+const perMin = (run: LoadRun): number => 60_000 / (run.windowEndMs - run.windowStartMs);
+
+/** Each run's requests completed inside its window: whether they met the SLO (the goodput indicators). */
+const goodOf =
+  (slo: Slo) =>
+  (run: LoadRun): boolean[] =>
+    run.records
+      .filter((r) => r.endMs !== null && r.endMs >= run.windowStartMs && r.endMs <= run.windowEndMs)
+      .map((r) => meetsSlo(r, slo));
+
+function goodputRow(
+  profile: string,
+  metric: string,
+  a: LoadCell,
+  b: LoadCell,
+  slo: Slo,
+  resamples: number,
+  seed: number,
+): CompareRow {
+  const good = goodOf(slo);
+  const g: RatioEstimate = bootstrapRateRatio(a.runs.map(good), b.runs.map(good), perMin(a.runs[0]!), {
+    resamples,
+    seed,
+  });
+  return {
+    profile,
+    metric,
+    baseline: g.baseline,
+    candidate: g.treatment,
+    change: g.ratio,
+    ci95: g.ci95,
+    unit: '/min',
+  };
+}
+
 /**
- * Candidate against baseline, run i against run i: the relative change of TTFT p50/p95/mean, ITL p50 and
- * E2E p50 with paired hierarchical bootstrap CIs (paired by conversation when both are open loop with the
- * same seed: the same prompts at the same times), and the goodput ratio.
+ * Candidate against baseline, profile by profile and run i against run i: the relative change of TTFT
+ * p50/p95/mean, ITL p50 and E2E p50 with hierarchical bootstrap CIs (paired by conversation when both are
+ * open loop with the same seed: the same prompts at the same times), and the goodput ratio. For a sweep, also
+ * the goodput at the highest load and each side's best against the other's best, as the study reads "at peak".
  */
 export function compareLoads(a: LoadResultsFile, b: LoadResultsFile, resamples: number): Comparison {
   const ma = a.meta;
   const mb = b.meta;
   if (ma.workload !== mb.workload) throw new Error(`different workloads: ${ma.workload} vs ${mb.workload}`);
-  if (!sameProfile(ma.profile, mb.profile))
-    throw new Error(
-      `different profiles: ${profileLabel(ma.profile)} vs ${profileLabel(mb.profile)} (or windows)`,
-    );
   if (JSON.stringify(ma.shapes) !== JSON.stringify(mb.shapes)) throw new Error('different workload shapes');
-  if (a.runs.length !== b.runs.length)
-    throw new Error(`different numbers of runs: ${a.runs.length} vs ${b.runs.length}`);
-  if (a.runs.length === 0) throw new Error('no runs to compare');
-  const paired = ma.profile.kind === 'poisson' && ma.seed === mb.seed;
+  if (ma.trials !== mb.trials) throw new Error(`different numbers of runs: ${ma.trials} vs ${mb.trials}`);
+  const pairs = a.cells.flatMap((ca) => {
+    const cb = b.cells.find((x) => sameProfile(x.profile, ca.profile));
+    return cb && ca.runs.length > 0 && ca.runs.length === cb.runs.length ? [[ca, cb] as const] : [];
+  });
+  if (pairs.length === 0)
+    throw new Error(
+      `no profile in common: ${a.cells.map((c) => profileLabel(c.profile)).join(', ')} vs ${b.cells
+        .map((c) => profileLabel(c.profile))
+        .join(', ')} (windows included)`,
+    );
   const notes: string[] = [];
+  for (const [label, f] of [
+    ['baseline', a],
+    ['candidate', b],
+  ] as const) {
+    const only = f.cells.filter((c) => !pairs.some((p) => p.includes(c)));
+    if (only.length > 0)
+      notes.push(
+        `only the ${label} ran ${only.map((c) => profileLabel(c.profile)).join(', ')}: not compared`,
+      );
+  }
+  const poisson = pairs[0]![0].profile.kind === 'poisson';
+  const paired = poisson && ma.seed === mb.seed;
   if (!paired)
     notes.push(
-      ma.profile.kind === 'poisson'
+      poisson
         ? `different seeds (${ma.seed}, ${mb.seed}): unpaired comparison`
         : 'closed loop: the runs complete different requests, so only runs are paired',
     );
@@ -229,58 +321,73 @@ export function compareLoads(a: LoadResultsFile, b: LoadResultsFile, resamples: 
   ] as const)
     for (const w of loadWarnings(f)) notes.push(`${label}: ${w}`);
 
-  const A = a.runs.map(windowed);
-  const B = b.runs.map(windowed);
   const opts = { resamples, seed: ma.seed, paired };
   const q =
     (p: number): Statistic =>
     (s) =>
       percentileSorted(s, p);
-  const row = (metric: string, unit: 's' | 'ms', c: StatChange): CompareRow => ({
-    metric,
-    baseline: c.baseline,
-    candidate: c.treatment,
-    change: c.change,
-    ci95: c.ci95,
-    unit,
-  });
-  const ttft = bootstrapChange(
-    A,
-    B,
-    (r) => requestMetrics(r)?.ttftMs ?? null,
-    [q(0.5), q(0.95), meanOf],
-    opts,
-  );
-  const [itl] = bootstrapChange(A, B, (r) => requestMetrics(r)?.itlMs ?? null, [q(0.5)], opts);
-  const [e2e] = bootstrapChange(A, B, (r) => requestMetrics(r)?.e2eMs ?? null, [q(0.5)], opts);
-  const perMin = (run: LoadRun): number => 60_000 / (run.windowEndMs - run.windowStartMs);
-  const good = (run: LoadRun): boolean[] =>
-    run.records
-      .filter((r) => r.endMs !== null && r.endMs >= run.windowStartMs && r.endMs <= run.windowEndMs)
-      .map((r) => meetsSlo(r, a.slo));
-  const g: RatioEstimate = bootstrapRateRatio(a.runs.map(good), b.runs.map(good), perMin(a.runs[0]!), {
-    resamples,
-    seed: ma.seed,
-  });
-  return {
-    paired,
-    notes,
-    rows: [
+  const rows: CompareRow[] = [];
+  for (const [ca, cb] of pairs) {
+    const profile = profileLabel(ca.profile);
+    const A = ca.runs.map(windowed);
+    const B = cb.runs.map(windowed);
+    const row = (metric: string, unit: 's' | 'ms', c: StatChange): CompareRow => ({
+      profile,
+      metric,
+      baseline: c.baseline,
+      candidate: c.treatment,
+      change: c.change,
+      ci95: c.ci95,
+      unit,
+    });
+    const ttft = bootstrapChange(
+      A,
+      B,
+      (r) => requestMetrics(r)?.ttftMs ?? null,
+      [q(0.5), q(0.95), meanOf],
+      opts,
+    );
+    const [itl] = bootstrapChange(A, B, (r) => requestMetrics(r)?.itlMs ?? null, [q(0.5)], opts);
+    const [e2e] = bootstrapChange(A, B, (r) => requestMetrics(r)?.e2eMs ?? null, [q(0.5)], opts);
+    rows.push(
       row('TTFT p50', 's', ttft[0]!),
       row('TTFT p95', 's', ttft[1]!),
       row('TTFT mean', 's', ttft[2]!),
       row('ITL p50', 'ms', itl!),
       row('E2E p50', 's', e2e!),
-      {
-        metric: 'goodput',
-        baseline: g.baseline,
-        candidate: g.treatment,
-        change: g.ratio,
-        ci95: g.ci95,
-        unit: '/min',
-      },
-    ],
-  };
+      goodputRow(profile, 'goodput', ca, cb, a.slo, resamples, ma.seed),
+    );
+  }
+  if (pairs.length > 1) {
+    const load = (c: LoadCell): number => (c.profile.kind === 'poisson' ? c.profile.rate : c.profile.streams);
+    const top = [...pairs].sort((x, y) => load(y[0]) - load(x[0]))[0]!;
+    rows.push(
+      goodputRow(
+        `${profileLabel(top[0].profile)} (highest load)`,
+        'goodput at peak load',
+        top[0],
+        top[1],
+        a.slo,
+        resamples,
+        ma.seed,
+      ),
+    );
+    const best = (i: 0 | 1): LoadCell =>
+      pairs.map((p) => p[i]).sort((x, y) => y.summary.goodputPerMin - x.summary.goodputPerMin)[0]!;
+    const [ba, bb] = [best(0), best(1)];
+    rows.push(
+      goodputRow(
+        `${profileLabel(ba.profile)} vs ${profileLabel(bb.profile)}`,
+        'best goodput vs best',
+        ba,
+        bb,
+        a.slo,
+        resamples,
+        ma.seed,
+      ),
+    );
+  }
+  return { paired, notes, rows };
 }
 
 export function comparisonMarkdown(
@@ -295,21 +402,20 @@ export function comparisonMarkdown(
     x === null || !Number.isFinite(x) ? '–' : `${x >= 0 ? '+' : '−'}${Math.abs(x * 100).toFixed(1)}%`;
   const ratio = (x: number | null): string => (x === null || !Number.isFinite(x) ? '–' : `${x.toFixed(2)}×`);
   const lines = [
-    `## ${a.meta.workload}, ${profileLabel(a.meta.profile)}: ${a.meta.url} (baseline) vs ${b.meta.url}`,
+    `## ${a.meta.workload}: ${a.meta.url} (baseline) vs ${b.meta.url}`,
     '',
     `\`${command}\`: baseline \`${a.meta.command}\` (${a.meta.date}), candidate \`${b.meta.command}\` (${b.meta.date}).`,
     '',
-    `${a.runs.length} run(s) each; 95% CIs from a ${c.paired ? 'paired' : 'run-paired'} hierarchical bootstrap.`,
+    `${a.meta.trials} run(s) each; 95% CIs from a ${c.paired ? 'paired' : 'run-paired'} hierarchical bootstrap.`,
     '',
-    '| metric | baseline | candidate | change | 95% CI |',
-    '|---|---|---|---|---|',
+    '| profile | metric | baseline | candidate | change | 95% CI |',
+    '|---|---|---|---|---|---|',
   ];
   for (const r of c.rows) {
     const unit = r.unit === '/min' ? '/min' : ` ${r.unit}`;
-    const isRatio = r.unit === '/min';
-    const fmt = isRatio ? ratio : pct;
+    const fmt = r.unit === '/min' ? ratio : pct;
     lines.push(
-      `| ${r.metric} | ${v(r.baseline, r.unit)}${unit} | ${v(r.candidate, r.unit)}${unit} | ${fmt(r.change)} | [${fmt(r.ci95[0])}, ${fmt(r.ci95[1])}] |`,
+      `| ${r.profile} | ${r.metric} | ${v(r.baseline, r.unit)}${unit} | ${v(r.candidate, r.unit)}${unit} | ${fmt(r.change)} | [${fmt(r.ci95[0])}, ${fmt(r.ci95[1])}] |`,
     );
   }
   for (const n of c.notes) lines.push('', `Note: ${n.endsWith('.') ? n : `${n}.`}`);

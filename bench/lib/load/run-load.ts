@@ -4,7 +4,7 @@ import { Rng } from '../rng.js';
 import { meanPromptTokens } from '../slo.js';
 import type { Slo } from '../stats/goodput.js';
 import { percentile } from '../stats/percentile.js';
-import type { RequestRecord } from '../types.js';
+import type { Profile, RequestRecord } from '../types.js';
 import { WorkloadFactory } from '../workload/workloads.js';
 import type { TextSynth } from '../workload/synth.js';
 import { driveLoad, type LoadRunResult } from '../live/drive-load.js';
@@ -88,13 +88,22 @@ export async function measureSlo(o: LoadOptions, synth: TextSynth): Promise<Slo>
   };
 }
 
-/** Runs `o.trials` runs of the profile against the endpoint, each with fresh prompts and connections. */
-export async function runLoad(o: LoadOptions, synth: TextSynth, hooks: LoadHooks = {}): Promise<LoadRun[]> {
+/**
+ * Runs `o.trials` runs of `profile` against the endpoint, each with fresh prompts and connections. `salt`
+ * leads every prompt: one per profile of a sweep, so no profile hits the cache an earlier one left.
+ */
+export async function runLoad(
+  o: LoadOptions,
+  profile: Profile,
+  salt: string,
+  synth: TextSynth,
+  hooks: LoadHooks = {},
+): Promise<LoadRun[]> {
   const t = target(o);
   const runs: LoadRun[] = [];
   for (let trial = 0; trial < o.trials && !hooks.signal?.aborted; trial++) {
     hooks.onTrial?.(trial);
-    const pools = workerPools(o, o.profile.clientWorkers ?? 1);
+    const pools = workerPools(o, profile.clientWorkers ?? 1);
     const errors: Record<string, number> = {};
     const rejected: string[] = [];
     const stop = new AbortController();
@@ -104,8 +113,8 @@ export async function runLoad(o: LoadOptions, synth: TextSynth, hooks: LoadHooks
     let failedInARow = 0;
     try {
       const result = await driveLoad({
-        profile: o.profile,
-        factory: new WorkloadFactory(o.workload, o.shapes, synth, o.seed, trial, o.salt),
+        profile,
+        factory: new WorkloadFactory(o.workload, o.shapes, synth, o.seed, trial, salt),
         model: o.model,
         seed: o.seed,
         trial,

@@ -7,30 +7,41 @@ const parse = (...extra: string[]): LoadOptions => parseLoadArgs([...base, ...ex
 describe('bench:load options', () => {
   it('takes the study’s windows per profile, GuideLLM’s client, and a fresh salt per run', () => {
     const open = parse('--rate', '0.5');
-    expect(open.profile).toEqual({
-      kind: 'poisson',
-      rate: 0.5,
-      warmupS: 60,
-      measureS: 240,
-      cooldownS: 45,
-      arrivals: 'poisson',
-      clientWorkers: 10,
-    });
+    expect(open.profiles).toEqual([
+      {
+        kind: 'poisson',
+        rate: 0.5,
+        warmupS: 60,
+        measureS: 240,
+        cooldownS: 45,
+        arrivals: 'poisson',
+        clientWorkers: 10,
+      },
+    ]);
     const closed = parse('--concurrency', '8', '--measure-s', '30');
-    expect(closed.profile).toEqual({
-      kind: 'concurrent',
-      streams: 8,
-      warmupS: 60,
-      measureS: 30,
-      cooldownS: 60,
-      clientWorkers: 10,
-    });
+    expect(closed.profiles).toEqual([
+      {
+        kind: 'concurrent',
+        streams: 8,
+        warmupS: 60,
+        measureS: 30,
+        cooldownS: 60,
+        clientWorkers: 10,
+      },
+    ]);
     expect(open.salt).toMatch(/^[0-9a-f]{8}$/);
     expect(open.salt).not.toBe(closed.salt);
     expect(open).toMatchObject({ trials: 1, seed: 42, itlSloMs: 100, ttftSloMs: null, ttftPadding: 0.25 });
     expect(open.idleTimeoutMs).toBe(300_000);
     expect(open.keepAliveMs).toBe(5000);
     expect(open.name).toBe('load-multiturn');
+  });
+
+  it('a list of rates or concurrencies is a sweep, run in the order given', () => {
+    const sweep = parse('--concurrency', '4,8, 16');
+    expect(sweep.profiles.map((p) => (p.kind === 'concurrent' ? p.streams : null))).toEqual([4, 8, 16]);
+    expect(() => parse('--rate', '0.2,0.2')).toThrow('a profile is listed twice: 0.2,0.2');
+    expect(() => parse('--concurrency', '4,x')).toThrow('--concurrency x: expected a whole number ≥ 1');
   });
 
   it('overrides a workload’s token counts by name and keeps headers', () => {

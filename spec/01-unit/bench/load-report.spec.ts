@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { loadWarnings, summarizeLoad, type LoadResultsFile } from '../../../bench/lib/load/report.js';
 import type { LoadRun } from '../../../bench/lib/load/run-load.js';
 import type { Slo } from '../../../bench/lib/stats/goodput.js';
-import type { RequestRecord } from '../../../bench/lib/types.js';
+import type { Profile, RequestRecord } from '../../../bench/lib/types.js';
 import { PUBLISHED_SHAPES } from '../../../bench/lib/workload/workloads.js';
 
 const slo: Slo = { ttftMs: 1000, itlMs: 100, basis: 'test' };
@@ -44,11 +44,11 @@ function run(records: RequestRecord[], over: Partial<LoadRun> = {}): LoadRun {
 }
 
 function file(runs: LoadRun[]): LoadResultsFile {
+  const profile: Profile = { kind: 'concurrent', streams: 2, warmupS: 10, measureS: 60, cooldownS: 10 };
   return {
     meta: { aborted: null } as LoadResultsFile['meta'],
     slo,
-    summary: summarizeLoad(runs, slo, 'control', PUBLISHED_SHAPES),
-    runs,
+    cells: [{ profile, salt: 's', summary: summarizeLoad(runs, slo, 'control', PUBLISHED_SHAPES), runs }],
   };
 }
 

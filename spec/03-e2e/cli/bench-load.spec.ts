@@ -76,18 +76,18 @@ describe('bench:load against an OpenAI endpoint', () => {
     expect(r.code).toBe(0);
     const f = read('sp');
     expect(f.meta).toMatchObject({ tool: 'bench:load', workload: 'shared-prefix', trials: 1 });
-    expect(f.meta.profile).toMatchObject({ kind: 'concurrent', streams: 3, measureS: 4 });
-    const recs = f.runs[0]!.records.filter((x) => x.status === 'successful');
+    expect(f.cells[0]!.profile).toMatchObject({ kind: 'concurrent', streams: 3, measureS: 4 });
+    const recs = f.cells[0]!.runs[0]!.records.filter((x) => x.status === 'successful');
     expect(recs.length).toBeGreaterThan(10);
     // 2,000 + 256 content tokens plus the chat template's, identical for every request: token-exact.
     expect(new Set(recs.map((x) => x.promptTokens))).toEqual(new Set([recs[0]!.promptTokens]));
     expect(recs[0]!.promptTokens - 2256).toBeGreaterThan(0);
     expect(recs[0]!.promptTokens - 2256).toBeLessThan(20);
-    expect(f.summary.cachedShare).toBeGreaterThan(0.5);
-    expect(f.summary.measured).toBeGreaterThan(0);
-    expect(f.summary.goodputPerMin).toBeGreaterThan(0);
-    expect(f.summary.goodputPerMin).toBeLessThanOrEqual(f.summary.throughputPerMin);
-    expect(f.summary.metrics.ttft_ms.percentiles.p50).toBeGreaterThan(0);
+    expect(f.cells[0]!.summary.cachedShare).toBeGreaterThan(0.5);
+    expect(f.cells[0]!.summary.measured).toBeGreaterThan(0);
+    expect(f.cells[0]!.summary.goodputPerMin).toBeGreaterThan(0);
+    expect(f.cells[0]!.summary.goodputPerMin).toBeLessThanOrEqual(f.cells[0]!.summary.throughputPerMin);
+    expect(f.cells[0]!.summary.metrics.ttft_ms.percentiles.p50).toBeGreaterThan(0);
     expect(r.stdout).toContain('| TTFT (s) |');
     expect(readFileSync(join(dir, 'sp.md'), 'utf8')).toContain('Goodput');
   }, 60_000);
@@ -100,7 +100,9 @@ describe('bench:load against an OpenAI endpoint', () => {
     expect(a.code).toBe(0);
     expect(b.code).toBe(0);
     const [fa, fb] = [read('mt-a'), read('mt-b')];
-    expect(fa.runs[0]!.records.map((x) => x.key)).toEqual(fb.runs[0]!.records.map((x) => x.key));
+    expect(fa.cells[0]!.runs[0]!.records.map((x) => x.key)).toEqual(
+      fb.cells[0]!.runs[0]!.records.map((x) => x.key),
+    );
     expect(fa.meta.salt).not.toBe(fb.meta.salt);
 
     // Again on pod 0, same seed: with a fresh salt no first turn finds the earlier run's prompt cached; with
@@ -120,13 +122,15 @@ describe('bench:load against an OpenAI endpoint', () => {
       ]),
     ]);
     expect(again.code).toBe(0);
-    const firsts = read('mt-again').runs[0]!.records.filter(
+    const firsts = read('mt-again').cells[0]!.runs[0]!.records.filter(
       (x) => x.turnIndex === 0 && x.status === 'successful',
     );
     expect(firsts.length).toBeGreaterThan(0);
     expect(firsts.every((x) => x.cachedTokens === 0)).toBe(true);
     expect(sameSalt.code).toBe(0);
-    const hits = read('mt-same').runs[0]!.records.filter((x) => x.turnIndex === 0 && x.cachedTokens > 0);
+    const hits = read('mt-same').cells[0]!.runs[0]!.records.filter(
+      (x) => x.turnIndex === 0 && x.cachedTokens > 0,
+    );
     expect(hits.length).toBeGreaterThan(0);
 
     const cmp = await runLoad([
@@ -150,6 +154,53 @@ describe('bench:load against an OpenAI endpoint', () => {
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/different workloads: multiturn vs shared-prefix/);
   }, 120_000);
+
+  it('a concurrency sweep: one file per side, goodput at the highest load and best against best compared', async () => {
+    const sweep = (
+      i: number,
+      name: string,
+    ): Promise<{ code: number | null; stdout: string; stderr: string }> =>
+      runLoad([
+        '--url',
+        url(i),
+        ...common(name),
+        '--workload',
+        'control',
+        '--shape',
+        'promptTokens=1000,outputTokens=64',
+        '--concurrency',
+        '1,3',
+        '--warmup-s',
+        '0.5',
+        '--measure-s',
+        '2',
+        '--cooldown-s',
+        '0.5',
+        '--ttft-slo-ms',
+        '500',
+      ]);
+    const [a, b] = await Promise.all([sweep(0, 'sweep-a'), sweep(1, 'sweep-b')]);
+    expect(a.code).toBe(0);
+    expect(b.code).toBe(0);
+    const f = read('sweep-a');
+    expect(f.cells.map((c) => c.profile.kind === 'concurrent' && c.profile.streams)).toEqual([1, 3]);
+    // Each profile has its own salt: the second does not find the first one's prompts cached.
+    expect(new Set(f.cells.map((c) => c.salt)).size).toBe(2);
+    expect(f.cells[1]!.runs[0]!.records.every((x) => x.cachedTokens === 0)).toBe(true);
+    expect(a.stdout).toContain('### Goodput by profile');
+    const cmp = await runLoad(['--compare', join(dir, 'sweep-a.json'), join(dir, 'sweep-b.json')]);
+    expect(cmp.code).toBe(0);
+    for (const row of [
+      /\| concurrent@1 \| TTFT p50 \|/,
+      /\| concurrent@3 \| goodput \|/,
+      /\| concurrent@3 \(highest load\) \| goodput at peak load \| [\d.]+\/min/,
+      /\| concurrent@\d vs concurrent@\d \| best goodput vs best \| [\d.]+\/min/,
+    ])
+      expect(cmp.stdout).toMatch(row);
+    expect(cmp.stdout).toContain(
+      'closed loop: the runs complete different requests, so only runs are paired',
+    );
+  }, 60_000);
 
   it('a server that refuses every request stops the run with its answer, not six minutes of errors', async () => {
     const r = await runLoad([
@@ -210,8 +261,8 @@ describe('bench:load against an OpenAI endpoint', () => {
     expect(r.stderr).toContain('interrupted: waiting for the requests in flight');
     const f = read('interrupted');
     expect(f.meta.aborted).toBe('interrupted');
-    expect(f.summary.measured).toBeGreaterThanOrEqual(2);
-    expect(f.runs[0]!.records.every((x) => x.status === 'successful')).toBe(true);
+    expect(f.cells[0]!.summary.measured).toBeGreaterThanOrEqual(2);
+    expect(f.cells[0]!.runs[0]!.records.every((x) => x.status === 'successful')).toBe(true);
     expect(r.stdout).toContain('**Warning:** the run stopped early: interrupted.');
   }, 60_000);
 
@@ -238,7 +289,7 @@ describe('bench:load against an OpenAI endpoint', () => {
     ]);
     expect(r.code).toBe(1); // nothing completed inside the window: no figures, and it says so
     const f = read('cancelled');
-    expect(f.summary).toMatchObject({ incomplete: 2, errored: 0, measured: 0, errors: {} });
+    expect(f.cells[0]!.summary).toMatchObject({ incomplete: 2, errored: 0, measured: 0, errors: {} });
     expect(f.meta.wallS).toBeLessThan(12);
     // The pod stopped generating them: vLLM aborts a request whose client went away.
     await waitFor(
