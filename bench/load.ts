@@ -10,6 +10,7 @@ import cliProgress from 'cli-progress';
 import {
   LOAD_USAGE,
   parseLoadArgs,
+  randomSalt,
   UsageError,
   type CompareOptions,
   type LoadOptions,
@@ -104,13 +105,13 @@ async function load(o: LoadOptions, argv: string[]): Promise<number> {
   try {
     for (const [i, profile] of o.profiles.entries()) {
       if (interrupt.signal.aborted) break;
-      // A profile of a sweep must not find the prompts of the one before it cached.
-      const salt = i === 0 ? o.salt : `${o.salt}p${i}`;
+      // No run, of this profile or another of the sweep, may find an earlier one's prompts cached.
+      const salts = Array.from({ length: o.trials }, (_, t) => (i === 0 && t === 0 ? o.salt : randomSalt()));
       const label =
         o.profiles.length > 1
           ? `${profileLabel(profile)} (${i + 1}/${o.profiles.length})`
           : profileLabel(profile);
-      const runs = await runLoad(o, profile, salt, synth, {
+      const runs = await runLoad(o, profile, salts, synth, {
         signal: interrupt.signal,
         onTrial: (trial) => {
           t0 = performance.now();
@@ -132,7 +133,7 @@ async function load(o: LoadOptions, argv: string[]): Promise<number> {
       });
       cells.push({
         profile,
-        salt,
+        salts,
         summary: summarizeLoad(runs, slo, o.workload, o.shapes),
         runs: runs.map((r) => ({ ...r, records: r.records.map(roundTimes) })),
       });

@@ -55,7 +55,8 @@ npm run bench:load -- --compare BASELINE.json CANDIDATE.json [--name NAME]
   --client-workers N     client worker processes, each with its conversations and connections (default 10)
   --trials N             repetitions, fresh prompts each (default 1)
   --seed N               prompts and arrivals (default 42); two runs with one seed pair request by request
-  --salt S               prompt salt (letters, digits; default random, so no run hits another's cache)
+  --salt S               prompt salt (1-6 letters; default 6 random letters, so no run hits
+                         another's cache; a sweep's later profiles draw their own)
   --shape k=v,...        override the workload's token counts (e.g. prefixTokens=4000,prefixCount=8)
   --tokenizer FILE       the served model's tokenizer.json (byte-level BPE) for token-exact prompts
                          (default: Qwen3's, bundled)
@@ -70,6 +71,15 @@ npm run bench:load -- --compare BASELINE.json CANDIDATE.json [--name NAME]
   --out-dir DIR          default bench/results`;
 
 export class UsageError extends Error {}
+
+/**
+ * Six random lowercase letters: a few tokens, so the salt and the conversation's own tag both fall inside
+ * the first KV block (16 tokens) and no two runs, or two prompts of one run, share it. (Eight hex digits did
+ * not: digits are a token each, which pushed the conversation number past the block.)
+ */
+export function randomSalt(): string {
+  return Array.from(randomBytes(6), (b) => String.fromCharCode(97 + (b % 26))).join('');
+}
 
 function num(name: string, v: string | undefined, min: number, integer = false): number | undefined {
   if (v === undefined) return undefined;
@@ -204,8 +214,9 @@ function fromArgs(argv: string[]): LoadOptions | CompareOptions {
       ? rates.map((rate) => ({ kind: 'poisson', rate, ...windows, arrivals, clientWorkers }))
       : streams!.map((n) => ({ kind: 'concurrent', streams: n, ...windows, clientWorkers }));
 
-  const salt = values.salt ?? randomBytes(4).toString('hex');
-  if (!/^[a-z0-9]*$/i.test(salt)) throw new UsageError(`--salt ${salt}: letters and digits only`);
+  const salt = values.salt ?? randomSalt();
+  if (!/^[a-z]{1,6}$/i.test(salt))
+    throw new UsageError(`--salt ${salt}: 1 to 6 letters (it must stay inside the first KV block)`);
 
   return {
     url,

@@ -45,8 +45,8 @@ export interface LoadSummary {
 /** One profile of a run (a sweep has several): its runs and their summary. */
 export interface LoadCell {
   profile: Profile;
-  /** Leads this profile's prompts. */
-  salt: string;
+  /** Lead the prompts of each run (trial) of this profile. */
+  salts: string[];
   summary: LoadSummary;
   runs: LoadRun[];
 }

@@ -89,13 +89,13 @@ export async function measureSlo(o: LoadOptions, synth: TextSynth): Promise<Slo>
 }
 
 /**
- * Runs `o.trials` runs of `profile` against the endpoint, each with fresh prompts and connections. `salt`
- * leads every prompt: one per profile of a sweep, so no profile hits the cache an earlier one left.
+ * Runs `o.trials` runs of `profile` against the endpoint, each with fresh prompts and connections.
+ * `salts[t]` leads trial t's prompts: one per run, so no run hits the cache an earlier one left.
  */
 export async function runLoad(
   o: LoadOptions,
   profile: Profile,
-  salt: string,
+  salts: readonly string[],
   synth: TextSynth,
   hooks: LoadHooks = {},
 ): Promise<LoadRun[]> {
@@ -114,7 +114,7 @@ export async function runLoad(
     try {
       const result = await driveLoad({
         profile,
-        factory: new WorkloadFactory(o.workload, o.shapes, synth, o.seed, trial, salt),
+        factory: new WorkloadFactory(o.workload, o.shapes, synth, o.seed, trial, salts[trial]!),
         model: o.model,
         seed: o.seed,
         trial,

@@ -47,8 +47,9 @@ export class WorkloadFactory {
     readonly seed: number,
     readonly trial: number,
     /**
-     * Leads every prompt's tag: a run against a real fleet salts its prompts so they cannot hit the cache a
-     * previous run with the same seed left (the filler, and so the pairing of arms, stays the same).
+     * Replaces the trial in every prompt's tag: a run against a real fleet salts its prompts (a salt per
+     * trial) so they cannot hit the cache a previous run with the same seed left (the filler, and so the
+     * pairing of arms, stays the same). Salt and conversation number must both fit the first KV block.
      */
     readonly salt = '',
   ) {}
@@ -58,7 +59,7 @@ export class WorkloadFactory {
     if (!p) {
       const s = this.shapes['shared-prefix'];
       p = this.synth.text(
-        `${this.salt}t${this.trial} p${i}`,
+        this.salt ? `${this.salt} p${i}` : `t${this.trial} p${i}`,
         s.prefixTokens,
         Rng.derive(this.seed, this.trial, 'prefix', i),
       );
@@ -70,7 +71,8 @@ export class WorkloadFactory {
   conversation(index: number): Conversation {
     const rng = Rng.derive(this.seed, this.trial, this.name, index);
     const id = `t${this.trial}-c${index}`;
-    const tag = (turn: number): string => `${this.salt}t${this.trial} c${index} m${turn}`;
+    const tag = (turn: number): string =>
+      this.salt ? `${this.salt} c${index} m${turn}` : `t${this.trial} c${index} m${turn}`;
     switch (this.name) {
       case 'control': {
         const s = this.shapes.control;

@@ -29,7 +29,7 @@ describe('bench:load options', () => {
         clientWorkers: 10,
       },
     ]);
-    expect(open.salt).toMatch(/^[0-9a-f]{8}$/);
+    expect(open.salt).toMatch(/^[a-z]{6}$/);
     expect(open.salt).not.toBe(closed.salt);
     expect(open).toMatchObject({ trials: 1, seed: 42, itlSloMs: 100, ttftSloMs: null, ttftPadding: 0.25 });
     expect(open.idleTimeoutMs).toBe(300_000);
@@ -74,7 +74,9 @@ describe('bench:load options', () => {
     [['--rate', '1', '--arrivals', 'bursty'], '--arrivals bursty: poisson or guidellm'],
     [['--rate', '1', '--shape', 'prefixTokens=10'], 'multiturn has turns=8, firstPromptTokens=8000'],
     [['--rate', '1', '--shape', 'turns=0'], '--shape turns 0: expected a whole number ≥ 1'],
-    [['--rate', '1', '--salt', 'a-b'], '--salt a-b: letters and digits only'],
+    [['--rate', '1', '--salt', 'a-b'], '--salt a-b: 1 to 6 letters'],
+    [['--rate', '1', '--salt', 'abcdefg'], '--salt abcdefg: 1 to 6 letters'],
+    [['--rate', '1', '--salt', 'abc123'], '--salt abc123: 1 to 6 letters'],
     [['--rate', '1', '--header', 'novalue'], "--header novalue: expected 'Name: value'"],
     [['--rate', '1', '--header', 'x-key: a\nb'], '--header x-key: Invalid character in header content'],
     [['--rate', '1', '--header', 'bad name: v'], '--header bad name: Header name must be a valid HTTP token'],

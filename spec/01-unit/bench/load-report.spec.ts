@@ -48,7 +48,7 @@ function file(runs: LoadRun[]): LoadResultsFile {
   return {
     meta: { aborted: null } as LoadResultsFile['meta'],
     slo,
-    cells: [{ profile, salt: 's', summary: summarizeLoad(runs, slo, 'control', PUBLISHED_SHAPES), runs }],
+    cells: [{ profile, salts: ['s'], summary: summarizeLoad(runs, slo, 'control', PUBLISHED_SHAPES), runs }],
   };
 }
 
