@@ -282,22 +282,30 @@ export function compareLoads(a: LoadResultsFile, b: LoadResultsFile, resamples: 
   if (ma.workload !== mb.workload) throw new Error(`different workloads: ${ma.workload} vs ${mb.workload}`);
   if (JSON.stringify(ma.shapes) !== JSON.stringify(mb.shapes)) throw new Error('different workload shapes');
   if (ma.trials !== mb.trials) throw new Error(`different numbers of runs: ${ma.trials} vs ${mb.trials}`);
+  const notes: string[] = [];
   const pairs = a.cells.flatMap((ca) => {
     const cb = b.cells.find((x) => sameProfile(x.profile, ca.profile));
-    return cb && ca.runs.length > 0 && ca.runs.length === cb.runs.length ? [[ca, cb] as const] : [];
+    if (!cb) return [];
+    if (ca.runs.length === 0 || ca.runs.length !== cb.runs.length) {
+      // A run stopped early (Ctrl-C) leaves a profile with fewer runs: its runs no longer pair.
+      notes.push(
+        `${profileLabel(ca.profile)}: ${ca.runs.length} run(s) against ${cb.runs.length}: not compared`,
+      );
+      return [];
+    }
+    return [[ca, cb] as const];
   });
   if (pairs.length === 0)
     throw new Error(
-      `no profile in common: ${a.cells.map((c) => profileLabel(c.profile)).join(', ')} vs ${b.cells
+      `no profile in common with as many runs: ${a.cells.map((c) => profileLabel(c.profile)).join(', ')} vs ${b.cells
         .map((c) => profileLabel(c.profile))
         .join(', ')} (windows included)`,
     );
-  const notes: string[] = [];
-  for (const [label, f] of [
-    ['baseline', a],
-    ['candidate', b],
+  for (const [label, f, other] of [
+    ['baseline', a, b],
+    ['candidate', b, a],
   ] as const) {
-    const only = f.cells.filter((c) => !pairs.some((p) => p.includes(c)));
+    const only = f.cells.filter((c) => !other.cells.some((x) => sameProfile(x.profile, c.profile)));
     if (only.length > 0)
       notes.push(
         `only the ${label} ran ${only.map((c) => profileLabel(c.profile)).join(', ')}: not compared`,

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { loadWarnings, summarizeLoad, type LoadResultsFile } from '../../../bench/lib/load/report.js';
+import {
+  compareLoads,
+  loadWarnings,
+  summarizeLoad,
+  type LoadCell,
+  type LoadResultsFile,
+} from '../../../bench/lib/load/report.js';
 import type { LoadRun } from '../../../bench/lib/load/run-load.js';
 import type { Slo } from '../../../bench/lib/stats/goodput.js';
 import type { Profile, RequestRecord } from '../../../bench/lib/types.js';
@@ -95,5 +101,72 @@ describe('bench:load summary', () => {
       'no request completed inside the measure window: there are no figures.',
       '1 request failed (100.0%): see failures.',
     ]);
+  });
+});
+
+describe('bench:load comparison of two sweeps', () => {
+  const cell = (streams: number, runs: LoadRun[], ttft = 500): LoadCell => {
+    const rs = runs.map((r) => ({
+      ...r,
+      records: r.records.map((x) => ({ ...x, firstTokenMs: x.startMs + ttft })),
+    }));
+    return {
+      profile: { kind: 'concurrent', streams, warmupS: 10, measureS: 60, cooldownS: 10 },
+      salts: ['s'],
+      summary: summarizeLoad(rs, slo, 'control', PUBLISHED_SHAPES),
+      runs: rs,
+    };
+  };
+  const sweep = (cells: LoadCell[]): LoadResultsFile => ({
+    meta: {
+      workload: 'control',
+      shapes: PUBLISHED_SHAPES,
+      trials: 1,
+      seed: 42,
+      aborted: null,
+    } as unknown as LoadResultsFile['meta'],
+    slo,
+    cells,
+  });
+  const reqs = (n: number): RequestRecord[] => Array.from({ length: n }, (_, i) => rec(`r${i}`, 20_000 + i));
+
+  it('compares the profiles both ran with as many runs, says which it left out, and reads peak both ways', () => {
+    const a = sweep([
+      cell(1, [run(reqs(4))]),
+      cell(2, [run(reqs(6))]),
+      cell(4, [run(reqs(8))]),
+      cell(8, [run(reqs(1))]),
+    ]);
+    const b = sweep([
+      cell(1, [run(reqs(4))], 200),
+      cell(2, [run(reqs(12))], 200),
+      cell(4, []),
+      cell(16, [run(reqs(2))]),
+    ]);
+    const c = compareLoads(a, b, 200);
+    expect([...new Set(c.rows.map((r) => r.profile))]).toEqual([
+      'concurrent@1',
+      'concurrent@2',
+      'concurrent@2 (highest load)',
+      // Best among the profiles both ran (a's c=4 has no partner).
+      'concurrent@2 vs concurrent@2',
+    ]);
+    const ttft = c.rows.find((r) => r.profile === 'concurrent@1' && r.metric === 'TTFT p50')!;
+    expect(ttft.change).toBeCloseTo(200 / 500 - 1, 9);
+    const best = c.rows.find((r) => r.metric === 'best goodput vs best')!;
+    expect(best).toMatchObject({ baseline: 6, candidate: 12, change: 2 });
+    expect(c.notes).toEqual([
+      'concurrent@4: 1 run(s) against 0: not compared',
+      'only the baseline ran concurrent@8: not compared',
+      'only the candidate ran concurrent@16: not compared',
+      'closed loop: the runs complete different requests, so only runs are paired',
+      'candidate: concurrent@4: no request completed inside the measure window: there are no figures.',
+    ]);
+  });
+
+  it('refuses files with no profile in common', () => {
+    expect(() =>
+      compareLoads(sweep([cell(1, [run(reqs(2))])]), sweep([cell(2, [run(reqs(2))])]), 100),
+    ).toThrow('no profile in common with as many runs: concurrent@1 vs concurrent@2');
   });
 });
