@@ -124,7 +124,9 @@ async function load(o: LoadOptions, argv: string[]): Promise<number> {
           }
           started = true;
         },
-        onSettled: (_rec, t) => {
+        onSettled: (rec, t) => {
+          // Cancelled at the end of a run: incomplete, not failed.
+          if (rec.status === 'incomplete') return;
           if (t.ok) counts.ok++;
           else if (t.status === 429) counts.shed++;
           else counts.failed++;

@@ -422,8 +422,12 @@ export function comparisonMarkdown(
   for (const r of c.rows) {
     const unit = r.unit === '/min' ? '/min' : ` ${r.unit}`;
     const fmt = r.unit === '/min' ? ratio : pct;
+    // Goodput from nothing: the ratio is infinite, its CI undefined.
+    const fromNothing = r.unit === '/min' && r.baseline === 0 && r.candidate > 0;
+    const change = fromNothing ? '∞' : fmt(r.change);
+    const ci = fromNothing ? '–' : `[${fmt(r.ci95[0])}, ${fmt(r.ci95[1])}]`;
     lines.push(
-      `| ${r.profile} | ${r.metric} | ${v(r.baseline, r.unit)}${unit} | ${v(r.candidate, r.unit)}${unit} | ${fmt(r.change)} | [${fmt(r.ci95[0])}, ${fmt(r.ci95[1])}] |`,
+      `| ${r.profile} | ${r.metric} | ${v(r.baseline, r.unit)}${unit} | ${v(r.candidate, r.unit)}${unit} | ${change} | ${ci} |`,
     );
   }
   for (const n of c.notes) lines.push('', `Note: ${n.endsWith('.') ? n : `${n}.`}`);
