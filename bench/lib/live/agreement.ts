@@ -1,5 +1,4 @@
-import { bootstrapChange, meanOf, type StatChange } from '../stats/bootstrap.js';
-import { percentileSorted } from '../stats/percentile.js';
+import { bootstrapChange, meanOf, percentileOf, type StatChange } from '../stats/bootstrap.js';
 import {
   inMeasureWindow,
   requestMetrics,
@@ -62,7 +61,7 @@ export function compareModes(
     [d],
     [l],
     ttft,
-    [(x) => percentileSorted(x, 0.5), (x) => percentileSorted(x, 0.95), meanOf],
+    [percentileOf(0.5), percentileOf(0.95), meanOf],
     { resamples, seed, paired: false },
   ) as [StatChange, StatChange, StatChange];
   const covers = (q: StatChange): boolean => q.ci95[0] <= 0 && q.ci95[1] >= 0;

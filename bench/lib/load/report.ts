@@ -1,19 +1,19 @@
 import {
   bootstrapChange,
+  bootstrapRateRatio,
   meanOf,
-  type StatChange,
-  type Statistic,
+  percentileOf,
   type RatioEstimate,
+  type StatChange,
 } from '../stats/bootstrap.js';
-import { bootstrapRateRatio } from '../stats/bootstrap.js';
-import { goodputPerMin, meetsSlo, throughputPerMin, type Slo } from '../stats/goodput.js';
+import { goodputIndicators, goodputPerMin, throughputPerMin, type Slo } from '../stats/goodput.js';
 import {
+  erroredInWindow,
   inMeasureWindow,
   requestMetrics,
   summarizeRequests,
   type MetricSummaries,
 } from '../stats/metrics.js';
-import { percentileSorted } from '../stats/percentile.js';
 import { promptTokensOfTurn } from '../slo.js';
 import { profileLabel, type Profile, type RequestRecord, type WorkloadName } from '../types.js';
 import type { WorkloadShapes } from '../workload/workloads.js';
@@ -80,9 +80,6 @@ function windowed(run: LoadRun): RequestRecord[] {
   return run.records.filter((r) => inMeasureWindow(r, run.windowStartMs, run.windowEndMs));
 }
 
-const startedInWindow = (run: LoadRun, r: RequestRecord): boolean =>
-  r.startMs >= run.windowStartMs && r.startMs <= run.windowEndMs;
-
 export function summarizeLoad(
   runs: readonly LoadRun[],
   slo: Slo,
@@ -96,11 +93,10 @@ export function summarizeLoad(
   let rejected429 = 0;
   for (const run of runs) {
     const shed = new Set(run.rejected);
-    for (const r of run.records)
-      if (r.status === 'errored' && startedInWindow(run, r)) {
-        if (shed.has(r.key)) rejected429++;
-        else errored++;
-      }
+    for (const r of erroredInWindow(run.records, run.windowStartMs, run.windowEndMs)) {
+      if (shed.has(r.key)) rejected429++;
+      else errored++;
+    }
   }
   const mean = (f: (run: LoadRun) => number): number =>
     runs.length ? runs.reduce((s, run) => s + f(run), 0) / runs.length : Number.NaN;
@@ -237,14 +233,6 @@ const sameProfile = (a: Profile, b: Profile): boolean => JSON.stringify(a) === J
 
 const perMin = (run: LoadRun): number => 60_000 / (run.windowEndMs - run.windowStartMs);
 
-/** Each run's requests completed inside its window: whether they met the SLO (the goodput indicators). */
-const goodOf =
-  (slo: Slo) =>
-  (run: LoadRun): boolean[] =>
-    run.records
-      .filter((r) => r.endMs !== null && r.endMs >= run.windowStartMs && r.endMs <= run.windowEndMs)
-      .map((r) => meetsSlo(r, slo));
-
 function goodputRow(
   profile: string,
   metric: string,
@@ -254,7 +242,8 @@ function goodputRow(
   resamples: number,
   seed: number,
 ): CompareRow {
-  const good = goodOf(slo);
+  const good = (run: LoadRun): boolean[] =>
+    goodputIndicators(run.records, slo, run.windowStartMs, run.windowEndMs);
   const g: RatioEstimate = bootstrapRateRatio(a.runs.map(good), b.runs.map(good), perMin(a.runs[0]!), {
     resamples,
     seed,
@@ -330,10 +319,6 @@ export function compareLoads(a: LoadResultsFile, b: LoadResultsFile, resamples: 
     for (const w of loadWarnings(f)) notes.push(`${label}: ${w}`);
 
   const opts = { resamples, seed: ma.seed, paired };
-  const q =
-    (p: number): Statistic =>
-    (s) =>
-      percentileSorted(s, p);
   const rows: CompareRow[] = [];
   for (const [ca, cb] of pairs) {
     const profile = profileLabel(ca.profile);
@@ -352,11 +337,11 @@ export function compareLoads(a: LoadResultsFile, b: LoadResultsFile, resamples: 
       A,
       B,
       (r) => requestMetrics(r)?.ttftMs ?? null,
-      [q(0.5), q(0.95), meanOf],
+      [percentileOf(0.5), percentileOf(0.95), meanOf],
       opts,
     );
-    const [itl] = bootstrapChange(A, B, (r) => requestMetrics(r)?.itlMs ?? null, [q(0.5)], opts);
-    const [e2e] = bootstrapChange(A, B, (r) => requestMetrics(r)?.e2eMs ?? null, [q(0.5)], opts);
+    const [itl] = bootstrapChange(A, B, (r) => requestMetrics(r)?.itlMs ?? null, [percentileOf(0.5)], opts);
+    const [e2e] = bootstrapChange(A, B, (r) => requestMetrics(r)?.e2eMs ?? null, [percentileOf(0.5)], opts);
     rows.push(
       row('TTFT p50', 's', ttft[0]!),
       row('TTFT p95', 's', ttft[1]!),

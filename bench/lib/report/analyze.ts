@@ -4,7 +4,7 @@ import {
   type QuantileChange,
   type RatioEstimate,
 } from '../stats/bootstrap.js';
-import { goodputPerMin, meetsSlo, throughputPerMin, type Slo } from '../stats/goodput.js';
+import { goodputIndicators, goodputPerMin, throughputPerMin, type Slo } from '../stats/goodput.js';
 import {
   erroredInWindow,
   inMeasureWindow,
@@ -192,11 +192,7 @@ export function analyze(
     const at = (arm: ArmName, n: number): Point | null => {
       const list = trialsOf(key(w, `concurrent@${n}`, arm));
       if (!list.length) return null;
-      const runs = list.map((c) =>
-        c.records
-          .filter((r) => r.endMs !== null && r.endMs >= c.windowStartMs && r.endMs <= c.windowEndMs)
-          .map((r) => meetsSlo(r, slo[w])),
-      );
+      const runs = list.map((c) => goodputIndicators(c.records, slo[w], c.windowStartMs, c.windowEndMs));
       const v = mean(list.map((c) => goodputPerMin(c.records, slo[w], c.windowStartMs, c.windowEndMs)));
       return { n, v, runs };
     };

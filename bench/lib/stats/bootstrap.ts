@@ -56,6 +56,12 @@ function ciOf(samples: number[]): [number, number] {
 /** A statistic of one arm's values (sorted ascending). */
 export type Statistic = (sorted: Float64Array) => number;
 
+/** The q-quantile (nearest rank, GuideLLM's rule). */
+export const percentileOf =
+  (q: number): Statistic =>
+  (s) =>
+    percentileSorted(s, q);
+
 /** The mean, for distributions whose median can sit in either of two modes (cache hit or full prefill). */
 export const meanOf: Statistic = (s) => s.reduce((a, x) => a + x, 0) / s.length;
 
@@ -72,12 +78,7 @@ export function bootstrapQuantileChange(
   qs: readonly number[],
   opts: BootstrapOptions,
 ): QuantileChange[] {
-  const stats = qs.map(
-    (q): Statistic =>
-      (s) =>
-        percentileSorted(s, q),
-  );
-  return bootstrapChange(baselineRuns, treatmentRuns, value, stats, opts).map((c, i) => ({
+  return bootstrapChange(baselineRuns, treatmentRuns, value, qs.map(percentileOf), opts).map((c, i) => ({
     q: qs[i]!,
     ...c,
   }));

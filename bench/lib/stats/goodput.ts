@@ -16,18 +16,28 @@ export function meetsSlo(r: RequestRecord, slo: Slo): boolean {
 }
 
 /**
- * Goodput in requests per minute: SLO-meeting requests that COMPLETED inside the measure window, divided
- * by the window length (bench.md §1.8: counting completions avoids double-counting in-flight stragglers).
+ * The requests goodput counts: those that COMPLETED inside the measure window (bench.md §1.8: counting
+ * completions avoids double-counting in-flight stragglers), each true when it met the SLO.
  */
+export function goodputIndicators(
+  records: readonly RequestRecord[],
+  slo: Slo,
+  windowStartMs: number,
+  windowEndMs: number,
+): boolean[] {
+  return records
+    .filter((r) => r.endMs !== null && r.endMs >= windowStartMs && r.endMs <= windowEndMs)
+    .map((r) => meetsSlo(r, slo));
+}
+
+/** Goodput in requests per minute: the SLO-meeting completions, divided by the window length. */
 export function goodputPerMin(
   records: readonly RequestRecord[],
   slo: Slo,
   windowStartMs: number,
   windowEndMs: number,
 ): number {
-  let ok = 0;
-  for (const r of records)
-    if (r.endMs !== null && r.endMs >= windowStartMs && r.endMs <= windowEndMs && meetsSlo(r, slo)) ok++;
+  const ok = goodputIndicators(records, slo, windowStartMs, windowEndMs).filter(Boolean).length;
   return ok / ((windowEndMs - windowStartMs) / 60_000);
 }
 

@@ -315,32 +315,12 @@ describe('bench:load against an OpenAI endpoint', () => {
   });
 
   it('usage errors exit 2 with what is wrong', async () => {
-    const both = await runLoad([
-      '--url',
-      url(0),
-      '--model',
-      MODEL,
-      '--workload',
-      'control',
-      '--rate',
-      '1',
-      '--concurrency',
-      '2',
-    ]);
+    const usage = (...extra: string[]) =>
+      runLoad(['--url', url(0), '--model', MODEL, '--workload', 'control', '--rate', '1', ...extra]);
+    const both = await usage('--concurrency', '2');
     expect(both.code).toBe(2);
     expect(both.stderr).toContain('give exactly one of --rate (open loop) and --concurrency (closed loop)');
-    const shape = await runLoad([
-      '--url',
-      url(0),
-      '--model',
-      MODEL,
-      '--workload',
-      'control',
-      '--rate',
-      '1',
-      '--shape',
-      'turns=3',
-    ]);
+    const shape = await usage('--shape', 'turns=3');
     expect(shape.code).toBe(2);
     expect(shape.stderr).toContain('--shape turns=3: control has promptTokens=16256, outputTokens=256');
   });
