@@ -236,7 +236,7 @@ return {
                 0,
                 10000,
               },
-              description = "ITL guard model: a decode step of the served model with no context (weights read, scheduling, sampling), ms. The default fits a ~27B FP8 model on an L40S.",
+              description = "ITL guard model: a decode step of the served model with no context (weights read, scheduling, sampling), ms. The default fits a ~27B FP8 model on an L40S. With itl_decode_from_metrics, used only for a pod the collector has not measured yet, and as the shape to scale through a single measured step.",
             },
           },
           {
@@ -248,7 +248,15 @@ return {
                 0,
                 1000,
               },
-              description = "ITL guard model: time a decode step gains per 1,000 context tokens decoding on the pod (KV read), ms. The default fits a ~27B model with 256 KiB of KV per token on an L40S.",
+              description = "ITL guard model: time a decode step gains per 1,000 context tokens decoding on the pod (KV read), ms. The default fits a ~27B model with 256 KiB of KV per token on an L40S. With itl_decode_from_metrics, a fallback as itl_decode_base_ms is.",
+            },
+          },
+          {
+            itl_decode_from_metrics = {
+              type = "boolean",
+              required = true,
+              default = true,
+              description = "ITL guard: use each pod's decode step as the collector measures it from vLLM's /metrics (decode-only scrape intervals) in place of itl_decode_base_ms and itl_decode_ms_per_1k_context, once it has. Off: the configured model everywhere.",
             },
           },
           {

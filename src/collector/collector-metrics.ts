@@ -172,6 +172,11 @@ function* calibrationSeries(
       };
       yield { ...at, coefficient: 'prefill_ms_per_token', value: cal.prefillMsPerToken };
       yield { ...at, coefficient: 'decode_step_ms', value: cal.decodeStepMs };
+      const line = cal.decodeSteps?.line;
+      if (line) {
+        yield { ...at, coefficient: 'decode_base_ms', value: line.baseMs };
+        yield { ...at, coefficient: 'decode_ms_per_1k_context', value: line.msPerContextToken * 1000 };
+      }
     }
 }
 

@@ -124,14 +124,19 @@ export const PluginConfigSchema = Type.Object(
       minimum: 0,
       maximum: 10000,
       description:
-        'ITL guard model: a decode step of the served model with no context (weights read, scheduling, sampling), ms. The default fits a ~27B FP8 model on an L40S.',
+        'ITL guard model: a decode step of the served model with no context (weights read, scheduling, sampling), ms. The default fits a ~27B FP8 model on an L40S. With itl_decode_from_metrics, used only for a pod the collector has not measured yet, and as the shape to scale through a single measured step.',
     }),
     itl_decode_ms_per_1k_context: Type.Number({
       default: 0.36,
       minimum: 0,
       maximum: 1000,
       description:
-        'ITL guard model: time a decode step gains per 1,000 context tokens decoding on the pod (KV read), ms. The default fits a ~27B model with 256 KiB of KV per token on an L40S.',
+        'ITL guard model: time a decode step gains per 1,000 context tokens decoding on the pod (KV read), ms. The default fits a ~27B model with 256 KiB of KV per token on an L40S. With itl_decode_from_metrics, a fallback as itl_decode_base_ms is.',
+    }),
+    itl_decode_from_metrics: Type.Boolean({
+      default: true,
+      description:
+        "ITL guard: use each pod's decode step as the collector measures it from vLLM's /metrics (decode-only scrape intervals) in place of itl_decode_base_ms and itl_decode_ms_per_1k_context, once it has. Off: the configured model everywhere.",
     }),
     latency_feedback: Type.Boolean({
       default: false,

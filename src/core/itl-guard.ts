@@ -1,3 +1,5 @@
+import type { DecodeSteps } from './types.js';
+
 /**
  * The ITL guard: whether a pod can take one more request without the requests decoding there missing an
  * inter-token-latency bound, or running out of KV cache (vLLM then preempts and recomputes a request).
@@ -56,6 +58,30 @@ export interface ItlVerdict {
   retryAfterMs: number;
   /** How long this request's prefill would stall the pod's decodes. */
   stallMs: number;
+}
+
+/**
+ * The guard's decode model for a pod, from what the collector measured there (Calibration.decodeSteps): the
+ * line through its decode-only intervals; else the configured line scaled through the one step it measured
+ * (weights and KV are both read at the GPU's memory bandwidth, so both terms scale alike); else the
+ * configured line.
+ */
+export function measuredItlModel(configured: ItlModel, steps: DecodeSteps | undefined): ItlModel {
+  if (steps === undefined) return configured;
+  if (steps.line !== null)
+    return {
+      ...configured,
+      decodeBaseMs: steps.line.baseMs,
+      decodeMsPerContextToken: steps.line.msPerContextToken,
+    };
+  const prior = decodeStepMs(configured, steps.contextTokens);
+  if (!(prior > 0 && steps.stepMs > 0)) return configured;
+  const f = steps.stepMs / prior;
+  return {
+    ...configured,
+    decodeBaseMs: configured.decodeBaseMs * f,
+    decodeMsPerContextToken: configured.decodeMsPerContextToken * f,
+  };
 }
 
 export function decodeStepMs(m: ItlModel, contextTokens: number): number {

@@ -30,6 +30,22 @@ export interface Calibration {
   decodeStepMs: number;
   /** Engine token budget per step (max_num_batched_tokens). */
   maxBatchedTokens: number;
+  /** The pod's decode step measured from /metrics (the ITL guard's model); absent until measured. */
+  decodeSteps?: DecodeSteps;
+}
+
+/**
+ * Decode steps measured in a pod's decode-only scrape intervals (collector/metrics/decode-fit.ts): the mean
+ * step at the mean context decoding in them, and the line d0 + k·context through them once they spread enough
+ * in context for its slope to be sure.
+ */
+export interface DecodeSteps {
+  /** Mean context tokens decoding at once (Σ over the running requests). */
+  contextTokens: number;
+  stepMs: number;
+  /** Decode-only intervals behind the estimate. */
+  intervals: number;
+  line: { baseMs: number; msPerContextToken: number } | null;
 }
 
 /** What the index knows about a pod besides its blocks. Written by the collector. */

@@ -1,4 +1,4 @@
-import { itlVerdict, type ItlModel, type ItlVerdict } from '../core/itl-guard.js';
+import { itlVerdict, measuredItlModel, type ItlModel, type ItlVerdict } from '../core/itl-guard.js';
 import { DEFAULT_CALIBRATION, type Prediction } from '../core/predictor.js';
 import type { PodLookup, Reservation } from '../core/types.js';
 import { DecodeBook } from './decode-book.js';
@@ -13,6 +13,7 @@ export interface ItlAdmissionConfig {
   itl_response_tokens: number;
   itl_decode_base_ms: number;
   itl_decode_ms_per_1k_context: number;
+  itl_decode_from_metrics: boolean;
 }
 
 export interface Candidate {
@@ -69,8 +70,11 @@ export class ItlAdmission {
         s.kvCapacityTokens * (1 - s.kvUsage) - reserved - (s.running * responseTokens) / 2 - mine;
     }
     const cal = s.calibration ?? DEFAULT_CALIBRATION;
+    const model = this.config.itl_decode_from_metrics
+      ? measuredItlModel(this.#model, cal.decodeSteps)
+      : this.#model;
     const v = itlVerdict({
-      model: this.#model,
+      model,
       work: this.#book.recentWork(s.podId, nowMs),
       runningContextTokens: own.contextTokens + others * meanContext,
       responseTokens,
@@ -88,7 +92,7 @@ export class ItlAdmission {
     p.reasons.push(
       v.reason === 'kv'
         ? `ITL guard: its KV cache cannot take ${p.uncachedTokens} more tokens without preempting`
-        : `ITL guard: predicted ITL ${Number.isFinite(v.predictedItlMs) ? `${Math.round(v.predictedItlMs)} ms` : 'unbounded'} over the ${this.config.itl_slo_ms} ms bound`,
+        : `ITL guard: predicted ITL ${Number.isFinite(v.predictedItlMs) ? `${Math.round(v.predictedItlMs)} ms` : 'unbounded'} over the ${this.config.itl_slo_ms} ms bound (decode step model ${model === this.#model ? 'configured' : 'measured on the pod'})`,
     );
   }
 

@@ -94,7 +94,9 @@ export class CollectorFeed {
       const metrics = extractVllmMetrics(parsePromText(await pod.metrics.render()));
       const m = engineView(metrics, null);
       if (m) {
-        const e = est.add(nowMs, m);
+        const kv =
+          metrics.numGpuBlocks === null ? null : metrics.numGpuBlocks * (metrics.blockSize ?? this.blockSize);
+        const e = est.add(nowMs, m, kv);
         if (e.meanUncachedTokens !== null) patch.meanQueuedPrefillTokens = e.meanUncachedTokens;
         const group = calibrationGroup(this.model, metrics.numGpuBlocks, metrics.blockSize);
         const written = this.#pool ? this.#pool.share(pod.id, group, e.calibration) : e.calibration;

@@ -50,4 +50,31 @@ describe('CalibrationPool: like pods share the median of their own estimates', (
     pool.remove('a#');
     expect(pool.pooled(g)).toBeNull();
   });
+  it('pools measured decode steps per field, the line from the members that have one', () => {
+    const pool = new CalibrationPool();
+    const steps = (stepMs: number, line: [number, number] | null) => ({
+      ...cal(0.3, 60),
+      decodeSteps: {
+        contextTokens: stepMs * 1000,
+        stepMs,
+        intervals: 10,
+        line: line && { baseMs: line[0], msPerContextToken: line[1] },
+      },
+    });
+    pool.set('a#', g, steps(50, [43, 0.00036]));
+    pool.set('b#', g, steps(60, null));
+    pool.set('c#', g, steps(70, [45, 0.0004]));
+    pool.set('d#', g, cal(0.3, 60)); // not measured yet
+    expect(pool.pooled(g)!.decodeSteps).toEqual({
+      contextTokens: 60_000,
+      stepMs: 60,
+      intervals: 30,
+      line: { baseMs: 44, msPerContextToken: 0.00038 },
+    });
+    pool.remove('a#');
+    pool.remove('c#');
+    expect(pool.pooled(g)!.decodeSteps!.line).toBeNull();
+    pool.remove('b#');
+    expect(pool.pooled(g)!.decodeSteps).toBeUndefined();
+  });
 });

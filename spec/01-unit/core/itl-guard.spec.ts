@@ -4,6 +4,7 @@ import {
   decodeStepMs,
   itlVerdict,
   itlWithStall,
+  measuredItlModel,
   type ItlGuardInput,
   type ItlModel,
 } from '../../../src/core/itl-guard.js';
@@ -110,5 +111,20 @@ describe('ITL guard (core/itl-guard.ts)', () => {
         },
       ),
     );
+  });
+  it('takes the decode line the collector measured, or scales the configured one through its one step', () => {
+    const steps = { contextTokens: 100_000, stepMs: 70, intervals: 40 };
+    expect(measuredItlModel(model, undefined)).toBe(model);
+    expect(measuredItlModel(model, { ...steps, line: { baseMs: 13, msPerContextToken: 0.0001 } })).toEqual({
+      decodeBaseMs: 13,
+      decodeMsPerContextToken: 0.0001,
+      boundMs: 100,
+    });
+    // Configured: 40 + 0.001 × 100,000 = 140 ms there; measured 70 ms: both terms halve.
+    const scaled = measuredItlModel(model, { ...steps, line: null });
+    expect(scaled.decodeBaseMs).toBeCloseTo(20, 12);
+    expect(scaled.decodeMsPerContextToken).toBeCloseTo(0.0005, 12);
+    expect(scaled.boundMs).toBe(100);
+    expect(measuredItlModel(model, { ...steps, stepMs: 0, line: null })).toBe(model);
   });
 });

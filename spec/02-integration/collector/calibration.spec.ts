@@ -144,4 +144,67 @@ describe('collector calibration from /metrics (real Redis, HTTP scrapes)', () =>
       return Math.abs(a! - 0.4) < 1e-9 && Math.abs(b! - 0.3) < 1e-9 && Math.abs(s! - 0.7) < 1e-9;
     });
   });
+  it("writes each pod's decode step, fitted over its decode-only scrape intervals, and exposes the line", async () => {
+    // Every 4th scrape a request came and a prefill ended (the batch changed); the 3 between decode only,
+    // 20 steps of r = 1…6 requests of 4,000 + 100 tokens at 43 ms + 0.36 ms per 1k context tokens.
+    const P = 4000;
+    const G = 200;
+    const c = { running: 0, kv: 0, queries: 0, prompt: 0, prefillN: 0, prefillS: 0, computedN: 0 };
+    const d = { computedSum: 0, iterN: 0, iterSum: 0, itlN: 0, itlS: 0 };
+    const f = { finishedN: 0, finishedPrompt: 0, finishedGeneration: 0 };
+    let k = 0;
+    const port = await freePort();
+    const server = createServer((_req, res) => {
+      const r = 1 + (Math.floor(k / 4) % 6);
+      if (k++ % 4 === 0) {
+        Object.assign(c, { running: r, queries: c.queries + P, prompt: c.prompt + P });
+        Object.assign(c, { prefillN: c.prefillN + 1, prefillS: c.prefillS + 1, computedN: c.computedN + 1 });
+        d.computedSum += P;
+        Object.assign(f, {
+          finishedN: f.finishedN + 1,
+          finishedPrompt: f.finishedPrompt + P,
+          finishedGeneration: f.finishedGeneration + G,
+        });
+      } else {
+        const stepS = (43 + 0.00036 * r * (P + G / 2)) / 1000;
+        Object.assign(d, { iterN: d.iterN + 20, iterSum: d.iterSum + 20 * r });
+        Object.assign(d, { itlN: d.itlN + 20 * r, itlS: d.itlS + 20 * r * stepS });
+      }
+      c.kv = (r * (P + G / 2)) / 1_000_000;
+      const body = vllmExposition(
+        { '0': { ...c, ...d, ...f } },
+        'vllm:cache_config_info{block_size="16",num_gpu_blocks="62500"} 1.0\n',
+      );
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(body);
+    });
+    servers.push(server);
+    await new Promise<void>((r) => server.listen(port, '127.0.0.1', () => r()));
+    const pub = await new FakeVllmPublisher({ format: 'array' }).bind();
+    pubs.push(pub);
+    collector = startCollector(index, [
+      {
+        id: 'pod-d',
+        model: MODEL,
+        address: '127.0.0.1:18099',
+        kv_events: pub.endpoint,
+        kv_events_replay: pub.replayEndpoint,
+        metrics: `http://127.0.0.1:${port}/metrics`,
+      },
+    ]);
+    await collector.start();
+    const steps = async () =>
+      (await index.listPods(MODEL)).find((p) => p.podId === 'pod-d')?.calibration?.decodeSteps;
+    await waitFor('decode steps', async () => (await steps())?.line != null);
+    const line = (await steps())!.line!;
+    expect(line.baseMs).toBeCloseTo(43, 6);
+    expect(line.msPerContextToken).toBeCloseTo(0.00036, 9);
+    const at = 'pod="pod-d",rank="",coefficient=';
+    expect(await series('kinference_collector_calibration', `${at}"decode_base_ms",source=""`)).toBeCloseTo(
+      43,
+      6,
+    );
+    expect(
+      await series('kinference_collector_calibration', `${at}"decode_ms_per_1k_context",source=""`),
+    ).toBeCloseTo(0.36, 6);
+  });
 });

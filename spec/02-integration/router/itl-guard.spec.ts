@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { PluginConfig } from '../../../src/config/plugin-config.js';
+import { DEFAULT_CALIBRATION } from '../../../src/core/predictor.js';
 import type { PodState } from '../../../src/core/types.js';
 import type { KvIndex } from '../../../src/index/index.js';
 import { createRouter, defaultResources } from '../../../src/router/index.js';
@@ -63,7 +64,7 @@ describe('ITL guard through the router (itl_slo_ms)', () => {
       expect(c.withinItl).toBe(false);
       expect(c.predictedItlMs).toBeGreaterThan(100);
       expect(c.reasons.join(' ')).toMatch(
-        /ITL guard: predicted ITL (\d+ ms|unbounded) over the 100 ms bound/,
+        /ITL guard: predicted ITL (\d+ ms|unbounded) over the 100 ms bound \(decode step model configured\)/,
       );
     }
 
@@ -112,5 +113,37 @@ describe('ITL guard through the router (itl_slo_ms)', () => {
       expect(o.shed).toBeNull();
       expect(o.decision.candidates.every((c) => c.withinItl && c.predictedItlMs === null)).toBe(true);
     }
+  });
+  it("uses each pod's decode step as the collector measured it, unless told not to", async () => {
+    // Configured as a fast GPU (1 ms steps); the collector measured 150 ms steps on every pod, over the bound.
+    const measured: Partial<PodState> = {
+      calibration: {
+        ...DEFAULT_CALIBRATION,
+        decodeSteps: {
+          contextTokens: 50_000,
+          stepMs: 150,
+          intervals: 40,
+          line: { baseMs: 150, msPerContextToken: 0 },
+        },
+      },
+    };
+    const routeFour = async (fromMetrics: boolean) => {
+      const cfg = config({ itl_decode_base_ms: 1, itl_decode_from_metrics: fromMetrics });
+      const res = defaultResources(cfg);
+      await fleet(res.index, measured);
+      const router = createRouter(cfg, res, { clock: () => NOW });
+      for (const u of ['one', 'two', 'three']) await router.route(body(u, 256));
+      return router.route(body('four', 256));
+    };
+    const guarded = await routeFour(true);
+    // The running context alone breaks the bound: retry after an answer's span (256 tokens × 100 ms).
+    expect(guarded.shed).toEqual({ status: 429, retryAfterS: 26 });
+    for (const c of guarded.decision.candidates) {
+      expect(c.predictedItlMs).toBeGreaterThan(150);
+      expect(c.reasons.join(' ')).toMatch(/\(decode step model measured on the pod\)/);
+    }
+    const configured = await routeFour(false);
+    expect(configured.shed).toBeNull();
+    expect(configured.decision.chosen?.withinItl).toBe(true);
   });
 });

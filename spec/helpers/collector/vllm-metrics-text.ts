@@ -29,6 +29,23 @@ export function vllmExposition(e: Record<string, Partial<Record<string, number>>
             `vllm:request_prefill_kv_computed_tokens_count{${l}} ${v.computedN}`,
             `vllm:request_prefill_kv_computed_tokens_sum{${l}} ${v.computedSum ?? 0}`,
           ]),
+      ...(v.iterN === undefined
+        ? []
+        : [
+            '# TYPE vllm:iteration_tokens_total histogram',
+            `vllm:iteration_tokens_total_count{${l}} ${v.iterN}`,
+            `vllm:iteration_tokens_total_sum{${l}} ${v.iterSum ?? 0}`,
+          ]),
+      ...(v.finishedN === undefined
+        ? []
+        : [
+            '# TYPE vllm:request_prompt_tokens histogram',
+            `vllm:request_prompt_tokens_count{${l}} ${v.finishedN}`,
+            `vllm:request_prompt_tokens_sum{${l}} ${v.finishedPrompt ?? 0}`,
+            '# TYPE vllm:request_generation_tokens histogram',
+            `vllm:request_generation_tokens_count{${l}} ${v.finishedN}`,
+            `vllm:request_generation_tokens_sum{${l}} ${v.finishedGeneration ?? 0}`,
+          ]),
       '# TYPE vllm:inter_token_latency_seconds histogram',
       `vllm:inter_token_latency_seconds_count{${l}} ${v.itlN ?? 0}`,
       `vllm:inter_token_latency_seconds_sum{${l}} ${v.itlS ?? 0}`,

@@ -1,4 +1,4 @@
-import type { Calibration } from '../../core/types.js';
+import type { Calibration, DecodeSteps } from '../../core/types.js';
 
 /**
  * Pods of one model whose engines report the same KV geometry (num_gpu_blocks × block size) run on the same
@@ -60,10 +60,32 @@ export class CalibrationPool {
     const own = [...(this.#groups.get(group)?.values() ?? [])];
     if (own.length === 0) return null;
     if (own.length === 1) return own[0]!;
-    return {
+    const pooled: Calibration = {
       ...own[0]!,
       prefillMsPerToken: median(own.map((c) => c.prefillMsPerToken)),
       decodeStepMs: median(own.map((c) => c.decodeStepMs)),
     };
+    delete pooled.decodeSteps;
+    const steps = pooledDecodeSteps(own.flatMap((c) => (c.decodeSteps ? [c.decodeSteps] : [])));
+    if (steps) pooled.decodeSteps = steps;
+    return pooled;
   }
+}
+
+/** Like pods' measured decode steps: per field, the median of the members that have one. */
+function pooledDecodeSteps(all: DecodeSteps[]): DecodeSteps | null {
+  if (all.length === 0) return null;
+  const lines = all.flatMap((d) => (d.line ? [d.line] : []));
+  return {
+    contextTokens: median(all.map((d) => d.contextTokens)),
+    stepMs: median(all.map((d) => d.stepMs)),
+    intervals: all.reduce((a, d) => a + d.intervals, 0),
+    line:
+      lines.length === 0
+        ? null
+        : {
+            baseMs: median(lines.map((l) => l.baseMs)),
+            msPerContextToken: median(lines.map((l) => l.msPerContextToken)),
+          },
+  };
 }

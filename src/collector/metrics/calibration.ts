@@ -1,6 +1,7 @@
 import type { CollectorSection } from '../../config/collector-section.js';
 import { DEFAULT_CALIBRATION } from '../../core/predictor.js';
 import type { Calibration } from '../../core/types.js';
+import { DecodeFit } from './decode-fit.js';
 import type { EngineMetrics } from './vllm-metrics.js';
 
 export interface CalibrationOptions {
@@ -55,6 +56,10 @@ const COUNTERS = [
   'computedTokensSum',
   'finishedPromptTokensSum',
   'finishedPromptTokensCount',
+  'finishedGenerationTokensSum',
+  'finishedGenerationTokensCount',
+  'iterationTokensSum',
+  'iterationTokensCount',
   'itlSum',
   'itlCount',
 ] as const;
@@ -134,6 +139,7 @@ export class CalibrationEstimator {
   /** The latest solo prefill samples, in or out of the window. */
   #solo: PrefillSample[] = [];
   #decodes: DecodeSample[] = [];
+  readonly #decodeFit = new DecodeFit();
   #last: Calibration | null = null;
   #lastSource: PrefillSource | null = null;
 
@@ -144,14 +150,19 @@ export class CalibrationEstimator {
     this.#minSolo = Math.ceil(opts.minRequests / 4);
   }
 
-  add(atMs: number, m: EngineMetrics): Estimate {
+  /** `kvCapacityTokens`: the engine's KV cache (cache_config_info), null when not exposed. */
+  add(atMs: number, m: EngineMetrics, kvCapacityTokens: number | null = null): Estimate {
     const prev = this.#prev;
     this.#prev = m;
     if (prev && COUNTERS.some((k) => (delta(prev, m, k) ?? 0) < 0)) {
       this.#prefills = [];
       this.#solo = [];
       this.#decodes = [];
-    } else if (prev) this.#record(atMs, prev, m);
+      this.#decodeFit.reset();
+    } else if (prev) {
+      this.#record(atMs, prev, m);
+      this.#decodeFit.add(atMs, prev, m, kvCapacityTokens);
+    }
     this.#trim(atMs);
     return this.estimate();
   }
@@ -244,6 +255,8 @@ export class CalibrationEstimator {
         decodeStepMs: decode ?? this.#last?.decodeStepMs ?? this.opts.defaults.decodeStepMs,
       };
     } else if (decode !== null && this.#last !== null) this.#last = { ...this.#last, decodeStepMs: decode };
+    const decodeSteps = this.#decodeFit.estimate();
+    if (this.#last !== null && decodeSteps !== null) this.#last = { ...this.#last, decodeSteps };
     return { calibration: this.#last, prefillSource: this.#lastSource, meanUncachedTokens };
   }
 }

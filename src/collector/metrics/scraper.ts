@@ -122,7 +122,10 @@ export class MetricsScraper {
         if (m.running !== null) patch.running = m.running;
         if (m.waiting !== null) patch.waiting = m.waiting;
         if (m.kvUsage !== null) patch.kvUsage = m.kvUsage;
-        const est = this.#estimators[i]!.add(now, m);
+        // cache_config_info is per engine; a pod-wide view sums its engines' KV usage over all their caches.
+        const cap = patch.kvCapacityTokens ?? null;
+        const held = cap === null || t.rank !== null ? cap : cap * Math.max(1, pod.engines.size);
+        const est = this.#estimators[i]!.add(now, m, held);
         this.lastEstimates[i] = est;
         if (est.meanUncachedTokens !== null) patch.meanQueuedPrefillTokens = est.meanUncachedTokens;
         const written = this.#calibrationFor(t.rank, est.calibration, pod);

@@ -21,6 +21,12 @@ export interface EngineMetrics {
   /** request_prompt_tokens histogram: prompt tokens of finished requests (recorded with the prefill time). */
   finishedPromptTokensSum: number | null;
   finishedPromptTokensCount: number | null;
+  /** request_generation_tokens histogram: output tokens of finished requests. */
+  finishedGenerationTokensSum: number | null;
+  finishedGenerationTokensCount: number | null;
+  /** iteration_tokens_total histogram: tokens per engine step with output, and the number of such steps. */
+  iterationTokensSum: number | null;
+  iterationTokensCount: number | null;
   /** inter_token_latency_seconds (older: time_per_output_token_seconds). */
   itlSum: number | null;
   itlCount: number | null;
@@ -52,6 +58,10 @@ const SERIES: [Field, string[]][] = [
   ['computedTokensCount', ['vllm:request_prefill_kv_computed_tokens_count']],
   ['finishedPromptTokensSum', ['vllm:request_prompt_tokens_sum']],
   ['finishedPromptTokensCount', ['vllm:request_prompt_tokens_count']],
+  ['finishedGenerationTokensSum', ['vllm:request_generation_tokens_sum']],
+  ['finishedGenerationTokensCount', ['vllm:request_generation_tokens_count']],
+  ['iterationTokensSum', ['vllm:iteration_tokens_total_sum']],
+  ['iterationTokensCount', ['vllm:iteration_tokens_total_count']],
   ['itlSum', ['vllm:inter_token_latency_seconds_sum', 'vllm:time_per_output_token_seconds_sum']],
   ['itlCount', ['vllm:inter_token_latency_seconds_count', 'vllm:time_per_output_token_seconds_count']],
 ];
@@ -73,6 +83,10 @@ function emptyEngine(): EngineMetrics {
     computedTokensCount: null,
     finishedPromptTokensSum: null,
     finishedPromptTokensCount: null,
+    finishedGenerationTokensSum: null,
+    finishedGenerationTokensCount: null,
+    iterationTokensSum: null,
+    iterationTokensCount: null,
     itlSum: null,
     itlCount: null,
   };
