@@ -1,13 +1,14 @@
 /**
  * `npx tsx bench/debug/sweep.ts --cells shared-prefix:p,shared-prefix:16 [--arm kinference] [--trials 3]
  * [--seeds 42,43] [--config '{"field":value}'] [--client-workers 10] [--arrivals guidellm] [--random-routing per-request] [--kv-capacity T]
- * [--rates multiturn=0.3]`: runs the given discrete-event cells (workload:p for the
+ * [--emulator-profile h100-27b-fp8] [--rates multiturn=0.3] [--collector-calibration] [--out file]`: runs the given discrete-event cells (workload:p for the
  * Poisson profile, workload:N for N streams) of one arm in this process, router config = the benchmark's
  * with the JSON overrides, and prints per cell, pooled over seeds × trials: n, share of TTFT < 0.3 s,
  * TTFT p50/p95, hit ≥ ½ prompt, goodput/min under the seed SLO, ITL p50, shares meeting the TTFT and ITL
  * bounds, requests per pod, requests answered 429 (shed) in the window, engine preemptions. A quick A/B loop for router changes over more seeds than the published run;
- * published figures come only from `npm run bench:seed`.
+ * published figures come only from `npm run bench:seed`. `--out` appends the command and the lines to a file.
  */
+import { appendFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { loadModelSetup, routerConfig } from '../lib/setup.js';
 import { applyClientArgs, CLIENT_ARG_OPTIONS } from '../lib/cli-args.js';
@@ -30,8 +31,14 @@ const { values } = parseArgs({
     config: { type: 'string', default: '{}' },
     ...CLIENT_ARG_OPTIONS,
     'collector-calibration': { type: 'boolean', default: false },
+    out: { type: 'string' },
   },
 });
+if (values.out)
+  appendFileSync(
+    values.out,
+    `$ npx tsx bench/debug/sweep.ts ${process.argv.slice(2).map(quoteArg).join(' ')}\n`,
+  );
 const seeds = (values.seeds ?? values.seed!).split(',').map(Number);
 const s = structuredClone(SEED_SCHEDULE);
 applyClientArgs(s, values);
@@ -79,7 +86,12 @@ for (const cell of values.cells!.split(',')) {
   const byPod = new Map<string, number>();
   for (const r of recs) byPod.set(r.pod, (byPod.get(r.pod) ?? 0) + 1);
   const hit = recs.filter((r) => r.cachedTokens >= r.promptTokens / 2).length / recs.length;
-  console.log(
-    `${values.arm} ${cell} n=${ttft.length} shed=${shed} preempt=${preemptions} fast=${(fast * 100).toFixed(1)}% p50=${(percentile(ttft, 0.5) / 1000).toFixed(2)} p95=${(percentile(ttft, 0.95) / 1000).toFixed(2)} hit=${(hit * 100).toFixed(0)}% good=${good.toFixed(1)}/min itl50=${percentile(itl, 0.5).toFixed(0)} okTTFT=${(okT * 100).toFixed(0)}% okITL=${(okI * 100).toFixed(0)}% pods=${[...byPod.values()].join('/')} (${((Date.now() - t0) / 1000).toFixed(0)} s) ${values.config}`,
-  );
+  const line = `${values.arm} ${cell} n=${ttft.length} shed=${shed} preempt=${preemptions} fast=${(fast * 100).toFixed(1)}% p50=${(percentile(ttft, 0.5) / 1000).toFixed(2)} p95=${(percentile(ttft, 0.95) / 1000).toFixed(2)} hit=${(hit * 100).toFixed(0)}% good=${good.toFixed(1)}/min itl50=${percentile(itl, 0.5).toFixed(0)} okTTFT=${(okT * 100).toFixed(0)}% okITL=${(okI * 100).toFixed(0)}% pods=${[...byPod.values()].join('/')} (${((Date.now() - t0) / 1000).toFixed(0)} s) ${values.config}`;
+  console.log(line);
+  if (values.out) appendFileSync(values.out, `${line}\n`);
+}
+
+/** An argument as a shell would need it quoted (the JSON of --config). */
+function quoteArg(a: string): string {
+  return /^[\w.,:=/-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`;
 }

@@ -1,9 +1,11 @@
 import { parseArgs } from 'node:util';
+import { getProfile, PROFILES } from '../../emulator/profiles.js';
 import type { BenchSchedule } from './schedule.js';
 import { ARM_NAMES, WORKLOAD_NAMES, type ArmName, type WorkloadName } from './types.js';
 
 /** Options every benchmark command takes for the fleet, the rates and the client (parseArgs specs). */
 export const CLIENT_ARG_OPTIONS = {
+  'emulator-profile': { type: 'string' },
   'kv-capacity': { type: 'string' },
   rates: { type: 'string' },
   'client-workers': { type: 'string' },
@@ -16,6 +18,16 @@ export function applyClientArgs(
   s: BenchSchedule,
   values: Partial<Record<keyof typeof CLIENT_ARG_OPTIONS, string>>,
 ): void {
+  if (values['emulator-profile']) {
+    const p = getProfile(values['emulator-profile']);
+    if (!p)
+      throw new Error(
+        `--emulator-profile ${values['emulator-profile']}: one of ${Object.keys(PROFILES).join(', ')}`,
+      );
+    // Another GPU: its profile's own KV cache, unless --kv-capacity says otherwise.
+    if (p.name !== s.emulatorProfile) s.kvCapacityTokens = p.kvCapacityTokens;
+    s.emulatorProfile = p.name;
+  }
   if (values['kv-capacity']) s.kvCapacityTokens = Number(values['kv-capacity']);
   if (values.rates) {
     // control=0.15,shared-prefix=0.2,multiturn=0.5

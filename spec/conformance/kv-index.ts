@@ -269,6 +269,12 @@ export function describeKvIndexConformance(name: string, create: () => Promise<K
         kvCapacityTokens: 94_208,
         meanQueuedPrefillTokens: 1234.5,
         calibration,
+        decodeSteps: {
+          contextTokens: 81_234.5,
+          stepMs: 72.25,
+          intervals: 130,
+          line: { baseMs: 43.0012, msPerContextToken: 0.000360125 },
+        },
         lastEventAtMs: 1_767_225_600_123,
         lastScrapeAtMs: 1_767_225_600_456,
         resyncing: true,

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { Calibration } from '../core/types.js';
+import type { Calibration, DecodeSteps } from '../core/types.js';
 import type { PrefillSource } from './metrics/calibration.js';
 import type { StreamWorker } from './stream-worker.js';
 
@@ -145,15 +145,19 @@ export interface ScrapeView {
     calibration: Calibration | null;
     prefillSource: PrefillSource | null;
     written: Calibration | null;
+    /** The rank's own decode steps, and those written (pooled or own); null before any. */
+    decodeSteps: DecodeSteps | null;
+    writtenDecodeSteps: DecodeSteps | null;
   }[];
 }
 
 type ScrapeCalibration = ScrapeView['calibrations'][number];
 
-/** One series per pod, DP rank and coefficient of the calibration `pick` selects (skipped while null). */
+/** One series per pod, DP rank and coefficient of the calibration and decode steps `pick` selects (each
+ * skipped while null). */
 function* calibrationSeries(
   views: Iterable<ScrapeView>,
-  pick: (c: ScrapeCalibration) => Calibration | null,
+  pick: (c: ScrapeCalibration) => [Calibration | null, DecodeSteps | null],
 ): Generator<{
   pod: string;
   rank: string;
@@ -163,16 +167,17 @@ function* calibrationSeries(
 }> {
   for (const s of views)
     for (const c of s.calibrations) {
-      const cal = pick(c);
-      if (!cal) continue;
+      const [cal, steps] = pick(c);
       const at = {
         pod: s.podId,
         rank: c.rank === null ? '' : String(c.rank),
         prefillSource: c.prefillSource,
       };
-      yield { ...at, coefficient: 'prefill_ms_per_token', value: cal.prefillMsPerToken };
-      yield { ...at, coefficient: 'decode_step_ms', value: cal.decodeStepMs };
-      const line = cal.decodeSteps?.line;
+      if (cal) {
+        yield { ...at, coefficient: 'prefill_ms_per_token', value: cal.prefillMsPerToken };
+        yield { ...at, coefficient: 'decode_step_ms', value: cal.decodeStepMs };
+      }
+      const line = steps?.line;
       if (line) {
         yield { ...at, coefficient: 'decode_base_ms', value: line.baseMs };
         yield { ...at, coefficient: 'decode_ms_per_1k_context', value: line.msPerContextToken * 1000 };
@@ -265,7 +270,7 @@ export class CollectorMetrics {
       registers: [reg],
       collect() {
         this.reset();
-        for (const x of calibrationSeries(scrapes(), (c) => c.calibration)) {
+        for (const x of calibrationSeries(scrapes(), (c) => [c.calibration, c.decodeSteps])) {
           const source = x.coefficient === 'prefill_ms_per_token' ? (x.prefillSource ?? '') : '';
           this.set({ pod: x.pod, rank: x.rank, coefficient: x.coefficient, source }, x.value);
         }
@@ -278,7 +283,7 @@ export class CollectorMetrics {
       registers: [reg],
       collect() {
         this.reset();
-        for (const x of calibrationSeries(scrapes(), (c) => c.written))
+        for (const x of calibrationSeries(scrapes(), (c) => [c.written, c.writtenDecodeSteps]))
           this.set({ pod: x.pod, rank: x.rank, coefficient: x.coefficient }, x.value);
       },
     });

@@ -61,19 +61,22 @@ export interface ItlVerdict {
 }
 
 /**
- * The guard's decode model for a pod, from what the collector measured there (Calibration.decodeSteps): the
+ * The guard's decode model for a pod, from what the collector measured there (PodState.decodeSteps): the
  * line through its decode-only intervals; else the configured line scaled through the one step it measured
  * (weights and KV are both read at the GPU's memory bandwidth, so both terms scale alike); else the
  * configured line.
  */
-export function measuredItlModel(configured: ItlModel, steps: DecodeSteps | undefined): ItlModel {
-  if (steps === undefined) return configured;
-  if (steps.line !== null)
+export function measuredItlModel(configured: ItlModel, steps: DecodeSteps | null): ItlModel {
+  if (steps === null || typeof steps !== 'object') return configured;
+  // The record comes from Redis: anything but finite non-negative numbers leaves the configured line.
+  const ok = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0;
+  if (steps.line && ok(steps.line.baseMs) && ok(steps.line.msPerContextToken))
     return {
       ...configured,
       decodeBaseMs: steps.line.baseMs,
       decodeMsPerContextToken: steps.line.msPerContextToken,
     };
+  if (!ok(steps.contextTokens) || !ok(steps.stepMs)) return configured;
   const prior = decodeStepMs(configured, steps.contextTokens);
   if (!(prior > 0 && steps.stepMs > 0)) return configured;
   const f = steps.stepMs / prior;

@@ -30,8 +30,6 @@ export interface Calibration {
   decodeStepMs: number;
   /** Engine token budget per step (max_num_batched_tokens). */
   maxBatchedTokens: number;
-  /** The pod's decode step measured from /metrics (the ITL guard's model); absent until measured. */
-  decodeSteps?: DecodeSteps;
 }
 
 /**
@@ -64,6 +62,8 @@ export interface PodState {
   /** Mean uncached prompt tokens of a queued request, from metrics (0 when unknown). */
   meanQueuedPrefillTokens: number;
   calibration: Calibration | null;
+  /** The decode step measured from /metrics (the ITL guard's model); null until measured. */
+  decodeSteps: DecodeSteps | null;
   /** Epoch milliseconds; 0 when never seen. */
   lastEventAtMs: number;
   lastScrapeAtMs: number;

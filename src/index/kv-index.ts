@@ -58,6 +58,7 @@ export function defaultPodState(pod: PodRef): PodState {
     kvCapacityTokens: 0,
     meanQueuedPrefillTokens: 0,
     calibration: null,
+    decodeSteps: null,
     lastEventAtMs: 0,
     lastScrapeAtMs: 0,
     resyncing: false,

@@ -1,5 +1,5 @@
 import { KinferenceError } from '../core/errors.js';
-import type { Calibration, PodState } from '../core/types.js';
+import type { Calibration, DecodeSteps, PodState } from '../core/types.js';
 import { defaultPodState, type PodRef } from './kv-index.js';
 
 /**
@@ -15,10 +15,11 @@ type Codec = { field: string; encode(v: unknown): string; decode(s: string): unk
 const num: Pick<Codec, 'encode' | 'decode'> = { encode: (v) => String(v), decode: (s) => Number(s) };
 const bool: Pick<Codec, 'encode' | 'decode'> = { encode: (v) => (v ? '1' : '0'), decode: (s) => s === '1' };
 const str: Pick<Codec, 'encode' | 'decode'> = { encode: (v) => String(v), decode: (s) => s };
-const calibration: Pick<Codec, 'encode' | 'decode'> = {
+/** A JSON object field ('' = null). */
+const jsonObject = (what: string): Pick<Codec, 'encode' | 'decode'> => ({
   encode: (v) => (v === null ? '' : JSON.stringify(v)),
-  decode: (s) => (s === '' ? null : parseCalibration(s)),
-};
+  decode: (s) => (s === '' ? null : parseJsonObject(s, what)),
+});
 
 const FIELDS: Record<keyof PodStatePatch, Codec> = {
   address: { field: 'address', ...str },
@@ -28,7 +29,8 @@ const FIELDS: Record<keyof PodStatePatch, Codec> = {
   kvUsage: { field: 'kv_usage', ...num },
   kvCapacityTokens: { field: 'kv_capacity_tokens', ...num },
   meanQueuedPrefillTokens: { field: 'mean_queued_prefill_tokens', ...num },
-  calibration: { field: 'calibration', ...calibration },
+  calibration: { field: 'calibration', ...jsonObject('pod calibration') },
+  decodeSteps: { field: 'decode_steps', ...jsonObject('pod decode steps') },
   lastEventAtMs: { field: 'last_event_at_ms', ...num },
   lastScrapeAtMs: { field: 'last_scrape_at_ms', ...num },
   resyncing: { field: 'resyncing', ...bool },
@@ -85,14 +87,14 @@ export function parseStateRecord(record: string): string[] {
   return flat;
 }
 
-function parseCalibration(s: string): Calibration {
+function parseJsonObject(s: string, what: string): Calibration | DecodeSteps {
   let v: unknown;
   try {
     v = JSON.parse(s);
   } catch (cause) {
-    throw new KinferenceError('KINF_ERR_INDEX_REPLY', 'pod calibration is not JSON', { cause });
+    throw new KinferenceError('KINF_ERR_INDEX_REPLY', `${what} is not JSON`, { cause });
   }
   if (typeof v !== 'object' || v === null || Array.isArray(v))
-    throw new KinferenceError('KINF_ERR_INDEX_REPLY', 'pod calibration is not a JSON object');
-  return v as Calibration;
+    throw new KinferenceError('KINF_ERR_INDEX_REPLY', `${what} is not a JSON object`);
+  return v as Calibration | DecodeSteps;
 }

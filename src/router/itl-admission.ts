@@ -71,7 +71,7 @@ export class ItlAdmission {
     }
     const cal = s.calibration ?? DEFAULT_CALIBRATION;
     const model = this.config.itl_decode_from_metrics
-      ? measuredItlModel(this.#model, cal.decodeSteps)
+      ? measuredItlModel(this.#model, s.decodeSteps)
       : this.#model;
     const v = itlVerdict({
       model,

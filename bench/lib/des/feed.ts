@@ -6,7 +6,11 @@ import {
   calibrationOptions,
   type CalibrationOptions,
 } from '../../../src/collector/metrics/calibration.js';
-import { CalibrationPool, calibrationGroup } from '../../../src/collector/metrics/calibration-pool.js';
+import {
+  CalibrationPool,
+  calibrationGroup,
+  DecodeStepsPool,
+} from '../../../src/collector/metrics/calibration-pool.js';
 import { parsePromText } from '../../../src/collector/metrics/prom-text.js';
 import { engineView, extractVllmMetrics } from '../../../src/collector/metrics/vllm-metrics.js';
 import { parseVllmBatch } from '../../../src/collector/wire/vllm-events.js';
@@ -35,6 +39,7 @@ export class CollectorFeed {
   readonly #calibration: CalibrationOptions | null;
   /** Like pods' shared calibration, when the collector's default pools it. */
   readonly #pool: CalibrationPool | null;
+  readonly #stepsPool: DecodeStepsPool | null;
 
   /**
    * `calibrate`: each scrape renders the pod's vLLM /metrics text and runs it through the collector's own
@@ -51,6 +56,7 @@ export class CollectorFeed {
     const settings = validateConfig(CollectorSectionSchema, {}, 'collector defaults');
     this.#calibration = calibrate ? calibrationOptions(settings) : null;
     this.#pool = calibrate && settings.calibration_pool ? new CalibrationPool() : null;
+    this.#stepsPool = calibrate && settings.calibration_pool ? new DecodeStepsPool() : null;
   }
 
   async register(pod: SimPod, nowMs: number): Promise<void> {
@@ -101,6 +107,8 @@ export class CollectorFeed {
         const group = calibrationGroup(this.model, metrics.numGpuBlocks, metrics.blockSize);
         const written = this.#pool ? this.#pool.share(pod.id, group, e.calibration) : e.calibration;
         if (written !== null) patch.calibration = written;
+        const steps = this.#stepsPool ? this.#stepsPool.share(pod.id, group, e.decodeSteps) : e.decodeSteps;
+        if (steps !== null) patch.decodeSteps = steps;
       }
     }
     await this.index.upsertPodState({ model: this.model, podId: pod.id }, patch);

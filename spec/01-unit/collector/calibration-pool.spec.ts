@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { CalibrationPool, calibrationGroup } from '../../../src/collector/metrics/calibration-pool.js';
+import {
+  CalibrationPool,
+  calibrationGroup,
+  DecodeStepsPool,
+} from '../../../src/collector/metrics/calibration-pool.js';
 import { DEFAULT_CALIBRATION } from '../../../src/core/predictor.js';
 
 const cal = (prefillMsPerToken: number, decodeStepMs: number) => ({
@@ -51,21 +55,18 @@ describe('CalibrationPool: like pods share the median of their own estimates', (
     expect(pool.pooled(g)).toBeNull();
   });
   it('pools measured decode steps per field, the line from the members that have one', () => {
-    const pool = new CalibrationPool();
+    const pool = new DecodeStepsPool();
     const steps = (stepMs: number, line: [number, number] | null) => ({
-      ...cal(0.3, 60),
-      decodeSteps: {
-        contextTokens: stepMs * 1000,
-        stepMs,
-        intervals: 10,
-        line: line && { baseMs: line[0], msPerContextToken: line[1] },
-      },
+      contextTokens: stepMs * 1000,
+      stepMs,
+      intervals: 10,
+      line: line && { baseMs: line[0], msPerContextToken: line[1] },
     });
     pool.set('a#', g, steps(50, [43, 0.00036]));
     pool.set('b#', g, steps(60, null));
     pool.set('c#', g, steps(70, [45, 0.0004]));
-    pool.set('d#', g, cal(0.3, 60)); // not measured yet
-    expect(pool.pooled(g)!.decodeSteps).toEqual({
+    pool.set('d#', g, null); // not measured yet
+    expect(pool.pooled(g)).toEqual({
       contextTokens: 60_000,
       stepMs: 60,
       intervals: 30,
@@ -73,8 +74,9 @@ describe('CalibrationPool: like pods share the median of their own estimates', (
     });
     pool.remove('a#');
     pool.remove('c#');
-    expect(pool.pooled(g)!.decodeSteps!.line).toBeNull();
+    expect(pool.pooled(g)!.line).toBeNull();
     pool.remove('b#');
-    expect(pool.pooled(g)!.decodeSteps).toBeUndefined();
+    expect(pool.pooled(g)).toBeNull();
+    expect(pool.share('d#', g, steps(50, null))).toEqual(steps(50, null));
   });
 });

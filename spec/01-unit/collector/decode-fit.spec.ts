@@ -194,35 +194,29 @@ describe('DecodeFit: the decode step from decode-only scrape intervals', () => {
     expect(f.fit.estimate()!.line!.msPerContextToken).toBeCloseTo(0.00036, 9);
   });
 
-  it('is published with the calibration; after a restart the last stands until the new history has its own', () => {
+  it('is estimated before any prefill is; after a restart the last stands until the new history has its own', () => {
     const est = new CalibrationEstimator(
-      calibrationOptions({ calibration_window_ms: 120_000, calibration_min_requests: 1 }),
+      calibrationOptions({ calibration_window_ms: 120_000, calibration_min_requests: 20 }),
     );
     const p = new PodCounters();
     est.add(0, { ...p.m }, p.kvCapacity);
     p.finish(10);
-    // One prefill, so that the estimator has a calibration to carry the decode steps.
-    Object.assign(p.m, {
-      prefillTimeCount: 1,
-      prefillTimeSum: 1,
-      computedTokensCount: 1,
-      computedTokensSum: 4000,
-      promptTokens: 4000,
-    });
     let last = est.add(1000, { ...p.m }, p.kvCapacity);
-    expect(last.calibration!.decodeSteps).toBeUndefined();
+    expect(last.decodeSteps).toBeNull();
     let t = 1000;
     for (let i = 0; i < 30; i++) {
       const r = 1 + (i % 6);
       est.add((t += 1000), p.interval(r, 1, 999, { admitted: 1 }), p.kvCapacity);
       last = est.add((t += 1000), p.interval(r, 20, 43 + 0.00036 * r * ctx(p)), p.kvCapacity);
     }
-    expect(last.calibration!.decodeSteps!.line!.baseMs).toBeCloseTo(43, 6);
+    // No prefill finished in the window: no calibration, but the decode steps are known.
+    expect(last.calibration).toBeNull();
+    expect(last.decodeSteps!.line!.baseMs).toBeCloseTo(43, 6);
     // Counters start again from zero: the history goes, the last estimate stands meanwhile.
     const restarted = new PodCounters();
     const after = est.add((t += 1000), restarted.finish(1), p.kvCapacity);
-    expect(after.calibration!.decodeSteps!.intervals).toBe(30);
-    expect(after.calibration!.decodeSteps!.line!.baseMs).toBeCloseTo(43, 6);
+    expect(after.decodeSteps!.intervals).toBe(30);
+    expect(after.decodeSteps!.line!.baseMs).toBeCloseTo(43, 6);
     // The restarted server runs slower steps (other settings): only its own intervals count, once it has
     // finished requests to tell their context.
     restarted.finish(5);
@@ -231,7 +225,7 @@ describe('DecodeFit: the decode step from decode-only scrape intervals', () => {
       est.add((t += 1000), restarted.interval(r, 1, 999, { admitted: 1 }), p.kvCapacity);
       last = est.add((t += 1000), restarted.interval(r, 20, 60 + 0.00036 * r * ctx(p)), p.kvCapacity);
     }
-    expect(last.calibration!.decodeSteps!.intervals).toBe(30);
-    expect(last.calibration!.decodeSteps!.line!.baseMs).toBeCloseTo(60, 6);
+    expect(last.decodeSteps!.intervals).toBe(30);
+    expect(last.decodeSteps!.line!.baseMs).toBeCloseTo(60, 6);
   });
 });

@@ -114,7 +114,7 @@ describe('ITL guard (core/itl-guard.ts)', () => {
   });
   it('takes the decode line the collector measured, or scales the configured one through its one step', () => {
     const steps = { contextTokens: 100_000, stepMs: 70, intervals: 40 };
-    expect(measuredItlModel(model, undefined)).toBe(model);
+    expect(measuredItlModel(model, null)).toBe(model);
     expect(measuredItlModel(model, { ...steps, line: { baseMs: 13, msPerContextToken: 0.0001 } })).toEqual({
       decodeBaseMs: 13,
       decodeMsPerContextToken: 0.0001,
@@ -126,5 +126,14 @@ describe('ITL guard (core/itl-guard.ts)', () => {
     expect(scaled.decodeMsPerContextToken).toBeCloseTo(0.0005, 12);
     expect(scaled.boundMs).toBe(100);
     expect(measuredItlModel(model, { ...steps, stepMs: 0, line: null })).toBe(model);
+    // A record damaged in the index never makes the guard refuse everything.
+    const bad = [NaN, -1, Infinity, '12', null] as unknown as number[];
+    for (const v of bad) {
+      expect(measuredItlModel(model, { ...steps, stepMs: v, line: null })).toBe(model);
+      expect(
+        measuredItlModel(model, { ...steps, stepMs: v, line: { baseMs: v, msPerContextToken: 0.1 } }),
+      ).toBe(model);
+    }
+    expect(measuredItlModel(model, null as never)).toBe(model);
   });
 });

@@ -26,6 +26,7 @@ function pod(over: Partial<PodState> = {}, gpu = 0, cpu = gpu): PodLookup {
       kvCapacityTokens: 0,
       meanQueuedPrefillTokens: 0,
       calibration: cal,
+      decodeSteps: null,
       lastEventAtMs: 1_000,
       lastScrapeAtMs: 1_000,
       resyncing: false,

@@ -32,6 +32,14 @@ const state: fc.Arbitrary<PodState> = fc.record({
       maxBatchedTokens: fc.nat(),
     }),
   ),
+  decodeSteps: fc.option(
+    fc.record({
+      contextTokens: dbl,
+      stepMs: dbl,
+      intervals: fc.nat(),
+      line: fc.option(fc.record({ baseMs: dbl, msPerContextToken: dbl })),
+    }),
+  ),
   lastEventAtMs: fc.nat({ max: Number.MAX_SAFE_INTEGER }),
   lastScrapeAtMs: fc.nat({ max: Number.MAX_SAFE_INTEGER }),
   resyncing: fc.boolean(),

@@ -192,8 +192,7 @@ describe('collector calibration from /metrics (real Redis, HTTP scrapes)', () =>
       },
     ]);
     await collector.start();
-    const steps = async () =>
-      (await index.listPods(MODEL)).find((p) => p.podId === 'pod-d')?.calibration?.decodeSteps;
+    const steps = async () => (await index.listPods(MODEL)).find((p) => p.podId === 'pod-d')?.decodeSteps;
     await waitFor('decode steps', async () => (await steps())?.line != null);
     const line = (await steps())!.line!;
     expect(line.baseMs).toBeCloseTo(43, 6);

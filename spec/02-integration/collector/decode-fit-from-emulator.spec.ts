@@ -43,7 +43,7 @@ describe('decode step measured from the emulator /metrics', () => {
         }
         await run();
       }
-    return (await index.listPods('m')).find((p) => p.podId === 'pod-0')!.calibration!.decodeSteps!;
+    return (await index.listPods('m')).find((p) => p.podId === 'pod-0')!.decodeSteps!;
   };
 
   it('finds an L40S step of 43 ms + 0.36 ms per 1k context tokens, requests sharing nothing', async () => {

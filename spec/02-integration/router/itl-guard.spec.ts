@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import type { PluginConfig } from '../../../src/config/plugin-config.js';
-import { DEFAULT_CALIBRATION } from '../../../src/core/predictor.js';
 import type { PodState } from '../../../src/core/types.js';
 import type { KvIndex } from '../../../src/index/index.js';
 import { createRouter, defaultResources } from '../../../src/router/index.js';
@@ -117,14 +116,11 @@ describe('ITL guard through the router (itl_slo_ms)', () => {
   it("uses each pod's decode step as the collector measured it, unless told not to", async () => {
     // Configured as a fast GPU (1 ms steps); the collector measured 150 ms steps on every pod, over the bound.
     const measured: Partial<PodState> = {
-      calibration: {
-        ...DEFAULT_CALIBRATION,
-        decodeSteps: {
-          contextTokens: 50_000,
-          stepMs: 150,
-          intervals: 40,
-          line: { baseMs: 150, msPerContextToken: 0 },
-        },
+      decodeSteps: {
+        contextTokens: 50_000,
+        stepMs: 150,
+        intervals: 40,
+        line: { baseMs: 150, msPerContextToken: 0 },
       },
     };
     const routeFour = async (fromMetrics: boolean) => {

@@ -19,18 +19,21 @@ const median = (xs: number[]): number => {
 };
 
 /**
- * The calibration a group of like pods shares: per coefficient, the median of their own estimates.
+ * What a group of like pods shares: per coefficient, the median of their own estimates.
  * A pod's own estimate follows its own traffic, so it drifts with the mix of prompts it served and goes stale
  * when the router sends it little; the pod looking slow then keeps it looking slow. Like pods do not differ
  * that way, and the median ignores the one that does.
  */
-export class CalibrationPool {
+export class MedianPool<T> {
   /** group → member (pod and DP rank) → its own estimate. */
-  readonly #groups = new Map<string, Map<string, Calibration>>();
+  readonly #groups = new Map<string, Map<string, T>>();
   readonly #groupOf = new Map<string, string>();
 
+  /** `combine`: the group's estimate from two or more members' own. */
+  constructor(readonly combine: (own: T[]) => T) {}
+
   /** Records a member's own estimate (null: none yet) under its current group. */
-  set(member: string, group: string, own: Calibration | null): void {
+  set(member: string, group: string, own: T | null): void {
     const was = this.#groupOf.get(member);
     if (was !== undefined && was !== group) this.remove(member);
     this.#groupOf.set(member, group);
@@ -50,42 +53,47 @@ export class CalibrationPool {
   }
 
   /** Records a member's own estimate and returns what it should use: its group's, else its own. */
-  share(member: string, group: string, own: Calibration | null): Calibration | null {
+  share(member: string, group: string, own: T | null): T | null {
     this.set(member, group, own);
     return this.pooled(group) ?? own;
   }
 
-  /** The group's shared calibration; null while no member has an estimate. */
-  pooled(group: string): Calibration | null {
+  /** The group's shared estimate; null while no member has one. */
+  pooled(group: string): T | null {
     const own = [...(this.#groups.get(group)?.values() ?? [])];
     if (own.length === 0) return null;
-    if (own.length === 1) return own[0]!;
-    const pooled: Calibration = {
-      ...own[0]!,
-      prefillMsPerToken: median(own.map((c) => c.prefillMsPerToken)),
-      decodeStepMs: median(own.map((c) => c.decodeStepMs)),
-    };
-    delete pooled.decodeSteps;
-    const steps = pooledDecodeSteps(own.flatMap((c) => (c.decodeSteps ? [c.decodeSteps] : [])));
-    if (steps) pooled.decodeSteps = steps;
-    return pooled;
+    return own.length === 1 ? own[0]! : this.combine(own);
   }
 }
 
-/** Like pods' measured decode steps: per field, the median of the members that have one. */
-function pooledDecodeSteps(all: DecodeSteps[]): DecodeSteps | null {
-  if (all.length === 0) return null;
-  const lines = all.flatMap((d) => (d.line ? [d.line] : []));
-  return {
-    contextTokens: median(all.map((d) => d.contextTokens)),
-    stepMs: median(all.map((d) => d.stepMs)),
-    intervals: all.reduce((a, d) => a + d.intervals, 0),
-    line:
-      lines.length === 0
-        ? null
-        : {
-            baseMs: median(lines.map((l) => l.baseMs)),
-            msPerContextToken: median(lines.map((l) => l.msPerContextToken)),
-          },
-  };
+/** Like pods' calibration: the median prefill cost and decode step. */
+export class CalibrationPool extends MedianPool<Calibration> {
+  constructor() {
+    super((own) => ({
+      ...own[0]!,
+      prefillMsPerToken: median(own.map((c) => c.prefillMsPerToken)),
+      decodeStepMs: median(own.map((c) => c.decodeStepMs)),
+    }));
+  }
+}
+
+/** Like pods' measured decode steps: per field, the median; the line from the members that have one. */
+export class DecodeStepsPool extends MedianPool<DecodeSteps> {
+  constructor() {
+    super((all) => {
+      const lines = all.flatMap((d) => (d.line ? [d.line] : []));
+      return {
+        contextTokens: median(all.map((d) => d.contextTokens)),
+        stepMs: median(all.map((d) => d.stepMs)),
+        intervals: all.reduce((a, d) => a + d.intervals, 0),
+        line:
+          lines.length === 0
+            ? null
+            : {
+                baseMs: median(lines.map((l) => l.baseMs)),
+                msPerContextToken: median(lines.map((l) => l.msPerContextToken)),
+              },
+      };
+    });
+  }
 }

@@ -1,6 +1,6 @@
 import type { CollectorSection } from '../../config/collector-section.js';
 import { DEFAULT_CALIBRATION } from '../../core/predictor.js';
-import type { Calibration } from '../../core/types.js';
+import type { Calibration, DecodeSteps } from '../../core/types.js';
 import { DecodeFit } from './decode-fit.js';
 import type { EngineMetrics } from './vllm-metrics.js';
 
@@ -46,6 +46,8 @@ export interface Estimate {
   prefillSource: PrefillSource | null;
   /** Mean uncached prompt tokens per request in the window; null when no request finished prefill. */
   meanUncachedTokens: number | null;
+  /** The decode step fitted over decode-only intervals (decode-fit.ts); null until it has enough. */
+  decodeSteps: DecodeSteps | null;
 }
 
 const COUNTERS = [
@@ -140,6 +142,7 @@ export class CalibrationEstimator {
   #solo: PrefillSample[] = [];
   #decodes: DecodeSample[] = [];
   readonly #decodeFit = new DecodeFit();
+  #lastSteps: DecodeSteps | null = null;
   #last: Calibration | null = null;
   #lastSource: PrefillSource | null = null;
 
@@ -255,8 +258,12 @@ export class CalibrationEstimator {
         decodeStepMs: decode ?? this.#last?.decodeStepMs ?? this.opts.defaults.decodeStepMs,
       };
     } else if (decode !== null && this.#last !== null) this.#last = { ...this.#last, decodeStepMs: decode };
-    const decodeSteps = this.#decodeFit.estimate();
-    if (this.#last !== null && decodeSteps !== null) this.#last = { ...this.#last, decodeSteps };
-    return { calibration: this.#last, prefillSource: this.#lastSource, meanUncachedTokens };
+    this.#lastSteps = this.#decodeFit.estimate() ?? this.#lastSteps;
+    return {
+      calibration: this.#last,
+      prefillSource: this.#lastSource,
+      meanUncachedTokens,
+      decodeSteps: this.#lastSteps,
+    };
   }
 }

@@ -1,8 +1,13 @@
 import type { Logger } from '../logger.js';
 import type { PodStatePatch } from '../ops/pod-state-writer.js';
-import type { Calibration } from '../../core/types.js';
+import type { Calibration, DecodeSteps } from '../../core/types.js';
 import { CalibrationEstimator, type CalibrationOptions, type Estimate } from './calibration.js';
-import { calibrationGroup, type CalibrationPool } from './calibration-pool.js';
+import {
+  calibrationGroup,
+  type CalibrationPool,
+  type DecodeStepsPool,
+  type MedianPool,
+} from './calibration-pool.js';
 import { parsePromText } from './prom-text.js';
 import { engineView, extractVllmMetrics, type PodMetrics } from './vllm-metrics.js';
 
@@ -20,8 +25,11 @@ export interface ScraperOptions {
   /** Block size the router is configured with; a pod reporting another one is logged. */
   expectedBlockSize: number;
   calibration: CalibrationOptions;
-  /** Like pods share a calibration (collector setting calibration_pool); absent: each pod keeps its own. */
-  pool?: { pool: CalibrationPool; model: string; podId: string };
+  /**
+   * Like pods share a calibration and decode steps (collector setting calibration_pool); absent: each pod
+   * keeps its own.
+   */
+  pool?: { pool: CalibrationPool; decodeSteps: DecodeStepsPool; model: string; podId: string };
   log: Logger;
   /** process_start_time_seconds changed: the server restarted (a backup for sequence-based detection). */
   onRestart(): void;
@@ -46,6 +54,8 @@ export class MetricsScraper {
   readonly lastEstimates: (Estimate | null)[];
   /** Per target, the calibration last written (pooled or own); null before one. */
   readonly lastWritten: (Calibration | null)[];
+  /** Per target, the decode steps last written (pooled or own); null before any. */
+  readonly lastWrittenSteps: (DecodeSteps | null)[];
 
   constructor(
     readonly opts: ScraperOptions,
@@ -54,6 +64,7 @@ export class MetricsScraper {
     this.#estimators = targets.map(() => new CalibrationEstimator(opts.calibration));
     this.lastEstimates = targets.map(() => null);
     this.lastWritten = targets.map(() => null);
+    this.lastWrittenSteps = targets.map(() => null);
   }
 
   start(): void {
@@ -128,9 +139,12 @@ export class MetricsScraper {
         const est = this.#estimators[i]!.add(now, m, held);
         this.lastEstimates[i] = est;
         if (est.meanUncachedTokens !== null) patch.meanQueuedPrefillTokens = est.meanUncachedTokens;
-        const written = this.#calibrationFor(t.rank, est.calibration, pod);
+        const written = this.#shared((p) => p.pool, t.rank, est.calibration, pod);
         this.lastWritten[i] = written;
         if (written !== null) patch.calibration = written;
+        const steps = this.#shared((p) => p.decodeSteps, t.rank, est.decodeSteps, pod);
+        this.lastWrittenSteps[i] = steps;
+        if (steps !== null) patch.decodeSteps = steps;
       }
       t.write(patch);
     });
@@ -138,17 +152,27 @@ export class MetricsScraper {
     return true;
   }
 
-  #calibrationFor(rank: number | null, own: Calibration | null, pod: PodMetrics): Calibration | null {
+  /** What a rank writes of an estimate: its group's when pooling, else its own. */
+  #shared<T>(
+    pick: (p: NonNullable<ScraperOptions['pool']>) => MedianPool<T>,
+    rank: number | null,
+    own: T | null,
+    pod: PodMetrics,
+  ): T | null {
     const p = this.opts.pool;
     if (!p) return own;
     const group = calibrationGroup(p.model, pod.numGpuBlocks, pod.blockSize);
-    return p.pool.share(memberKey(p.podId, rank), group, own);
+    return pick(p).share(memberKey(p.podId, rank), group, own);
   }
 
   /** Leaves the pool (the pod is gone). */
   leavePool(): void {
     const p = this.opts.pool;
-    if (p) for (const t of this.targets) p.pool.remove(memberKey(p.podId, t.rank));
+    if (p)
+      for (const t of this.targets) {
+        p.pool.remove(memberKey(p.podId, t.rank));
+        p.decodeSteps.remove(memberKey(p.podId, t.rank));
+      }
   }
 
   #failed(err: unknown): void {
