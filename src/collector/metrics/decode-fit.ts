@@ -116,6 +116,8 @@ function median(xs: number[]): number {
 
 export class DecodeFit {
   #intervals: Interval[] = [];
+  /** The last estimate, until an interval comes or goes (a fit sorts the residuals: not every scrape). */
+  #cached: { estimate: DecodeSteps | null } | null = null;
   /** Mean context of a finished request (prompt + half its answer); null before one finished. */
   #requestContext: number | null = null;
 
@@ -124,6 +126,7 @@ export class DecodeFit {
   /** Forgets everything (the server restarted). */
   reset(): void {
     this.#intervals = [];
+    this.#cached = null;
     this.#requestContext = null;
   }
 
@@ -135,7 +138,10 @@ export class DecodeFit {
     let drop = 0;
     while (drop < this.#intervals.length && this.#intervals[drop]!.atMs <= from) drop++;
     drop = Math.max(drop, this.#intervals.length - MAX_INTERVALS);
-    if (drop > 0) this.#intervals.splice(0, drop);
+    if (drop > 0) {
+      this.#intervals.splice(0, drop);
+      this.#cached = null;
+    }
   }
 
   #learnRequestContext(a: EngineMetrics, b: EngineMetrics): void {
@@ -166,6 +172,7 @@ export class DecodeFit {
     const itlS = d(a.itlSum, b.itlSum);
     if (steps === null || tokens === null || itlN === null || itlS === null || !(steps > 0)) return;
     if (tokens !== r * steps || itlN !== tokens) return;
+    this.#cached = null;
     this.#intervals.push({
       atMs,
       contextTokens: batchContext(r * ctx, a, b, kvCapacity),
@@ -176,6 +183,11 @@ export class DecodeFit {
 
   /** The pod's decode steps, or null until enough decode-only intervals were seen. */
   estimate(): DecodeSteps | null {
+    this.#cached ??= { estimate: this.#fit() };
+    return this.#cached.estimate;
+  }
+
+  #fit(): DecodeSteps | null {
     let xs = this.#intervals;
     const steps = xs.reduce((acc, s) => acc + s.steps, 0);
     if (xs.length < this.opts.minIntervals || steps < this.opts.minSteps) return null;
