@@ -1,11 +1,13 @@
 /**
- * `npm run bench:fleet -- [--pods 3] [--time-scale 1] [--admission-ttft-ms MS --admission-itl-ms MS]`: the
+ * `npm run bench:fleet -- [--pods 3] [--time-scale 1] [--emulator-profile NAME] [--kv-capacity T]
+ * [--admission-ttft-ms MS --admission-itl-ms MS]`: the
  * benchmark's emulated fleet, kept running for `bench:load` (or curl) until Ctrl-C. Two ways in, as a
  * platform team has them: a Kubernetes Service as kube-proxy makes it (a random pod per TCP connection) and
  * the Kong route with kinference (the Kong stand-in, the plugin in kong-js-pluginserver, the collector, Redis).
  */
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { getProfile, PROFILES } from '../emulator/profiles.js';
 import { startKubeProxyTcp } from './lib/live/kube-proxy-tcp.js';
 import { startLiveStack } from './lib/live/stack.js';
 import { SEED_SCHEDULE } from './lib/schedule.js';
@@ -15,7 +17,8 @@ const { values } = parseArgs({
   options: {
     pods: { type: 'string', default: String(SEED_SCHEDULE.pods) },
     'time-scale': { type: 'string', default: '1' },
-    'kv-capacity': { type: 'string', default: String(SEED_SCHEDULE.kvCapacityTokens) },
+    'emulator-profile': { type: 'string', default: SEED_SCHEDULE.emulatorProfile },
+    'kv-capacity': { type: 'string' },
     'admission-ttft-ms': { type: 'string' },
     'admission-itl-ms': { type: 'string' },
   },
@@ -35,11 +38,27 @@ if ((ttft === undefined) !== (itl === undefined)) {
   process.exit(2);
 }
 
+const profile = getProfile(values['emulator-profile']!);
+if (!profile) {
+  console.error(
+    `bench:fleet: --emulator-profile ${values['emulator-profile']}: one of ${Object.keys(PROFILES).join(', ')}`,
+  );
+  process.exit(2);
+}
+// The seed's derived KV cache on its own GPU; another GPU's profile brings its own.
+const kvCapacity =
+  values['kv-capacity'] ??
+  String(
+    profile.name === SEED_SCHEDULE.emulatorProfile
+      ? SEED_SCHEDULE.kvCapacityTokens
+      : profile.kvCapacityTokens,
+  );
+
 const model = await loadModelSetup();
 const stack = await startLiveStack({
   pods: positive('pods', values.pods!),
-  profile: SEED_SCHEDULE.emulatorProfile,
-  kvCapacityTokens: positive('kv-capacity', values['kv-capacity']!),
+  profile: profile.name,
+  kvCapacityTokens: positive('kv-capacity', kvCapacity),
   timeScale: positive('time-scale', values['time-scale']!),
   seed: SEED_SCHEDULE.seed,
   scrapeIntervalMs: SEED_SCHEDULE.latency.scrapeIntervalMs,
@@ -65,7 +84,7 @@ const urls = {
     : {}),
 };
 console.log(
-  `bench:fleet ready: ${stack.pods.length} emulated pods (${SEED_SCHEDULE.emulatorProfile}), model ${model.model}`,
+  `bench:fleet ready: ${stack.pods.length} emulated pods (${profile.name}, ${kvCapacity} KV tokens each), model ${model.model}`,
 );
 for (const [k, u] of Object.entries(urls)) console.log(`  ${k.padEnd(15)} ${u}`);
 console.log(

@@ -9,9 +9,13 @@ const fleet = fileURLToPath(new URL('../../../dist/bench/fleet.js', import.meta.
 // `npm run bench:fleet`: the emulated fleet kept up for bench:load, with a kube-proxy Service and the Kong route.
 describe('bench:fleet', () => {
   it('serves the Service and the kinference route until Ctrl-C, then stops everything it started', async () => {
-    const child = spawn(process.execPath, [fleet, '--time-scale', '20', '--pods', '2'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [fleet, '--time-scale', '20', '--pods', '2', '--emulator-profile', 'h100-27b-fp8'],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -47,5 +51,13 @@ describe('bench:fleet', () => {
     }
     expect(await exited).toBe(0);
     expect(out).toMatch(/stopping \(service connections per pod: pod-0 \d+, pod-1 \d+\)/);
+    expect(out).toContain('2 emulated pods (h100-27b-fp8, 163840 KV tokens each)');
   }, 90_000);
+  it('refuses an unknown emulator profile and names the known ones', async () => {
+    const child = spawn(process.execPath, [fleet, '--emulator-profile', 'a100-nope'], { stdio: 'pipe' });
+    let err = '';
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    expect(await new Promise((r) => child.on('close', r))).toBe(2);
+    expect(err).toContain('--emulator-profile a100-nope: one of l40s-27b-fp8, h100-27b-fp8');
+  });
 });
