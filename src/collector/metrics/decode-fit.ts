@@ -11,9 +11,11 @@ import type { EngineMetrics } from './vllm-metrics.js';
  * to is running but gives no token, so a step holding it gives R − 1. Such an interval's mean ITL
  * (inter_token_latency Σ / count) is the mean decode step at that batch's context.
  *
- * The context is not exposed per request; kv_cache_usage counts a prefix the batch shares once, while each
- * sequence reads it. So it is taken as R × (mean prompt + half the mean answer) of the requests that finished
- * lately (request_prompt_tokens and request_generation_tokens, recorded when a request ends).
+ * The context is not exposed per request. The KV cache the batch holds (kv_cache_usage × the cache) is it,
+ * exactly, when its requests share nothing; a prefix they share is held once but read by each sequence. So
+ * when R × (mean prompt + half the mean answer) of the requests that finished lately (request_prompt_tokens
+ * and request_generation_tokens, recorded when a request ends) exceeds what is held by more than 25%, that
+ * is taken instead.
  * Intervals at different batch sizes spread the context; a weighted least-squares line through them, once
  * outliers (an ITL sample delayed by the API server) are dropped, gives d0 and k. While they do not spread
  * enough for the slope to be sure, only the mean step at the mean context is known.
