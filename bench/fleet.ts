@@ -1,6 +1,6 @@
 /**
  * `npm run bench:fleet -- [--pods 3] [--time-scale 1] [--emulator-profile NAME] [--kv-capacity T]
- * [--admission-ttft-ms MS --admission-itl-ms MS]`: the
+ * [--admission-ttft-ms MS --admission-itl-ms MS [--admission-config JSON]]`: the
  * benchmark's emulated fleet, kept running for `bench:load` (or curl) until Ctrl-C. Two ways in, as a
  * platform team has them: a Kubernetes Service as kube-proxy makes it (a random pod per TCP connection) and
  * the Kong route with kinference (the Kong stand-in, the plugin in kong-js-pluginserver, the collector, Redis).
@@ -11,7 +11,8 @@ import { getProfile, PROFILES } from '../emulator/profiles.js';
 import { startKubeProxyTcp } from './lib/live/kube-proxy-tcp.js';
 import { startLiveStack } from './lib/live/stack.js';
 import { SEED_SCHEDULE } from './lib/schedule.js';
-import { loadModelSetup } from './lib/setup.js';
+import { loadModelSetup, routerConfig } from './lib/setup.js';
+import { PluginConfigSchema } from '../src/config/plugin-config.js';
 
 const { values } = parseArgs({
   options: {
@@ -21,6 +22,7 @@ const { values } = parseArgs({
     'kv-capacity': { type: 'string' },
     'admission-ttft-ms': { type: 'string' },
     'admission-itl-ms': { type: 'string' },
+    'admission-config': { type: 'string' },
   },
 });
 const positive = (name: string, v: string): number => {
@@ -36,6 +38,22 @@ const itl = values['admission-itl-ms'];
 if ((ttft === undefined) !== (itl === undefined)) {
   console.error('bench:fleet: --admission-ttft-ms and --admission-itl-ms go together');
   process.exit(2);
+}
+// More plugin settings for the admission route (e.g. '{"itl_decode_from_metrics":false}').
+let admissionExtra: Record<string, unknown> = {};
+if (values['admission-config'] !== undefined) {
+  if (ttft === undefined) {
+    console.error('bench:fleet: --admission-config needs --admission-ttft-ms and --admission-itl-ms');
+    process.exit(2);
+  }
+  try {
+    const v: unknown = JSON.parse(values['admission-config']);
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error('not a JSON object');
+    admissionExtra = v as Record<string, unknown>;
+  } catch (e) {
+    console.error(`bench:fleet: --admission-config: ${(e as Error).message}`);
+    process.exit(2);
+  }
 }
 
 const profile = getProfile(values['emulator-profile']!);
@@ -55,6 +73,15 @@ const kvCapacity =
   );
 
 const model = await loadModelSetup();
+// The plugin schema's verdict, before anything starts.
+const unknown = Object.keys(admissionExtra).filter((k) => !(k in PluginConfigSchema.properties));
+try {
+  if (unknown.length > 0) throw new Error(`not plugin settings: ${unknown.join(', ')}`);
+  routerConfig(model, admissionExtra);
+} catch (e) {
+  console.error(`bench:fleet: --admission-config: ${(e as Error).message}`);
+  process.exit(2);
+}
 const stack = await startLiveStack({
   pods: positive('pods', values.pods!),
   profile: profile.name,
@@ -69,6 +96,7 @@ const stack = await startLiveStack({
         admission: {
           shed_ttft_slo_ms: positive('admission-ttft-ms', ttft),
           itl_slo_ms: positive('admission-itl-ms', itl),
+          ...admissionExtra,
         },
       }
     : {}),

@@ -45,7 +45,7 @@ export interface LiveStackOptions {
   /** Use this Redis instead of starting a private redis-server (keys go under a run-specific prefix). */
   redisUrl?: string;
   /** Also serve a route `/slo/v1/chat/completions` whose plugin has these admission-control settings. */
-  admission?: { itl_slo_ms: number; shed_ttft_slo_ms: number };
+  admission?: { itl_slo_ms: number; shed_ttft_slo_ms: number } & Record<string, unknown>;
 }
 
 function get(host: string, port: number, path: string): Promise<number> {

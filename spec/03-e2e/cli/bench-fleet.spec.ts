@@ -60,4 +60,23 @@ describe('bench:fleet', () => {
     expect(await new Promise((r) => child.on('close', r))).toBe(2);
     expect(err).toContain('--emulator-profile a100-nope: one of l40s-27b-fp8, h100-27b-fp8');
   });
+  it('refuses admission settings the plugin does not have, before starting anything', async () => {
+    const child = spawn(
+      process.execPath,
+      [
+        fleet,
+        '--admission-ttft-ms',
+        '7000',
+        '--admission-itl-ms',
+        '100',
+        '--admission-config',
+        '{"itl_decode_from_metric":false}',
+      ],
+      { stdio: 'pipe' },
+    );
+    let err = '';
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    expect(await new Promise((r) => child.on('close', r))).toBe(2);
+    expect(err).toContain('--admission-config: not plugin settings: itl_decode_from_metric');
+  });
 });
