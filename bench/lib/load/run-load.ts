@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { Agent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';
 import { Rng } from '../rng.js';
@@ -107,6 +108,7 @@ export async function runLoad(
     const errors: Record<string, number> = {};
     const rejected: string[] = [];
     const stop = new AbortController();
+    setMaxListeners(0, stop.signal); // each client worker's sleep listens to it
     const onOuterAbort = (): void => stop.abort(hooks.signal?.reason);
     hooks.signal?.addEventListener('abort', onOuterAbort, { once: true });
     let succeeded = 0;
