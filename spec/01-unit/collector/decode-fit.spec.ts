@@ -158,7 +158,7 @@ describe('DecodeFit: the decode step from decode-only scrape intervals', () => {
     expect(f.fit.estimate()).toEqual(clean);
   });
 
-  it('drops an interval whose ITL the API server delayed', () => {
+  it('drops an interval whose steps something else slowed', () => {
     const f = new Feeder();
     for (let i = 0; i < 40; i++) {
       const r = 1 + (i % 8);

@@ -17,7 +17,7 @@ import type { EngineMetrics } from './vllm-metrics.js';
  * and request_generation_tokens, recorded when a request ends) exceeds what is held by more than 25%, that
  * is taken instead.
  * Intervals at different batch sizes spread the context; a weighted least-squares line through them, once
- * outliers (an ITL sample delayed by the API server) are dropped, gives d0 and k. While they do not spread
+ * outliers (steps something else slowed) are dropped, gives d0 and k. While they do not spread
  * enough for the slope to be sure, only the mean step at the mean context is known.
  */
 
