@@ -4,7 +4,7 @@ import { CollectorMetrics, type ScrapeView } from './collector-metrics.js';
 import type { Discovery } from './discovery/discovery.js';
 import type { Logger } from './logger.js';
 import { calibrationOptions } from './metrics/calibration.js';
-import { CalibrationPool, DecodeStepsPool } from './metrics/calibration-pool.js';
+import { CalibrationPools } from './metrics/calibration-pool.js';
 import { MetricsScraper } from './metrics/scraper.js';
 import type { QueuedBatch } from './ops/apply-queue.js';
 import { samePodSpec, streamsOf, type PodSpec } from './pods.js';
@@ -50,9 +50,8 @@ export interface CollectorHealth {
 export class Collector {
   readonly metrics: CollectorMetrics;
   readonly #pods = new Map<string, PodRunner>();
-  /** Like pods' shared calibration (calibration_pool). */
-  readonly #calibrationPool = new CalibrationPool();
-  readonly #decodeStepsPool = new DecodeStepsPool();
+  /** Like pods' shared calibration and decode steps (calibration_pool). */
+  readonly #calibrationPools = new CalibrationPools();
   #reconciling: Promise<void> = Promise.resolve();
   #stopping = false;
 
@@ -192,14 +191,7 @@ export class Collector {
           expectedBlockSize: settings.blockSize,
           calibration: calibrationOptions(this.settings),
           ...(this.settings.calibration_pool
-            ? {
-                pool: {
-                  pool: this.#calibrationPool,
-                  decodeSteps: this.#decodeStepsPool,
-                  model: spec.model,
-                  podId: spec.id,
-                },
-              }
+            ? { pool: { pools: this.#calibrationPools, model: spec.model, podId: spec.id } }
             : {}),
           log: this.deps.log.child({ pod: spec.id }),
           onRestart: () => workers.forEach((w) => w.restartSignal()),
@@ -240,9 +232,9 @@ export class Collector {
             rank: t.rank,
             calibration: p.scraper!.lastEstimates[i]?.calibration ?? null,
             prefillSource: p.scraper!.lastEstimates[i]?.prefillSource ?? null,
-            written: p.scraper!.lastWritten[i] ?? null,
+            written: p.scraper!.lastWritten[i]?.calibration ?? null,
             decodeSteps: p.scraper!.lastEstimates[i]?.decodeSteps ?? null,
-            writtenDecodeSteps: p.scraper!.lastWrittenSteps[i] ?? null,
+            writtenDecodeSteps: p.scraper!.lastWritten[i]?.decodeSteps ?? null,
           })),
         };
   }

@@ -6,13 +6,13 @@ import {
   calibrationOptions,
   type CalibrationOptions,
 } from '../../../src/collector/metrics/calibration.js';
-import {
-  CalibrationPool,
-  calibrationGroup,
-  DecodeStepsPool,
-} from '../../../src/collector/metrics/calibration-pool.js';
+import { CalibrationPools, calibrationGroup } from '../../../src/collector/metrics/calibration-pool.js';
 import { parsePromText } from '../../../src/collector/metrics/prom-text.js';
-import { engineView, extractVllmMetrics } from '../../../src/collector/metrics/vllm-metrics.js';
+import {
+  engineView,
+  extractVllmMetrics,
+  viewKvCapacity,
+} from '../../../src/collector/metrics/vllm-metrics.js';
 import { parseVllmBatch } from '../../../src/collector/wire/vllm-events.js';
 import { CollectorSectionSchema } from '../../../src/config/collector-section.js';
 import { validateConfig } from '../../../src/config/validate.js';
@@ -38,8 +38,7 @@ export class CollectorFeed {
   /** The collector's default settings, when calibrating. */
   readonly #calibration: CalibrationOptions | null;
   /** Like pods' shared calibration, when the collector's default pools it. */
-  readonly #pool: CalibrationPool | null;
-  readonly #stepsPool: DecodeStepsPool | null;
+  readonly #pools: CalibrationPools | null;
 
   /**
    * `calibrate`: each scrape renders the pod's vLLM /metrics text and runs it through the collector's own
@@ -55,8 +54,7 @@ export class CollectorFeed {
   ) {
     const settings = validateConfig(CollectorSectionSchema, {}, 'collector defaults');
     this.#calibration = calibrate ? calibrationOptions(settings) : null;
-    this.#pool = calibrate && settings.calibration_pool ? new CalibrationPool() : null;
-    this.#stepsPool = calibrate && settings.calibration_pool ? new DecodeStepsPool() : null;
+    this.#pools = calibrate && settings.calibration_pool ? new CalibrationPools() : null;
   }
 
   async register(pod: SimPod, nowMs: number): Promise<void> {
@@ -100,15 +98,12 @@ export class CollectorFeed {
       const metrics = extractVllmMetrics(parsePromText(await pod.metrics.render()));
       const m = engineView(metrics, null);
       if (m) {
-        const kv =
-          metrics.numGpuBlocks === null ? null : metrics.numGpuBlocks * (metrics.blockSize ?? this.blockSize);
-        const e = est.add(nowMs, m, kv);
+        const e = est.add(nowMs, m, viewKvCapacity(metrics, null, this.blockSize));
         if (e.meanUncachedTokens !== null) patch.meanQueuedPrefillTokens = e.meanUncachedTokens;
         const group = calibrationGroup(this.model, metrics.numGpuBlocks, metrics.blockSize);
-        const written = this.#pool ? this.#pool.share(pod.id, group, e.calibration) : e.calibration;
-        if (written !== null) patch.calibration = written;
-        const steps = this.#stepsPool ? this.#stepsPool.share(pod.id, group, e.decodeSteps) : e.decodeSteps;
-        if (steps !== null) patch.decodeSteps = steps;
+        const written = this.#pools ? this.#pools.share(pod.id, group, e) : e;
+        if (written.calibration !== null) patch.calibration = written.calibration;
+        if (written.decodeSteps !== null) patch.decodeSteps = written.decodeSteps;
       }
     }
     await this.index.upsertPodState({ model: this.model, podId: pod.id }, patch);

@@ -33,20 +33,11 @@ describe('collector calibration from /metrics (real Redis, HTTP scrapes)', () =>
     servers = [];
   });
 
-  /** A pod whose /metrics finishes one prefill of 1,000 computed tokens per scrape, taking `ms()`. */
-  const pod = async (id: string, ms: () => number, running: () => number): Promise<PodConfig> => {
-    const c = { prefillN: 0, prefillS: 0, computedN: 0, computedSum: 0 };
+  /** A pod whose /metrics answers each scrape with `exposition()`. */
+  const servingPod = async (id: string, exposition: () => string): Promise<PodConfig> => {
     const port = await freePort();
     const server = createServer((_req, res) => {
-      c.prefillN += 1;
-      c.prefillS += ms() / 1000;
-      c.computedN += 1;
-      c.computedSum += 1000;
-      const body = vllmExposition(
-        { '0': { running: running(), waiting: 0, ...c } },
-        'vllm:cache_config_info{block_size="16",num_gpu_blocks="1234"} 1.0\n',
-      );
-      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(body);
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(exposition());
     });
     servers.push(server);
     await new Promise<void>((r) => server.listen(port, '127.0.0.1', () => r()));
@@ -60,6 +51,20 @@ describe('collector calibration from /metrics (real Redis, HTTP scrapes)', () =>
       kv_events_replay: pub.replayEndpoint,
       metrics: `http://127.0.0.1:${port}/metrics`,
     };
+  };
+  /** A pod whose /metrics finishes one prefill of 1,000 computed tokens per scrape, taking `ms()`. */
+  const pod = (id: string, ms: () => number, running: () => number): Promise<PodConfig> => {
+    const c = { prefillN: 0, prefillS: 0, computedN: 0, computedSum: 0 };
+    return servingPod(id, () => {
+      c.prefillN += 1;
+      c.prefillS += ms() / 1000;
+      c.computedN += 1;
+      c.computedSum += 1000;
+      return vllmExposition(
+        { '0': { running: running(), waiting: 0, ...c } },
+        'vllm:cache_config_info{block_size="16",num_gpu_blocks="1234"} 1.0\n',
+      );
+    });
   };
   /** The value of one series in the collector's /metrics text. */
   const series = async (name: string, labels: string): Promise<number> => {
@@ -153,8 +158,7 @@ describe('collector calibration from /metrics (real Redis, HTTP scrapes)', () =>
     const d = { computedSum: 0, iterN: 0, iterSum: 0, itlN: 0, itlS: 0 };
     const f = { finishedN: 0, finishedPrompt: 0, finishedGeneration: 0 };
     let k = 0;
-    const port = await freePort();
-    const server = createServer((_req, res) => {
+    const podD = await servingPod('pod-d', () => {
       const r = 1 + (Math.floor(k / 4) % 6);
       if (k++ % 4 === 0) {
         Object.assign(c, { running: r, queries: c.queries + P, prompt: c.prompt + P });
@@ -171,26 +175,12 @@ describe('collector calibration from /metrics (real Redis, HTTP scrapes)', () =>
         Object.assign(d, { itlN: d.itlN + 20 * r, itlS: d.itlS + 20 * r * stepS });
       }
       c.kv = (r * (P + G / 2)) / 1_000_000;
-      const body = vllmExposition(
+      return vllmExposition(
         { '0': { ...c, ...d, ...f } },
         'vllm:cache_config_info{block_size="16",num_gpu_blocks="62500"} 1.0\n',
       );
-      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(body);
     });
-    servers.push(server);
-    await new Promise<void>((r) => server.listen(port, '127.0.0.1', () => r()));
-    const pub = await new FakeVllmPublisher({ format: 'array' }).bind();
-    pubs.push(pub);
-    collector = startCollector(index, [
-      {
-        id: 'pod-d',
-        model: MODEL,
-        address: '127.0.0.1:18099',
-        kv_events: pub.endpoint,
-        kv_events_replay: pub.replayEndpoint,
-        metrics: `http://127.0.0.1:${port}/metrics`,
-      },
-    ]);
+    collector = startCollector(index, [podD]);
     await collector.start();
     const steps = async () => (await index.listPods(MODEL)).find((p) => p.podId === 'pod-d')?.decodeSteps;
     await waitFor('decode steps', async () => (await steps())?.line != null);

@@ -1,4 +1,5 @@
 import type { Calibration, DecodeSteps } from '../../core/types.js';
+import { median } from '../../util/median.js';
 
 /**
  * Pods of one model whose engines report the same KV geometry (num_gpu_blocks × block size) run on the same
@@ -11,12 +12,6 @@ export function calibrationGroup(
 ): string {
   return `${model}|${numGpuBlocks ?? '?'}|${blockSize ?? '?'}`;
 }
-
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 
 /**
  * What a group of like pods shares: per coefficient, the median of their own estimates.
@@ -74,6 +69,31 @@ export class CalibrationPool extends MedianPool<Calibration> {
       prefillMsPerToken: median(own.map((c) => c.prefillMsPerToken)),
       decodeStepMs: median(own.map((c) => c.decodeStepMs)),
     }));
+  }
+}
+
+/** What a member writes: its group's calibration and decode steps, each its own while the group has none. */
+export interface Shared {
+  calibration: Calibration | null;
+  decodeSteps: DecodeSteps | null;
+}
+
+/** The two pools like pods share (collector setting calibration_pool). */
+export class CalibrationPools {
+  readonly calibration = new CalibrationPool();
+  readonly decodeSteps = new DecodeStepsPool();
+
+  /** Records a member's own estimates and returns what it should write. */
+  share(member: string, group: string, own: Shared): Shared {
+    return {
+      calibration: this.calibration.share(member, group, own.calibration),
+      decodeSteps: this.decodeSteps.share(member, group, own.decodeSteps),
+    };
+  }
+
+  remove(member: string): void {
+    this.calibration.remove(member);
+    this.decodeSteps.remove(member);
   }
 }
 

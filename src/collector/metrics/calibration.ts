@@ -2,7 +2,7 @@ import type { CollectorSection } from '../../config/collector-section.js';
 import { DEFAULT_CALIBRATION } from '../../core/predictor.js';
 import type { Calibration, DecodeSteps } from '../../core/types.js';
 import { DecodeFit } from './decode-fit.js';
-import type { EngineMetrics } from './vllm-metrics.js';
+import { metricDelta as delta, type EngineMetrics } from './vllm-metrics.js';
 
 export interface CalibrationOptions {
   /** Deltas are taken across this much scrape history. */
@@ -65,12 +65,6 @@ const COUNTERS = [
   'itlSum',
   'itlCount',
 ] as const;
-
-function delta(a: EngineMetrics, b: EngineMetrics, k: (typeof COUNTERS)[number]): number | null {
-  const x = a[k];
-  const y = b[k];
-  return x === null || y === null ? null : y - x;
-}
 
 /** One scrape interval's finished prefills (counter deltas). */
 interface PrefillSample {

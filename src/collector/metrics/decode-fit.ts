@@ -1,5 +1,6 @@
 import type { DecodeSteps } from '../../core/types.js';
-import type { EngineMetrics } from './vllm-metrics.js';
+import { median } from '../../util/median.js';
+import { metricDelta as delta, type EngineMetrics } from './vllm-metrics.js';
 
 /**
  * The decode step of a pod, d = d0 + k·Σcontext (core/itl-guard.ts), measured from /metrics.
@@ -55,8 +56,6 @@ interface Interval {
   steps: number;
 }
 
-const d = (a: number | null, b: number | null): number | null => (a === null || b === null ? null : b - a);
-
 interface Line {
   baseMs: number;
   msPerContextToken: number;
@@ -110,12 +109,6 @@ function batchContext(
   return estimate <= SHARED_RATIO * held ? held : estimate;
 }
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-}
-
 export class DecodeFit {
   #intervals: Interval[] = [];
   /** The last estimate, until an interval comes or goes (a fit sorts the residuals: not every scrape). */
@@ -147,11 +140,11 @@ export class DecodeFit {
   }
 
   #learnRequestContext(a: EngineMetrics, b: EngineMetrics): void {
-    const n = d(a.finishedPromptTokensCount, b.finishedPromptTokensCount);
-    const prompt = d(a.finishedPromptTokensSum, b.finishedPromptTokensSum);
+    const n = delta(a, b, 'finishedPromptTokensCount');
+    const prompt = delta(a, b, 'finishedPromptTokensSum');
     if (n === null || prompt === null || !(n > 0)) return;
-    const gn = d(a.finishedGenerationTokensCount, b.finishedGenerationTokensCount);
-    const gen = d(a.finishedGenerationTokensSum, b.finishedGenerationTokensSum);
+    const gn = delta(a, b, 'finishedGenerationTokensCount');
+    const gen = delta(a, b, 'finishedGenerationTokensSum');
     const answer = gn === n && gen !== null ? gen / n : 0;
     const mean = prompt / n + answer / 2;
     const prev = this.#requestContext;
@@ -163,15 +156,15 @@ export class DecodeFit {
     const ctx = this.#requestContext;
     if (r === null || !(r > 0) || b.running !== r || ctx === null) return;
     const still = [
-      d(a.prefixQueries, b.prefixQueries),
-      d(a.promptTokens, b.promptTokens),
-      d(a.prefillTimeCount, b.prefillTimeCount),
+      delta(a, b, 'prefixQueries'),
+      delta(a, b, 'promptTokens'),
+      delta(a, b, 'prefillTimeCount'),
     ];
     if (still.some((x) => x !== 0)) return; // also when a series is missing: nothing can be told
-    const steps = d(a.iterationTokensCount, b.iterationTokensCount);
-    const tokens = d(a.iterationTokensSum, b.iterationTokensSum);
-    const itlN = d(a.itlCount, b.itlCount);
-    const itlS = d(a.itlSum, b.itlSum);
+    const steps = delta(a, b, 'iterationTokensCount');
+    const tokens = delta(a, b, 'iterationTokensSum');
+    const itlN = delta(a, b, 'itlCount');
+    const itlS = delta(a, b, 'itlSum');
     if (steps === null || tokens === null || itlN === null || itlS === null || !(steps > 0)) return;
     if (tokens !== r * steps || itlN !== tokens) return;
     this.#cached = null;

@@ -1,15 +1,15 @@
 import type { Logger } from '../logger.js';
 import type { PodStatePatch } from '../ops/pod-state-writer.js';
-import type { Calibration, DecodeSteps } from '../../core/types.js';
 import { CalibrationEstimator, type CalibrationOptions, type Estimate } from './calibration.js';
-import {
-  calibrationGroup,
-  type CalibrationPool,
-  type DecodeStepsPool,
-  type MedianPool,
-} from './calibration-pool.js';
+import { calibrationGroup, type CalibrationPools, type Shared } from './calibration-pool.js';
 import { parsePromText } from './prom-text.js';
-import { engineView, extractVllmMetrics, type PodMetrics } from './vllm-metrics.js';
+import {
+  engineKvCapacity,
+  engineView,
+  extractVllmMetrics,
+  viewKvCapacity,
+  type PodMetrics,
+} from './vllm-metrics.js';
 
 /** Where one rank's scraped state goes (its PodStateWriter). */
 export interface ScrapeTarget {
@@ -29,7 +29,7 @@ export interface ScraperOptions {
    * Like pods share a calibration and decode steps (collector setting calibration_pool); absent: each pod
    * keeps its own.
    */
-  pool?: { pool: CalibrationPool; decodeSteps: DecodeStepsPool; model: string; podId: string };
+  pool?: { pools: CalibrationPools; model: string; podId: string };
   log: Logger;
   /** process_start_time_seconds changed: the server restarted (a backup for sequence-based detection). */
   onRestart(): void;
@@ -52,10 +52,8 @@ export class MetricsScraper {
   lastPod: PodMetrics | null = null;
   /** Per target (DP rank), the calibration estimate of the last scrape; null before one. */
   readonly lastEstimates: (Estimate | null)[];
-  /** Per target, the calibration last written (pooled or own); null before one. */
-  readonly lastWritten: (Calibration | null)[];
-  /** Per target, the decode steps last written (pooled or own); null before any. */
-  readonly lastWrittenSteps: (DecodeSteps | null)[];
+  /** Per target, the calibration and decode steps last written (pooled or own); null before a scrape. */
+  readonly lastWritten: (Shared | null)[];
 
   constructor(
     readonly opts: ScraperOptions,
@@ -64,7 +62,6 @@ export class MetricsScraper {
     this.#estimators = targets.map(() => new CalibrationEstimator(opts.calibration));
     this.lastEstimates = targets.map(() => null);
     this.lastWritten = targets.map(() => null);
-    this.lastWrittenSteps = targets.map(() => null);
   }
 
   start(): void {
@@ -127,24 +124,23 @@ export class MetricsScraper {
     this.targets.forEach((t, i) => {
       const m = engineView(pod, t.rank);
       const patch: PodStatePatch = { healthy: true, lastScrapeAtMs: now };
-      if (pod.numGpuBlocks !== null)
-        patch.kvCapacityTokens = pod.numGpuBlocks * (pod.blockSize ?? this.opts.expectedBlockSize);
+      const kv = engineKvCapacity(pod, this.opts.expectedBlockSize);
+      if (kv !== null) patch.kvCapacityTokens = kv;
       if (m !== null) {
         if (m.running !== null) patch.running = m.running;
         if (m.waiting !== null) patch.waiting = m.waiting;
         if (m.kvUsage !== null) patch.kvUsage = m.kvUsage;
-        // cache_config_info is per engine; a pod-wide view sums its engines' KV usage over all their caches.
-        const cap = patch.kvCapacityTokens ?? null;
-        const held = cap === null || t.rank !== null ? cap : cap * Math.max(1, pod.engines.size);
-        const est = this.#estimators[i]!.add(now, m, held);
+        const est = this.#estimators[i]!.add(
+          now,
+          m,
+          viewKvCapacity(pod, t.rank, this.opts.expectedBlockSize),
+        );
         this.lastEstimates[i] = est;
         if (est.meanUncachedTokens !== null) patch.meanQueuedPrefillTokens = est.meanUncachedTokens;
-        const written = this.#shared((p) => p.pool, t.rank, est.calibration, pod);
+        const written = this.#shared(t.rank, est, pod);
         this.lastWritten[i] = written;
-        if (written !== null) patch.calibration = written;
-        const steps = this.#shared((p) => p.decodeSteps, t.rank, est.decodeSteps, pod);
-        this.lastWrittenSteps[i] = steps;
-        if (steps !== null) patch.decodeSteps = steps;
+        if (written.calibration !== null) patch.calibration = written.calibration;
+        if (written.decodeSteps !== null) patch.decodeSteps = written.decodeSteps;
       }
       t.write(patch);
     });
@@ -152,27 +148,18 @@ export class MetricsScraper {
     return true;
   }
 
-  /** What a rank writes of an estimate: its group's when pooling, else its own. */
-  #shared<T>(
-    pick: (p: NonNullable<ScraperOptions['pool']>) => MedianPool<T>,
-    rank: number | null,
-    own: T | null,
-    pod: PodMetrics,
-  ): T | null {
+  /** What a rank writes of its estimates: its group's when pooling, else its own. */
+  #shared(rank: number | null, own: Shared, pod: PodMetrics): Shared {
     const p = this.opts.pool;
     if (!p) return own;
     const group = calibrationGroup(p.model, pod.numGpuBlocks, pod.blockSize);
-    return pick(p).share(memberKey(p.podId, rank), group, own);
+    return p.pools.share(memberKey(p.podId, rank), group, own);
   }
 
   /** Leaves the pool (the pod is gone). */
   leavePool(): void {
     const p = this.opts.pool;
-    if (p)
-      for (const t of this.targets) {
-        p.pool.remove(memberKey(p.podId, t.rank));
-        p.decodeSteps.remove(memberKey(p.podId, t.rank));
-      }
+    if (p) for (const t of this.targets) p.pools.remove(memberKey(p.podId, t.rank));
   }
 
   #failed(err: unknown): void {

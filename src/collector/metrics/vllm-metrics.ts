@@ -44,6 +44,13 @@ export interface PodMetrics {
 
 type Field = keyof EngineMetrics;
 
+/** How much a series moved from scrape `a` to scrape `b`; null when either lacks it. */
+export function metricDelta(a: EngineMetrics, b: EngineMetrics, k: Field): number | null {
+  const x = a[k];
+  const y = b[k];
+  return x === null || y === null ? null : y - x;
+}
+
 /** Exposed name → field; the first name listed wins over later (deprecated) aliases. */
 const SERIES: [Field, string[]][] = [
   ['running', ['vllm:num_requests_running']],
@@ -128,6 +135,21 @@ export function extractVllmMetrics(samples: readonly PromSample[]): PodMetrics {
     m[hit.field] = (m[hit.field] ?? 0) + s.value;
   }
   return { engines, blockSize, numGpuBlocks, processStartTimeSec };
+}
+
+/** One engine's KV cache in tokens (cache_config_info), the pod's block size if it gives none; null unknown. */
+export function engineKvCapacity(pod: PodMetrics, fallbackBlockSize: number): number | null {
+  return pod.numGpuBlocks === null ? null : pod.numGpuBlocks * (pod.blockSize ?? fallbackBlockSize);
+}
+
+/** The KV cache behind engineView(pod, rank): one engine's, or for the whole pod all its engines'. */
+export function viewKvCapacity(
+  pod: PodMetrics,
+  rank: number | null,
+  fallbackBlockSize: number,
+): number | null {
+  const one = engineKvCapacity(pod, fallbackBlockSize);
+  return one === null || rank !== null ? one : one * Math.max(1, pod.engines.size);
 }
 
 /**
