@@ -60,6 +60,9 @@ export class ItlAdmission {
     const others = Math.max(0, s.running - own.count);
     const meanContext = own.count > 0 ? own.contextTokens / own.count : c.promptTokens;
     const responseTokens = own.count > 0 ? own.outputTokens / own.count : mine;
+    // A running request decodes with its prompt and the answer so far: half its answer, on average.
+    const runningContextTokens =
+      own.contextTokens + own.outputTokens / 2 + others * (meanContext + responseTokens / 2);
     let kvFreeTokens: number | null = null;
     if (s.kvCapacityTokens > 0 && s.lastScrapeAtMs > 0) {
       let reserved = 0;
@@ -76,11 +79,12 @@ export class ItlAdmission {
     const v = itlVerdict({
       model,
       work: this.#book.recentWork(s.podId, nowMs),
-      runningContextTokens: own.contextTokens + others * meanContext,
+      runningContextTokens,
       responseTokens,
       kvFreeTokens,
       nowMs,
       promptTokens: c.promptTokens,
+      answerTokens: mine,
       uncachedTokens: p.uncachedTokens,
       prefillMs: p.prefillMs,
       prefillSteps: Math.ceil(p.uncachedTokens / cal.maxBatchedTokens),

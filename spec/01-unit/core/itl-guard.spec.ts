@@ -21,6 +21,7 @@ function input(over: Partial<ItlGuardInput> = {}): ItlGuardInput {
     kvFreeTokens: null,
     nowMs: 100_000,
     promptTokens: 2_000,
+    answerTokens: 0,
     uncachedTokens: 2_000,
     prefillMs: 1_000,
     prefillSteps: 1,
@@ -71,6 +72,13 @@ describe('ITL guard (core/itl-guard.ts)', () => {
     );
     // 5,000 + 948 > 4,800; without the oldest (2,500 at 92 s): 3,448 fits → retry at 102 s.
     expect(v).toMatchObject({ ok: false, retryAfterMs: 2_000 });
+  });
+
+  it("counts the candidate's context as its prompt and half its answer (the mean over its decode)", () => {
+    // 40 + 0.001 × (10,000 + 2,000 + 6,000 / 2) = 55 ms; the prefill's one step lets 55 ms through.
+    const v = itlVerdict(input({ answerTokens: 6_000 }));
+    expect(v.stallMs).toBe(945);
+    expect(v.predictedItlMs).toBeCloseTo((55 * 10_000) / (10_000 - 945), 9);
   });
 
   it('refuses when the running context alone breaks the bound, retrying after a span', () => {
