@@ -24,6 +24,14 @@ import { validateConfig } from '../src/config/validate.js';
 import { createKvIndex } from '../src/index/index.js';
 import { Redis } from 'ioredis';
 import { freeLoopbackPort, startRedisServer } from '../src/util/redis-server.js';
+import { noOptions } from './lib/cli.js';
+
+if (process.argv[2] !== '--publisher')
+  noOptions(
+    'bench:collector',
+    `the collector's ingest: a real redis-server and vLLM-like ZMQ publishers; event-to-index
+lag, sustained throughput, CPU per event, memory. Writes bench/results/collector.json.`,
+  );
 
 const MODEL = 'bench/model';
 const BS = 16;

@@ -16,6 +16,14 @@ import type { StepOutcome, TokenOutput } from '../emulator/engine/types.js';
 import { engineOptionsFor, PROFILES, type EngineProfile } from '../emulator/profiles.js';
 import { startEmulatorFleet } from '../emulator/server/fleet.js';
 import { parseFleetConfig } from '../src/config/fleet-config.js';
+import { noOptions } from './lib/cli.js';
+
+noOptions(
+  'bench:emulator',
+  `what the emulated vLLM engine predicts (cold and cached TTFT, ITL per profile) and what it
+costs to run, in virtual time and live. Writes bench/results/emulator.json. KINF_BENCH_REQUESTS (default 120)
+and KINF_BENCH_LIVE (40) set the runs.`,
+);
 
 const prompt = (n: number, seed: number): number[] =>
   Array.from({ length: n }, (_, i) => 1 + ((i * 31 + seed * 977) % 90_000));

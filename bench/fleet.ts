@@ -6,24 +6,33 @@
  * the Kong route with kinference (the Kong stand-in, the plugin in kong-js-pluginserver, the collector, Redis).
  */
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { getProfile, PROFILES } from '../emulator/profiles.js';
+import { benchArgs } from './lib/cli.js';
 import { startKubeProxyTcp } from './lib/live/kube-proxy-tcp.js';
 import { startLiveStack } from './lib/live/stack.js';
 import { SEED_SCHEDULE } from './lib/schedule.js';
 import { loadModelSetup, routerConfig } from './lib/setup.js';
 import { PluginConfigSchema } from '../src/config/plugin-config.js';
 
-const { values } = parseArgs({
-  options: {
-    pods: { type: 'string', default: String(SEED_SCHEDULE.pods) },
-    'time-scale': { type: 'string', default: '1' },
-    'emulator-profile': { type: 'string', default: SEED_SCHEDULE.emulatorProfile },
-    'kv-capacity': { type: 'string' },
-    'admission-ttft-ms': { type: 'string' },
-    'admission-itl-ms': { type: 'string' },
-    'admission-config': { type: 'string' },
-  },
+const USAGE = `npm run bench:fleet -- [options]: the benchmark's emulated fleet behind a kube-proxy-like Service and
+the Kong route with kinference, running until Ctrl-C (drive it with bench:load)
+
+  --pods N                  emulated vLLM pods (default ${SEED_SCHEDULE.pods})
+  --time-scale X            the pods run X times slower than the model (default 1: real time)
+  --emulator-profile P      ${Object.keys(PROFILES).join(' or ')} (default ${SEED_SCHEDULE.emulatorProfile})
+  --kv-capacity T           KV cache per pod, tokens (default ${SEED_SCHEDULE.kvCapacityTokens}; another profile brings its own)
+  --admission-ttft-ms MS    with --admission-itl-ms: a third route, kinference with admission control
+  --admission-itl-ms MS     (shed_ttft_slo_ms and itl_slo_ms)
+  --admission-config JSON   more plugin settings for that route, e.g. '{"itl_decode_from_metrics":false}'`;
+
+const values = benchArgs('bench:fleet', USAGE, {
+  pods: { type: 'string', default: String(SEED_SCHEDULE.pods) },
+  'time-scale': { type: 'string', default: '1' },
+  'emulator-profile': { type: 'string', default: SEED_SCHEDULE.emulatorProfile },
+  'kv-capacity': { type: 'string' },
+  'admission-ttft-ms': { type: 'string' },
+  'admission-itl-ms': { type: 'string' },
+  'admission-config': { type: 'string' },
 });
 const positive = (name: string, v: string): number => {
   const x = Number(v);
@@ -56,7 +65,7 @@ if (values['admission-config'] !== undefined) {
   }
 }
 
-const profile = getProfile(values['emulator-profile']!);
+const profile = getProfile(values['emulator-profile']);
 if (!profile) {
   console.error(
     `bench:fleet: --emulator-profile ${values['emulator-profile']}: one of ${Object.keys(PROFILES).join(', ')}`,
@@ -83,10 +92,10 @@ try {
   process.exit(2);
 }
 const stack = await startLiveStack({
-  pods: positive('pods', values.pods!),
+  pods: positive('pods', values.pods),
   profile: profile.name,
   kvCapacityTokens: positive('kv-capacity', kvCapacity),
-  timeScale: positive('time-scale', values['time-scale']!),
+  timeScale: positive('time-scale', values['time-scale']),
   seed: SEED_SCHEDULE.seed,
   scrapeIntervalMs: SEED_SCHEDULE.latency.scrapeIntervalMs,
   model,

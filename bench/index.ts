@@ -20,6 +20,13 @@ import { blockKeys, keySeed } from '../src/core/block-keys.js';
 import type { BlockKey } from '../src/core/types.js';
 import type { IndexOp, PodRef } from '../src/index/kv-index.js';
 import { RedisKvIndex } from '../src/index/redis-index.js';
+import { noOptions } from './lib/cli.js';
+
+noOptions(
+  'bench:index',
+  `the Redis KV-location index on a real redis-server (started on a free port): apply
+throughput, bytes per (block, pod) entry, lookup latency at 8 pods and ~100k entries. Writes bench/results/index.json.`,
+);
 
 const MODEL = 'Qwen/Qwen3-8B';
 const BLOCK = 16;

@@ -8,7 +8,6 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { fleetOf } from './lib/des/fleet.js';
 import { runSpec } from './lib/des/worker.js';
 import { probePaths, type PathFit } from './lib/live/path-probe.js';
@@ -16,47 +15,77 @@ import { compareModes, type ArmAgreement } from './lib/live/agreement.js';
 import { runLiveCell, type LiveArm } from './lib/live/run-live-cell.js';
 import { resetPrefixCaches, startLiveStack, type LiveStack } from './lib/live/stack.js';
 import { streamChat } from './lib/live/http-client.js';
-import { applyClientArgs, CLIENT_ARG_OPTIONS } from './lib/cli-args.js';
+import { applyClientArgs, CLIENT_ARG_OPTIONS, clientArgsUsage } from './lib/cli-args.js';
+import { benchArgs, exitWithUsage, numberArg, UsageError } from './lib/cli.js';
 import { capacityProfile, latencyProfile, SEED_SCHEDULE, type BenchSchedule } from './lib/schedule.js';
 import { loadModelSetup } from './lib/setup.js';
 import { sloFor } from './lib/slo.js';
 import { goodputPerMin } from './lib/stats/goodput.js';
 import { erroredInWindow } from './lib/stats/metrics.js';
-import type { Profile, RequestRecord, WorkloadName } from './lib/types.js';
+import { WORKLOAD_NAMES, type Profile, type RequestRecord, type WorkloadName } from './lib/types.js';
 import { WorkloadFactory } from './lib/workload/workloads.js';
 import { compactRecord, type CompactRecord } from './lib/live/compact-record.js';
 
-const { values } = parseArgs({
-  options: {
-    workload: { type: 'string', default: 'multiturn' },
-    'time-scale': { type: 'string', default: '2' },
-    'measure-s': { type: 'string', default: '150' },
-    trial: { type: 'string', default: '0' },
-    arms: { type: 'string', default: 'random,kinference' },
-    concurrency: { type: 'string', default: '' },
-    ...CLIENT_ARG_OPTIONS,
-    rate: { type: 'string' },
-    name: { type: 'string', default: 'live' },
-    'des-path': { type: 'string', default: 'measured' },
-    replicates: { type: 'string', default: '9' },
-    'one-stack': { type: 'boolean', default: false },
-  },
+const USAGE = `npm run bench:live -- [options]: one cell in virtual time and against real processes, side by side;
+writes bench/results/<name>.{json,md}
+
+  --workload W           control, shared-prefix or multiturn (default multiturn)
+  --rate R               the Poisson cell at R requests/s (default: the seed's rate for the workload)
+  --concurrency N        N closed-loop streams instead of the Poisson cell
+  --arms a,b,...         of random, kinference, kinference-slo (default random,kinference)
+  --time-scale X         real processes run X times slower than the model (default 2)
+  --measure-s S          measurement window, virtual seconds (default 150; warmup 60, cooldown 20)
+  --trial N              which trial's prompts (default 0)
+  --des-path P           the twin's path latency: measured (probed on the stack, default) or seed
+  --replicates N         twin runs with the path jittered (default 9)
+  --one-stack            run the arms one after another on one stack
+  --name NAME            results file name (default live)
+${clientArgsUsage(SEED_SCHEDULE)}`;
+
+const values = benchArgs('bench:live', USAGE, {
+  workload: { type: 'string', default: 'multiturn' },
+  'time-scale': { type: 'string', default: '2' },
+  'measure-s': { type: 'string', default: '150' },
+  trial: { type: 'string', default: '0' },
+  arms: { type: 'string', default: 'random,kinference' },
+  concurrency: { type: 'string', default: '' },
+  ...CLIENT_ARG_OPTIONS,
+  rate: { type: 'string' },
+  name: { type: 'string', default: 'live' },
+  'des-path': { type: 'string', default: 'measured' },
+  replicates: { type: 'string', default: '9' },
+  'one-stack': { type: 'boolean', default: false },
 });
-const workload = values.workload as WorkloadName;
-const timeScale = Number(values['time-scale']);
-const trial = Number(values.trial);
 const s: BenchSchedule = structuredClone(SEED_SCHEDULE);
-applyClientArgs(s, values);
-if (values.rate) s.poissonRate[workload] = Number(values.rate);
+let workload: WorkloadName, timeScale: number, trial: number, REPLICATES: number;
+let windows: { warmupS: number; measureS: number; cooldownS: number };
+let arms: LiveArm[];
+try {
+  if (!WORKLOAD_NAMES.includes(values.workload as WorkloadName))
+    throw new UsageError(`--workload ${values.workload}: one of ${WORKLOAD_NAMES.join(', ')}`);
+  workload = values.workload as WorkloadName;
+  timeScale = numberArg('time-scale', values['time-scale'], 'positive');
+  trial = numberArg('trial', values.trial, 'whole ≥ 0');
+  applyClientArgs(s, values);
+  if (values.rate !== undefined) s.poissonRate[workload] = numberArg('rate', values.rate, 'positive');
+  windows = { warmupS: 60, measureS: numberArg('measure-s', values['measure-s'], 'positive'), cooldownS: 20 };
+  if (values.concurrency) numberArg('concurrency', values.concurrency, 'whole ≥ 1');
+  arms = values.arms.split(',') as LiveArm[];
+  for (const a of arms)
+    if (!['random', 'kinference', 'kinference-slo'].includes(a))
+      throw new UsageError(`--arms: unknown live arm ${a} (random, kinference, kinference-slo)`);
+  if (!['measured', 'seed'].includes(values['des-path']))
+    throw new UsageError(`--des-path ${values['des-path']}: measured or seed`);
+  REPLICATES = numberArg('replicates', values.replicates, 'whole ≥ 0');
+} catch (e) {
+  if (!(e instanceof UsageError)) throw e;
+  exitWithUsage('bench:live', USAGE, e.message);
+}
 const randomRouting = s.randomRouting;
-const windows = { warmupS: 60, measureS: Number(values['measure-s']), cooldownS: 20 };
 const profile: Profile = {
   ...(values.concurrency ? capacityProfile(s, Number(values.concurrency)) : latencyProfile(s, workload)),
   ...windows,
 };
-const arms = values.arms!.split(',') as LiveArm[];
-for (const a of arms)
-  if (!['random', 'kinference', 'kinference-slo'].includes(a)) throw new Error(`unknown live arm ${a}`);
 const command = `npm run bench:live -- ${process.argv.slice(2).join(' ')}`.trim();
 const model = await loadModelSetup();
 const cli = fileURLToPath(new URL('../../bin/kinference.js', import.meta.url));
@@ -102,16 +131,11 @@ const rates = (c: { records: RequestRecord[]; windowStartMs: number; windowEndMs
 const extra: Record<string, { des: ReturnType<typeof rates>; live: ReturnType<typeof rates> }> = {};
 /** Every request of both modes, to diff them one by one (bench/debug/live-diff.ts). */
 const requests: Record<string, { des: CompactRecord[]; live: CompactRecord[] }> = {};
-if (!['measured', 'seed'].includes(values['des-path']!))
-  throw new Error(`--des-path ${values['des-path']}: measured or seed`);
 /** Each arm's path latency (pod direct for random, through the gateway otherwise), probed on its idle stack. */
 const paths: Partial<Record<LiveArm, PathFit>> = {};
 const PROBE_REPEATS = 11;
 /** The twin's replicates: each request's path jittered by a uniform [0, JITTER_MS) (the probes' spread). */
-const REPLICATES = Number(values.replicates);
 const JITTER_MS = 5;
-if (!Number.isInteger(REPLICATES) || REPLICATES < 0)
-  throw new Error(`--replicates: expected a whole number, got ${values.replicates}`);
 /** The DES the live arm is compared with: the seed's fixed path, or the path this stack measured. */
 const desSchedule = (arm: LiveArm): BenchSchedule => {
   const fit = paths[arm];
@@ -129,7 +153,7 @@ const desSchedule = (arm: LiveArm): BenchSchedule => {
     },
   };
 };
-const oneStack = values['one-stack']!;
+const oneStack = values['one-stack'];
 /** The stack running now: stopped on Ctrl-C or SIGTERM too, so no process outlives the run. */
 let current: LiveStack | null = null;
 const stopCurrent = async (): Promise<void> => {

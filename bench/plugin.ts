@@ -38,6 +38,13 @@ import {
 } from '../kong/stand-in/plugin-server-defs.js';
 import { PluginServerProcess, queryPlugin } from '../kong/stand-in/plugin-server.js';
 import type { RequestContext } from '../kong/stand-in/request-context.js';
+import { noOptions } from './lib/cli.js';
+
+noOptions(
+  'bench:plugin',
+  `the latency the plugin adds to a request, through the real kong-js-pluginserver over its
+socket (the Kong stand-in's RPC client), the index in a private redis-server. Writes bench/results/plugin.json.`,
+);
 
 const ROOT = packageRoot();
 const MODEL = 'bench-model';

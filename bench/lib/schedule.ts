@@ -100,7 +100,7 @@ export const SEED_SCHEDULE: BenchSchedule = {
   latency: PATH_LATENCY,
 };
 
-/** Tiny schedule for CI: one trial, four arms, short windows, one concurrency level. */
+/** Tiny schedule for CI: one trial, five arms, short windows, one concurrency level. */
 export const SMOKE_SCHEDULE: BenchSchedule = {
   ...SEED_SCHEDULE,
   name: 'smoke',

@@ -65,6 +65,8 @@ type Msg = { schedule: BenchSchedule; cell: CellSpec } | { exit: true };
 /** Child-process side: loads the tokenizer once, then runs cells sent by the parent over IPC. */
 if (process.send && process.argv.includes('--bench-worker')) {
   let model: Promise<ModelSetup> | null = null;
+  // The parent is gone (killed, not interrupted): nobody to report to, so stop instead of dying on EPIPE.
+  process.on('disconnect', () => process.exit(0));
   process.on('message', (msg: Msg) => {
     if ('exit' in msg) process.exit(0);
     model ??= loadModelSetup();

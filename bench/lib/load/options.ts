@@ -1,3 +1,4 @@
+import { UsageError } from '../cli.js';
 import { randomBytes } from 'node:crypto';
 import { validateHeaderName, validateHeaderValue } from 'node:http';
 import { parseArgs } from 'node:util';
@@ -67,10 +68,11 @@ npm run bench:load -- --compare BASELINE.json CANDIDATE.json [--name NAME]
   --timeout-s S          fail a request whose stream is silent this long (default 300, GuideLLM's)
   --keepalive-s S        idle connections close after this long (default 5, httpx's)
   --fail-fast N          stop when the first N requests all fail (default 5)
+  --resamples N          bootstrap resamples of the CIs (default 2000, at least 100)
   --name NAME            results file name (default load-<workload>)
   --out-dir DIR          default bench/results`;
 
-export class UsageError extends Error {}
+export { UsageError };
 
 /**
  * Six random lowercase letters: a few tokens, so the salt and the conversation's own tag both fall inside
