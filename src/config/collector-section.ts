@@ -79,7 +79,8 @@ export const CollectorSectionSchema = Type.Object({
   }),
   kubeconfig: Type.Optional(
     Type.String({
-      description: 'Kubeconfig for `kubernetes:` discovery; default: in-cluster, then $KUBECONFIG.',
+      description:
+        'Kubeconfig for `kubernetes:` discovery; default: $KUBECONFIG, then ~/.kube/config, then in-cluster.',
     }),
   ),
 });

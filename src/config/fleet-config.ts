@@ -50,7 +50,7 @@ export const KubernetesSchema = Type.Object({
   metrics_path: Type.String({ default: '/metrics' }),
 });
 
-/** Router options for `explain` and the demo: the plugin's own fields, same names and defaults. */
+/** Router options for `explain`: the plugin's own fields, same names and defaults. */
 export const RouterSectionSchema = Type.Pick(PluginConfigSchema, [
   'redis_timeout_ms',
   'index',
