@@ -5,7 +5,7 @@ import type { DecodeSteps } from './types.js';
  * inter-token-latency bound, or running out of KV cache (vLLM then preempts and recomputes a request).
  *
  * A decode step reads the weights once and every running sequence's KV, so its time grows with the context
- * the pod decodes: d = d0 + k·Σcontext, each sequence's context being its prompt and the answer so far. vLLM schedules a prefill chunk in the same step as every running
+ * the pod decodes: d = d0 + k·Σcontext. vLLM schedules a prefill chunk in the same step as every running
  * decode, so while a pod prefills, each decoding request waits for the chunk: a response of n tokens whose
  * pod spends S of its decode time prefilling has ITL = d + S/n. Its decode lasts n·ITL, so at the bound b it
  * spans W = n·b, and the bound holds while the prefill stall within any such span stays under n·(b − d):
@@ -32,19 +32,16 @@ export interface ItlGuardInput {
   model: ItlModel;
   /** Prefill work sent to the pod, oldest first; entries before the span are ignored. */
   work: readonly PrefillWork[];
-  /** Context the requests running on the pod (before this one) decode with: each one's prompt and the answer
-   * it has given so far, half its answer on average over its decode. */
+  /** Context tokens of the requests running on the pod (before this one). */
   runningContextTokens: number;
   /** Output tokens of a response decoding on the pod (the protected requests'). */
   responseTokens: number;
   /** KV cache the pod has left for this request's new blocks, in tokens; null when unknown. */
   kvFreeTokens: number | null;
   nowMs: number;
-  /** The candidate request: its prompt and answer length (its context grows from the one by the other as it
-   * decodes), the tokens it must prefill, the prefill time on this pod, and the engine steps that takes (each
-   * still gives every decode a token). */
+  /** The candidate request: its prompt (its context once it decodes), the tokens it must prefill, the
+   * prefill time on this pod, and the engine steps that takes (each still gives every decode a token). */
   promptTokens: number;
-  answerTokens: number;
   uncachedTokens: number;
   prefillMs: number;
   prefillSteps: number;
@@ -108,7 +105,7 @@ export function itlVerdict(input: ItlGuardInput): ItlVerdict {
   let first = work.length;
   let inSpan = 0;
   while (first > 0 && work[first - 1]!.atMs > nowMs - spanMs) inSpan += work[--first]!.stallMs;
-  const step = decodeStepMs(m, input.runningContextTokens + input.promptTokens + input.answerTokens / 2);
+  const step = decodeStepMs(m, input.runningContextTokens + input.promptTokens);
   const stallMs = Math.max(0, input.prefillMs - input.prefillSteps * step);
   const itlAfter = (given: number): number => itlWithStall(step, spanMs, given + stallMs);
   const predictedItlMs = itlAfter(inSpan);

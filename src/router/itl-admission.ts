@@ -60,9 +60,6 @@ export class ItlAdmission {
     const others = Math.max(0, s.running - own.count);
     const meanContext = own.count > 0 ? own.contextTokens / own.count : c.promptTokens;
     const responseTokens = own.count > 0 ? own.outputTokens / own.count : mine;
-    // A running request decodes with its prompt and the answer so far: half its answer, on average.
-    const runningContextTokens =
-      own.contextTokens + own.outputTokens / 2 + others * (meanContext + responseTokens / 2);
     let kvFreeTokens: number | null = null;
     if (s.kvCapacityTokens > 0 && s.lastScrapeAtMs > 0) {
       let reserved = 0;
@@ -79,12 +76,11 @@ export class ItlAdmission {
     const v = itlVerdict({
       model,
       work: this.#book.recentWork(s.podId, nowMs),
-      runningContextTokens,
+      runningContextTokens: own.contextTokens + others * meanContext,
       responseTokens,
       kvFreeTokens,
       nowMs,
       promptTokens: c.promptTokens,
-      answerTokens: mine,
       uncachedTokens: p.uncachedTokens,
       prefillMs: p.prefillMs,
       prefillSteps: Math.ceil(p.uncachedTokens / cal.maxBatchedTokens),
