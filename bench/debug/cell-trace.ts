@@ -6,9 +6,9 @@
  * kinference's choices differ from the oracle's, and why.
  */
 import { writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { MemoryKvIndex } from '../../src/index/memory-index.js';
 import type { RouteOutcome } from '../../src/router/router.js';
+import { benchArgs } from '../lib/cli.js';
 import { loadModelSetup, routerConfig } from '../lib/setup.js';
 import { capacityProfile, latencyProfile, SEED_SCHEDULE } from '../lib/schedule.js';
 import { fleetOf } from '../lib/des/fleet.js';
@@ -23,16 +23,25 @@ import type { Profile, WorkloadName } from '../lib/types.js';
 import { inMeasureWindow } from '../lib/stats/metrics.js';
 import { sloFor } from '../lib/slo.js';
 
-const { values } = parseArgs({
-  options: {
-    workload: { type: 'string', default: 'shared-prefix' },
-    arm: { type: 'string', default: 'kinference' },
-    trial: { type: 'string', default: '0' },
-    rate: { type: 'string' },
-    streams: { type: 'string' },
-    'collector-calibration': { type: 'boolean', default: false },
-    out: { type: 'string', default: '/tmp/cell-trace.jsonl' },
-  },
+const USAGE = `npx tsx bench/debug/cell-trace.ts [options]: one discrete-event cell, one JSON line per request: the
+pod chosen, every pod's predicted and exact TTFT (and the ITL guard's prediction) at decision time, the actual
+TTFT and ITL
+
+  --workload W           control, shared-prefix or multiturn (default shared-prefix)
+  --arm A                kinference, kinference-slo or oracle (default kinference)
+  --trial N              default 0
+  --rate R | --streams N the Poisson cell at R requests/s (default the seed's) or N closed-loop streams
+  --collector-calibration  calibrate each pod from its /metrics as the collector does
+  --out FILE             default /tmp/cell-trace.jsonl`;
+
+const values = benchArgs('cell-trace', USAGE, {
+  workload: { type: 'string', default: 'shared-prefix' },
+  arm: { type: 'string', default: 'kinference' },
+  trial: { type: 'string', default: '0' },
+  rate: { type: 'string' },
+  streams: { type: 'string' },
+  'collector-calibration': { type: 'boolean', default: false },
+  out: { type: 'string', default: '/tmp/cell-trace.jsonl' },
 });
 const s = SEED_SCHEDULE;
 const workload = values.workload as WorkloadName;
@@ -122,12 +131,17 @@ const lines = r.records.map((rec) =>
     end: rec.endMs === null ? null : Math.round(rec.endMs),
     first: rec.firstTokenMs === null ? null : Math.round(rec.firstTokenMs),
     ttft: rec.firstTokenMs === null ? null : Math.round(rec.firstTokenMs - rec.startMs),
+    // GuideLLM's ITL: the decode time over the tokens after the first.
+    itl:
+      rec.firstTokenMs !== null && rec.lastTokenMs !== null && rec.outputTokens > 1
+        ? +((rec.lastTokenMs - rec.firstTokenMs) / (rec.outputTokens - 1)).toFixed(1)
+        : null,
     cachedTokens: rec.cachedTokens,
     promptTokens: rec.promptTokens,
     ...trace.get(rec.key),
   }),
 );
-writeFileSync(values.out!, lines.join('\n') + '\n');
+writeFileSync(values.out, lines.join('\n') + '\n');
 const ttfts = r.records
   .filter((x) => inMeasureWindow(x, r.windowStartMs, r.windowEndMs) && x.firstTokenMs !== null)
   .map((x) => x.firstTokenMs! - x.startMs)
