@@ -7,7 +7,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { getProfile, PROFILES } from '../emulator/profiles.js';
-import { benchArgs } from './lib/cli.js';
+import { benchArgs, numberArg, orUsage } from './lib/cli.js';
 import { startKubeProxyTcp } from './lib/live/kube-proxy-tcp.js';
 import { startLiveStack } from './lib/live/stack.js';
 import { SEED_SCHEDULE } from './lib/schedule.js';
@@ -34,14 +34,8 @@ const values = benchArgs('bench:fleet', USAGE, {
   'admission-itl-ms': { type: 'string' },
   'admission-config': { type: 'string' },
 });
-const positive = (name: string, v: string): number => {
-  const x = Number(v);
-  if (!(x > 0)) {
-    console.error(`bench:fleet: --${name} ${v}: expected a number > 0`);
-    process.exit(2);
-  }
-  return x;
-};
+const positive = (name: string, v: string): number =>
+  orUsage('bench:fleet', USAGE, () => numberArg(name, v, 'positive'));
 const ttft = values['admission-ttft-ms'];
 const itl = values['admission-itl-ms'];
 if ((ttft === undefined) !== (itl === undefined)) {

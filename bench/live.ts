@@ -16,7 +16,7 @@ import { runLiveCell, type LiveArm } from './lib/live/run-live-cell.js';
 import { resetPrefixCaches, startLiveStack, type LiveStack } from './lib/live/stack.js';
 import { streamChat } from './lib/live/http-client.js';
 import { applyClientArgs, CLIENT_ARG_OPTIONS, clientArgsUsage } from './lib/cli-args.js';
-import { benchArgs, exitWithUsage, numberArg, UsageError } from './lib/cli.js';
+import { benchArgs, numberArg, orUsage, UsageError } from './lib/cli.js';
 import { capacityProfile, latencyProfile, SEED_SCHEDULE, type BenchSchedule } from './lib/schedule.js';
 import { loadModelSetup } from './lib/setup.js';
 import { sloFor } from './lib/slo.js';
@@ -57,33 +57,39 @@ const values = benchArgs('bench:live', USAGE, {
   'one-stack': { type: 'boolean', default: false },
 });
 const s: BenchSchedule = structuredClone(SEED_SCHEDULE);
-let workload: WorkloadName, timeScale: number, trial: number, REPLICATES: number;
-let windows: { warmupS: number; measureS: number; cooldownS: number };
-let arms: LiveArm[];
-try {
-  if (!WORKLOAD_NAMES.includes(values.workload as WorkloadName))
-    throw new UsageError(`--workload ${values.workload}: one of ${WORKLOAD_NAMES.join(', ')}`);
-  workload = values.workload as WorkloadName;
-  timeScale = numberArg('time-scale', values['time-scale'], 'positive');
-  trial = numberArg('trial', values.trial, 'whole ≥ 0');
-  applyClientArgs(s, values);
-  if (values.rate !== undefined) s.poissonRate[workload] = numberArg('rate', values.rate, 'positive');
-  windows = { warmupS: 60, measureS: numberArg('measure-s', values['measure-s'], 'positive'), cooldownS: 20 };
-  if (values.concurrency) numberArg('concurrency', values.concurrency, 'whole ≥ 1');
-  arms = values.arms.split(',') as LiveArm[];
-  for (const a of arms)
-    if (!['random', 'kinference', 'kinference-slo'].includes(a))
-      throw new UsageError(`--arms: unknown live arm ${a} (random, kinference, kinference-slo)`);
-  if (!['measured', 'seed'].includes(values['des-path']))
-    throw new UsageError(`--des-path ${values['des-path']}: measured or seed`);
-  REPLICATES = numberArg('replicates', values.replicates, 'whole ≥ 0');
-} catch (e) {
-  if (!(e instanceof UsageError)) throw e;
-  exitWithUsage('bench:live', USAGE, e.message);
-}
+const { workload, timeScale, trial, streams, windows, arms, REPLICATES } = orUsage(
+  'bench:live',
+  USAGE,
+  () => {
+    if (!WORKLOAD_NAMES.includes(values.workload as WorkloadName))
+      throw new UsageError(`--workload ${values.workload}: one of ${WORKLOAD_NAMES.join(', ')}`);
+    const workload = values.workload as WorkloadName;
+    applyClientArgs(s, values);
+    if (values.rate !== undefined) s.poissonRate[workload] = numberArg('rate', values.rate, 'positive');
+    const arms = values.arms.split(',') as LiveArm[];
+    for (const a of arms)
+      if (!['random', 'kinference', 'kinference-slo'].includes(a))
+        throw new UsageError(`--arms: unknown live arm ${a} (random, kinference, kinference-slo)`);
+    if (!['measured', 'seed'].includes(values['des-path']))
+      throw new UsageError(`--des-path ${values['des-path']}: measured or seed`);
+    return {
+      workload,
+      timeScale: numberArg('time-scale', values['time-scale'], 'positive'),
+      trial: numberArg('trial', values.trial, 'whole ≥ 0'),
+      streams: values.concurrency ? numberArg('concurrency', values.concurrency, 'whole ≥ 1') : null,
+      windows: {
+        warmupS: 60,
+        measureS: numberArg('measure-s', values['measure-s'], 'positive'),
+        cooldownS: 20,
+      },
+      arms,
+      REPLICATES: numberArg('replicates', values.replicates, 'whole ≥ 0'),
+    };
+  },
+);
 const randomRouting = s.randomRouting;
 const profile: Profile = {
-  ...(values.concurrency ? capacityProfile(s, Number(values.concurrency)) : latencyProfile(s, workload)),
+  ...(streams !== null ? capacityProfile(s, streams) : latencyProfile(s, workload)),
   ...windows,
 };
 const command = `npm run bench:live -- ${process.argv.slice(2).join(' ')}`.trim();

@@ -11,7 +11,7 @@
 import { appendFileSync } from 'node:fs';
 import { loadModelSetup, routerConfig } from '../lib/setup.js';
 import { applyClientArgs, CLIENT_ARG_OPTIONS, clientArgsUsage } from '../lib/cli-args.js';
-import { benchArgs } from '../lib/cli.js';
+import { benchArgs, orUsage } from '../lib/cli.js';
 import { capacityProfile, latencyProfile, SEED_SCHEDULE } from '../lib/schedule.js';
 import { sloFor } from '../lib/slo.js';
 import { fleetOf } from '../lib/des/fleet.js';
@@ -51,7 +51,7 @@ if (values.out)
   );
 const seeds = (values.seeds ?? values.seed!).split(',').map(Number);
 const s = structuredClone(SEED_SCHEDULE);
-applyClientArgs(s, values);
+orUsage('sweep', USAGE, () => applyClientArgs(s, values));
 const m = await loadModelSetup();
 const fleet = fleetOf(s, m);
 const slo = sloFor(s, m);

@@ -8,18 +8,17 @@ type Values<O extends Options> = ReturnType<
 /** A command line that cannot be run as given: printed with the usage, exit status 2. */
 export class UsageError extends Error {}
 
+const NUMBER_RULES = {
+  positive: { ok: (x: number) => x > 0 && Number.isFinite(x), expected: 'a number > 0' },
+  'whole ≥ 1': { ok: (x: number) => Number.isInteger(x) && x >= 1, expected: 'a whole number ≥ 1' },
+  'whole ≥ 0': { ok: (x: number) => Number.isInteger(x) && x >= 0, expected: 'a whole number ≥ 0' },
+};
+
 /** `--flag v` as a number, or a UsageError naming the flag and what it must be. */
-export function numberArg(flag: string, v: string, rule: 'positive' | 'whole ≥ 1' | 'whole ≥ 0'): number {
+export function numberArg(flag: string, v: string, rule: keyof typeof NUMBER_RULES): number {
   const x = Number(v);
-  const ok =
-    v.trim() !== '' &&
-    (rule === 'positive'
-      ? x > 0 && Number.isFinite(x)
-      : Number.isInteger(x) && x >= (rule === 'whole ≥ 1' ? 1 : 0));
-  if (!ok)
-    throw new UsageError(
-      `--${flag} ${v}: expected a ${rule === 'positive' ? 'number > 0' : `${rule.replace('whole', 'whole number')}`}`,
-    );
+  if (v.trim() === '' || !NUMBER_RULES[rule].ok(x))
+    throw new UsageError(`--${flag} ${v}: expected ${NUMBER_RULES[rule].expected}`);
   return x;
 }
 
@@ -27,6 +26,16 @@ export function numberArg(flag: string, v: string, rule: 'positive' | 'whole ≥
 export function exitWithUsage(script: string, usage: string, message: string): never {
   console.error(`${script}: ${message}\n\n${usage}`);
   process.exit(2);
+}
+
+/** Runs `f`, which checks option values; a UsageError it throws exits 2 with the usage, as `benchArgs` does. */
+export function orUsage<T>(script: string, usage: string, f: () => T): T {
+  try {
+    return f();
+  } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
+    return exitWithUsage(script, usage, e.message);
+  }
 }
 
 /**

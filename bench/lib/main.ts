@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { scheduleFromArgs, scheduleUsage } from './cli-args.js';
-import { exitWithUsage, UsageError } from './cli.js';
+import { orUsage } from './cli.js';
 import { analyze, type BenchResults } from './report/analyze.js';
 import { writeCharts } from './report/charts.js';
 import { toMarkdown } from './report/markdown.js';
@@ -65,14 +65,10 @@ export async function runBench(
  */
 export async function runBenchScript(base: BenchSchedule, script: string, moduleUrl: string): Promise<void> {
   const argv = process.argv.slice(2);
-  let parsed: ReturnType<typeof scheduleFromArgs>;
-  try {
-    parsed = scheduleFromArgs(base, argv, `bench:${script}`);
-  } catch (e) {
-    if (!(e instanceof UsageError)) throw e;
-    exitWithUsage(`bench:${script}`, scheduleUsage(`bench:${script}`, base), e.message);
-  }
-  const { schedule, workers } = parsed;
+  const name = `bench:${script}`;
+  const { schedule, workers } = orUsage(name, scheduleUsage(name, base), () =>
+    scheduleFromArgs(base, argv, name),
+  );
   const command = moduleUrl.endsWith('.ts')
     ? [`npx tsx bench/${script}.ts`, ...argv]
     : [`npm run bench:${script}`, ...(argv.length ? ['--', ...argv] : [])];

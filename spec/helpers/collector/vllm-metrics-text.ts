@@ -3,6 +3,12 @@ export function vllmExposition(e: Record<string, Partial<Record<string, number>>
   const lines: string[] = [];
   for (const [engine, v] of Object.entries(e)) {
     const l = `engine="${engine}",model_name="qwen"`;
+    // A histogram with only its _count and _sum (what the collector reads of it).
+    const histogram = (name: string, count: number, sum: number): string[] => [
+      `# TYPE ${name} histogram`,
+      `${name}_count{${l}} ${count}`,
+      `${name}_sum{${l}} ${sum}`,
+    ];
     lines.push(
       '# HELP vllm:num_requests_running Number of requests in model execution batches.',
       '# TYPE vllm:num_requests_running gauge',
@@ -24,31 +30,15 @@ export function vllmExposition(e: Record<string, Partial<Record<string, number>>
       `vllm:request_prefill_time_seconds_sum{${l}} ${v.prefillS ?? 0}`,
       ...(v.computedN === undefined
         ? []
-        : [
-            '# TYPE vllm:request_prefill_kv_computed_tokens histogram',
-            `vllm:request_prefill_kv_computed_tokens_count{${l}} ${v.computedN}`,
-            `vllm:request_prefill_kv_computed_tokens_sum{${l}} ${v.computedSum ?? 0}`,
-          ]),
-      ...(v.iterN === undefined
-        ? []
-        : [
-            '# TYPE vllm:iteration_tokens_total histogram',
-            `vllm:iteration_tokens_total_count{${l}} ${v.iterN}`,
-            `vllm:iteration_tokens_total_sum{${l}} ${v.iterSum ?? 0}`,
-          ]),
+        : histogram('vllm:request_prefill_kv_computed_tokens', v.computedN, v.computedSum ?? 0)),
+      ...(v.iterN === undefined ? [] : histogram('vllm:iteration_tokens_total', v.iterN, v.iterSum ?? 0)),
       ...(v.finishedN === undefined
         ? []
         : [
-            '# TYPE vllm:request_prompt_tokens histogram',
-            `vllm:request_prompt_tokens_count{${l}} ${v.finishedN}`,
-            `vllm:request_prompt_tokens_sum{${l}} ${v.finishedPrompt ?? 0}`,
-            '# TYPE vllm:request_generation_tokens histogram',
-            `vllm:request_generation_tokens_count{${l}} ${v.finishedN}`,
-            `vllm:request_generation_tokens_sum{${l}} ${v.finishedGeneration ?? 0}`,
+            ...histogram('vllm:request_prompt_tokens', v.finishedN, v.finishedPrompt ?? 0),
+            ...histogram('vllm:request_generation_tokens', v.finishedN, v.finishedGeneration ?? 0),
           ]),
-      '# TYPE vllm:inter_token_latency_seconds histogram',
-      `vllm:inter_token_latency_seconds_count{${l}} ${v.itlN ?? 0}`,
-      `vllm:inter_token_latency_seconds_sum{${l}} ${v.itlS ?? 0}`,
+      ...histogram('vllm:inter_token_latency_seconds', v.itlN ?? 0, v.itlS ?? 0),
     );
   }
   return `${lines.join('\n')}\n${extra}`;
