@@ -406,7 +406,7 @@ async function fillAndMeasure(url: string, admin: Redis, w: Workload, ttl: numbe
   const before = await usedMemory(admin);
   const f = await fill(ix, w);
   const bytes = (await usedMemory(admin)) - before;
-  const blockKeysInRedis = (await admin.dbsize()) - 2 - PODS.length;
+  const blockKeysInRedis = (await admin.dbsize()) - 3 - PODS.length; // pods, seq, applied, states
   const memory: MemoryFigures = {
     entries: w.entries,
     distinctBlocks: w.distinctBlocks,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { BlockKey, LookupResult, PodState } from '../../src/core/types.js';
-import type { IndexOp, KvIndex, PodRef } from '../../src/index/kv-index.js';
+import type { ApplyId, IndexOp, KvIndex, PodRef } from '../../src/index/kv-index.js';
 import { MemoryKvIndex } from '../../src/index/memory-index.js';
 import type { PodStatePatch } from '../../src/index/pod-state-codec.js';
 import { assertSameAsReference } from './differential.js';
@@ -8,9 +8,12 @@ import { assertSameAsReference } from './differential.js';
 /** A correct index whose writes pass through `rewrite` first: the way to build a plausible bug. */
 class Rewriting implements KvIndex {
   readonly inner = new MemoryKvIndex();
-  constructor(private readonly rewrite: (pod: PodRef, ops: readonly IndexOp[]) => IndexOp[]) {}
-  apply(pod: PodRef, ops: readonly IndexOp[]): Promise<void> {
-    return this.inner.apply(pod, this.rewrite(pod, ops));
+  constructor(
+    private readonly rewrite: (pod: PodRef, ops: readonly IndexOp[]) => IndexOp[],
+    private readonly keepIds = true,
+  ) {}
+  apply(pod: PodRef, ops: readonly IndexOp[], id?: ApplyId): Promise<void> {
+    return this.inner.apply(pod, this.rewrite(pod, ops), this.keepIds ? id : undefined);
   }
   upsertPodState(pod: PodRef, s: PodStatePatch): Promise<void> {
     return this.inner.upsertPodState(pod, s);
@@ -59,6 +62,7 @@ const BROKEN: [string, () => KvIndex][] = [
     'files every block under GPU',
     () => new Rewriting((_, ops) => ops.map((o) => (o.op === 'clear' ? o : { ...o, tier: 'GPU' }))),
   ],
+  ['ignores apply ids (counts a retried write twice)', () => new Rewriting((_, ops) => [...ops], false)],
 ];
 
 describe('differential harness self-test', () => {

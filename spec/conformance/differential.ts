@@ -1,7 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
 import { TIERS, type BlockKey, type LookupResult, type Tier } from '../../src/core/types.js';
-import type { IndexOp, KvIndex, PodRef } from '../../src/index/kv-index.js';
+import type { ApplyId, IndexOp, KvIndex, PodRef } from '../../src/index/kv-index.js';
 import type { PodStatePatch } from '../../src/index/pod-state-codec.js';
 import { branch, chain } from './chains.js';
 
@@ -14,6 +14,10 @@ import { branch, chain } from './chains.js';
  * The key universe is small on purpose, so that streams collide: three prompts, each with branches
  * sharing its first blocks (system prompts with several conversations), used by several pods of two
  * models (the same pod ids in both), stored twice, removed once, cleared and re-stored.
+ *
+ * Applies carry ApplyIds of two writers (or none: a fresh id), and `retry` resends a writer's last apply
+ * of a pod under the same id, as the collector does after a timeout: the index must skip it if it is
+ * still the pod's last apply, and apply it again otherwise, the same way on both sides.
  */
 
 const MODELS = ['m1', 'm2'] as const;
@@ -29,8 +33,12 @@ const CHAINS: BlockKey[][] = (() => {
   return out;
 })();
 
+const WRITERS = ['w1', 'w2'] as const;
+type Writer = (typeof WRITERS)[number];
+
 export type Command =
-  | { kind: 'apply'; pod: PodRef; ops: IndexOp[] }
+  | { kind: 'apply'; pod: PodRef; ops: IndexOp[]; writer?: Writer }
+  | { kind: 'retry'; pod: PodRef; writer: Writer }
   | { kind: 'upsert'; pod: PodRef; patch: PodStatePatch }
   | { kind: 'removePod'; pod: PodRef }
   | { kind: 'lookup'; model: string; keys: BlockKey[] };
@@ -104,10 +112,22 @@ const lookupKeys = fc.oneof(
 export const command: fc.Arbitrary<Command> = fc.oneof(
   {
     weight: 8,
+    arbitrary: fc.record(
+      {
+        kind: fc.constant('apply' as const),
+        pod: podRef,
+        ops: fc.array(op, { minLength: 1, maxLength: 4 }),
+        writer: fc.constantFrom(...WRITERS),
+      },
+      { requiredKeys: ['kind', 'pod', 'ops'] },
+    ),
+  },
+  {
+    weight: 3,
     arbitrary: fc.record({
-      kind: fc.constant('apply' as const),
+      kind: fc.constant('retry' as const),
       pod: podRef,
-      ops: fc.array(op, { minLength: 1, maxLength: 4 }),
+      writer: fc.constantFrom(...WRITERS),
     }),
   },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('upsert' as const), pod: podRef, patch }) },
@@ -131,10 +151,35 @@ export const commands = fc
   .tuple(fc.boolean(), fc.array(command, { minLength: 1, maxLength: 50, size: 'max' }))
   .map(([reg, cmds]) => (reg ? [...registerAll, ...cmds] : cmds));
 
-async function exec(ix: KvIndex, c: Command): Promise<LookupResult | null> {
+/** A command as run: an apply with its id resolved (retries become the apply they repeat). */
+type Step =
+  | { kind: 'apply'; pod: PodRef; ops: IndexOp[]; id: ApplyId | undefined }
+  | Exclude<Command, { kind: 'apply' } | { kind: 'retry' }>;
+
+/** Gives every apply its id (one counter for both writers) and turns retries into their apply. */
+function resolver(): (c: Command) => Step | null {
+  let seq = 0;
+  const last = new Map<string, { ops: IndexOp[]; id: ApplyId }>();
+  const at = (pod: PodRef, w: Writer) => `${pod.model}\0${pod.podId}\0${w}`;
+  return (c) => {
+    if (c.kind === 'apply') {
+      if (c.writer === undefined) return { kind: 'apply', pod: c.pod, ops: c.ops, id: undefined };
+      const id = { writer: c.writer, seq: ++seq };
+      last.set(at(c.pod, c.writer), { ops: c.ops, id });
+      return { kind: 'apply', pod: c.pod, ops: c.ops, id };
+    }
+    if (c.kind === 'retry') {
+      const l = last.get(at(c.pod, c.writer));
+      return l ? { kind: 'apply', pod: c.pod, ops: l.ops, id: l.id } : null;
+    }
+    return c;
+  };
+}
+
+async function exec(ix: KvIndex, c: Step): Promise<LookupResult | null> {
   switch (c.kind) {
     case 'apply':
-      await ix.apply(c.pod, c.ops);
+      await ix.apply(c.pod, c.ops, c.id);
       return null;
     case 'upsert':
       await ix.upsertPodState(c.pod, c.patch);
@@ -163,7 +208,10 @@ export async function compareOn(
         `${what}\n  reference: ${JSON.stringify(want)}\n  candidate: ${JSON.stringify(got)}`,
       );
   };
-  for (const [i, c] of cmds.entries()) {
+  const resolve = resolver();
+  for (const [i, cmd] of cmds.entries()) {
+    const c = resolve(cmd);
+    if (c === null) continue;
     const want = await exec(reference, c);
     const got = await exec(candidate, c);
     check(`command #${i} (${c.kind})`, want, got);

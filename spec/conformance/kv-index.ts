@@ -1,6 +1,12 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Calibration, LookupResult, PodState } from '../../src/core/types.js';
-import { REFCOUNT_MAX, defaultPodState, type KvIndex, type PodRef } from '../../src/index/kv-index.js';
+import {
+  REFCOUNT_MAX,
+  defaultPodState,
+  type IndexOp,
+  type KvIndex,
+  type PodRef,
+} from '../../src/index/kv-index.js';
 import { branch, chain } from './chains.js';
 
 /**
@@ -300,6 +306,49 @@ export function describeKvIndexConformance(name: string, create: () => Promise<K
       expect(await gpu(ix, long)).toEqual({ 'pod-a': 20_000, 'pod-b': 12_345 });
       await ix.apply(A, [{ op: 'remove', keys: long.slice(9000), tier: 'GPU' }]);
       expect(await gpu(ix, long)).toEqual({ 'pod-a': 9000, 'pod-b': 12_345 });
+    });
+
+    it('applies a retried apply (same id) once, and a new id again', async () => {
+      const ix = await fresh();
+      await ix.upsertPodState(A, {});
+      const keys = sys.slice(0, 4);
+      const store: IndexOp[] = [{ op: 'store', keys, tier: 'GPU' }];
+      const remove: IndexOp[] = [{ op: 'remove', keys, tier: 'GPU' }];
+      await ix.apply(A, store, { writer: 'conf-w', seq: 7 });
+      await ix.apply(A, store, { writer: 'conf-w', seq: 7 }); // the retry of an apply that ran
+      await ix.apply(A, remove, { writer: 'conf-w', seq: 6 }); // older than the last: skipped too
+      expect(await gpu(ix, keys)).toEqual({ 'pod-a': 4 });
+      await ix.apply(A, remove, { writer: 'conf-w', seq: 8 });
+      expect(await gpu(ix, keys)).toEqual({ 'pod-a': 0 }); // refcount 1, not 2
+      await ix.apply(A, store, { writer: 'conf-w', seq: 9 });
+      await ix.apply(A, store); // no id: a fresh one
+      await ix.apply(A, remove);
+      expect(await gpu(ix, keys)).toEqual({ 'pod-a': 4 });
+    });
+
+    it('remembers the last id per pod, of any writer; removePod forgets it, clear does not', async () => {
+      const ix = await fresh();
+      await ix.upsertPodState(A, {});
+      await ix.upsertPodState(B, {});
+      const keys = sys.slice(0, 3);
+      const store: IndexOp[] = [{ op: 'store', keys, tier: 'GPU' }];
+      await ix.apply(A, store, { writer: 'w1', seq: 5 });
+      await ix.apply(B, store, { writer: 'w1', seq: 5 }); // another pod: its own record
+      expect(await gpu(ix, keys)).toEqual({ 'pod-a': 3, 'pod-b': 3 });
+      await ix.apply(A, [{ op: 'clear' }], { writer: 'w2', seq: 1 }); // another writer
+      await ix.apply(A, store, { writer: 'w1', seq: 5 }); // no longer the last apply: runs
+      await ix.apply(A, store, { writer: 'w1', seq: 5 });
+      expect(await gpu(ix, keys)).toEqual({ 'pod-a': 3, 'pod-b': 3 });
+      await ix.apply(A, [{ op: 'clear' }], { writer: 'w1', seq: 6 });
+      await ix.apply(A, store, { writer: 'w1', seq: 6 }); // same id as the clear: skipped
+      expect(await gpu(ix, keys)).toEqual({ 'pod-a': 0, 'pod-b': 3 });
+      await ix.removePod(A);
+      await ix.upsertPodState(A, {});
+      await ix.apply(A, store, { writer: 'w1', seq: 6 });
+      expect(await gpu(ix, keys)).toEqual({ 'pod-a': 3, 'pod-b': 3 });
+      await ix.apply(A, [{ op: 'store', keys: [], tier: 'GPU' }], { writer: 'w1', seq: 9 }); // no-op: no record
+      await ix.apply(A, [{ op: 'remove', keys, tier: 'GPU' }], { writer: 'w1', seq: 8 });
+      expect(await gpu(ix, keys)).toEqual({ 'pod-a': 0, 'pod-b': 3 });
     });
 
     it('ignores an empty batch and empty key lists', async () => {

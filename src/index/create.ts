@@ -1,5 +1,6 @@
 import type { KvIndex } from './kv-index.js';
 import { MemoryKvIndex } from './memory-index.js';
+import type { IndexLog } from './redis-connection.js';
 import { RedisKvIndex } from './redis-index.js';
 
 export type KvIndexOptions =
@@ -12,6 +13,10 @@ export type KvIndexOptions =
       blockTtlSeconds?: number;
       /** Budget of writes and listPods, ms (default 2000). */
       commandTimeoutMs?: number;
+      /** Writers: how often to check that Redis still holds their writes, ms (default 5000; 0 = never). */
+      verifyIntervalMs?: number;
+      /** Connection changes and lost writes, one line per transition (default: silent). */
+      log?: IndexLog;
     };
 
 /**

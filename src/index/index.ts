@@ -1,5 +1,16 @@
 /** Public API of the KV-location index. Other parts import from here (or create.ts), nothing deeper. */
-export { REFCOUNT_MAX, defaultPodState, type IndexOp, type KvIndex, type PodRef } from './kv-index.js';
+export {
+  REFCOUNT_MAX,
+  INDEX_LOSS_REASONS,
+  defaultPodState,
+  type ApplyId,
+  type IndexLossReason,
+  type IndexOp,
+  type KvIndex,
+  type PodRef,
+} from './kv-index.js';
+export { nextApplyId } from './apply-id.js';
+export type { IndexLog } from './redis-connection.js';
 export { createKvIndex, type KvIndexOptions } from './create.js';
 export { MemoryKvIndex } from './memory-index.js';
 export { RedisKvIndex, REDIS_INDEX_DEFAULTS, type RedisKvIndexOptions } from './redis-index.js';

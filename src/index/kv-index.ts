@@ -15,6 +15,29 @@ export interface PodRef {
 }
 
 /**
+ * Identity of one apply, so that a retry of an apply that did run (a timeout, a dropped connection: the
+ * caller cannot tell) is not counted twice. `writer` names who allocates the ids (src/index/apply-id.ts:
+ * one per process); `seq` grows with every new apply of that writer, and a retry repeats it.
+ */
+export interface ApplyId {
+  /** 1-64 of A-Z a-z 0-9 _ - */
+  writer: string;
+  /** A positive safe integer. */
+  seq: number;
+}
+
+/** Why an index found that writes it had confirmed for a pod are gone (see KvIndex.onWritesLost). */
+export type IndexLossReason =
+  /** The pod's apply record is gone: Redis restarted empty, or was flushed. */
+  | 'missing'
+  /** The record is older than the last write confirmed: Redis restarted from an older snapshot. */
+  | 'rolled_back'
+  /** Another writer's record: an older snapshot from before this process, or a second collector. */
+  | 'overwritten';
+
+export const INDEX_LOSS_REASONS: readonly IndexLossReason[] = ['missing', 'rolled_back', 'overwritten'];
+
+/**
  * The KV-location index: which pod holds which block keys, in which tier, plus each pod's state.
  *
  * Contract (both implementations; spec/conformance/kv-index.ts checks it):
@@ -32,10 +55,16 @@ export interface PodRef {
  *   own; the results are then clamped so GPU ≤ CPU ≤ STORAGE always holds (src/index/prefix-search.ts).
  * - A pod written by `apply` but never by `upsertPodState` is not registered: lookups do not list it, but
  *   its blocks are kept and show up once it registers.
+ * - `apply(pod, ops, id)` with an ApplyId runs at most once: it is skipped whole when the last id applied
+ *   to the pod has the same writer and a seq ≥ id.seq (a retry of an apply that ran, or an older one).
+ *   Only the pod's last id is remembered (a retry must come before the next apply of that pod, as the
+ *   collector's apply queue does); `removePod` forgets it, `clear` does not. An apply that changes nothing
+ *   (no ops, or only empty key lists) records no id. Without an id, an apply gets a fresh one
+ *   (nextApplyId() in src/index/apply-id.ts).
  * - Pods appear sorted by podId. Keys are never prompt text or token ids.
  */
 export interface KvIndex {
-  apply(pod: PodRef, ops: readonly IndexOp[]): Promise<void>;
+  apply(pod: PodRef, ops: readonly IndexOp[], id?: ApplyId): Promise<void>;
   /** Merges the given fields into the pod's state, registering the pod for its model if new. */
   upsertPodState(pod: PodRef, state: Partial<Omit<PodState, 'podId' | 'model'>>): Promise<void>;
   /** Unregisters the pod and drops its blocks (a pod that left the fleet). */
@@ -43,6 +72,13 @@ export interface KvIndex {
   lookup(model: string, keys: readonly BlockKey[]): Promise<LookupResult>;
   /** Pods registered for a model, sorted by podId. */
   listPods(model: string): Promise<PodState[]>;
+  /**
+   * Calls `listener` when the index finds that writes it had confirmed for `pod` are gone (Redis
+   * restarted empty or from an older snapshot, or was flushed): the owner should clear the pod and
+   * rebuild it. Returns the unsubscribe function. The memory index never loses writes and does not
+   * implement it.
+   */
+  onWritesLost?(pod: PodRef, listener: (reason: IndexLossReason) => void): () => void;
   close(): Promise<void>;
 }
 

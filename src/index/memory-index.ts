@@ -1,5 +1,13 @@
 import { TIERS, tierRank, type BlockKey, type LookupResult, type PodState } from '../core/types.js';
-import { REFCOUNT_MAX, defaultPodState, type IndexOp, type KvIndex, type PodRef } from './kv-index.js';
+import {
+  REFCOUNT_MAX,
+  defaultPodState,
+  type ApplyId,
+  type IndexOp,
+  type KvIndex,
+  type PodRef,
+} from './kv-index.js';
+import { nextApplyId } from './apply-id.js';
 import { comparePodIds } from './pod-order.js';
 import { tierPrefixes } from './prefix-search.js';
 
@@ -10,6 +18,8 @@ interface PodEntry {
   /** null until upsertPodState registers the pod; blocks written before that are kept. */
   state: PodState | null;
   blocks: Map<BlockKey, Counts>;
+  /** The last ApplyId applied (a retry of it, or an older one of the same writer, is skipped). */
+  applied: ApplyId | null;
 }
 
 /**
@@ -24,13 +34,16 @@ export class MemoryKvIndex implements KvIndex {
     let pods = this.#models.get(pod.model);
     if (!pods) this.#models.set(pod.model, (pods = new Map()));
     let e = pods.get(pod.podId);
-    if (!e) pods.set(pod.podId, (e = { state: null, blocks: new Map() }));
+    if (!e) pods.set(pod.podId, (e = { state: null, blocks: new Map(), applied: null }));
     return e;
   }
 
-  async apply(pod: PodRef, ops: readonly IndexOp[]): Promise<void> {
-    if (ops.length === 0) return;
+  async apply(pod: PodRef, ops: readonly IndexOp[], id: ApplyId = nextApplyId()): Promise<void> {
+    // An apply that changes nothing records no id either.
+    if (!ops.some((op) => op.op === 'clear' || op.keys.length > 0)) return;
     const e = this.#entry(pod);
+    if (e.applied && e.applied.writer === id.writer && e.applied.seq >= id.seq) return; // ran already
+    e.applied = { writer: id.writer, seq: id.seq };
     for (const op of ops) {
       if (op.op === 'clear') {
         e.blocks = new Map(); // O(1) for the caller, like the Redis epoch bump

@@ -1,11 +1,23 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import { KinferenceError, isKinferenceError } from '../core/errors.js';
 
+/** Where the index reports connection changes and lost writes (the collector's logger fits). */
+export interface IndexLog {
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+  error(msg: string, fields?: Record<string, unknown>): void;
+}
+
 export interface RedisConnectionOptions {
   /** Caps the TCP connect + handshake of each (re)connection attempt. */
   connectTimeoutMs?: number;
   /** A connection with commands pending and no byte received for this long is dead: drop and reconnect. */
   socketTimeoutMs?: number;
+  /**
+   * Gets one line per transition: connected, lost (with the error), restored (with the outage's length),
+   * never one per reconnection attempt. Default: silent (the plugin).
+   */
+  log?: IndexLog;
 }
 
 /** Reconnect backoff: 50 ms doubling to 2 s, forever (the index must come back without a restart). */
@@ -34,6 +46,9 @@ export function failFastOptions(o: RedisConnectionOptions = {}): RedisOptions {
   };
 }
 
+/** Redis's answers to a SELECT of a database it does not have (out of range, or cluster mode). */
+const SELECT_FAILED = /DB index is out of range|invalid DB index|SELECT is not allowed/i;
+
 /**
  * One ioredis client plus the readiness rule of the index: before the first connection is up, callers
  * wait for it (within their own budget); once a connection has failed, callers are rejected at once
@@ -44,26 +59,87 @@ export class RedisConnection {
   #down = false;
   #lastError: Error | null = null;
   #waiters: { resolve(): void; reject(e: Error): void }[] = [];
+  #readyListeners: ((reconnected: boolean) => void)[] = [];
   #closed = false;
+  /** Set when Redis refused the URL's database: every caller gets it, nothing runs in db 0. */
+  #selectError: KinferenceError | null = null;
+  /** What was last logged: null before the first connection attempt settled. */
+  #reported: 'up' | 'down' | null = null;
+  #downSinceMs = 0;
+  #everReady = false;
+  readonly #log: IndexLog | null;
+  readonly #where: string;
 
   constructor(url: string, options: RedisConnectionOptions = {}) {
     this.client = new Redis(url, failFastOptions(options));
+    this.#log = options.log ?? null;
+    this.#where = redactUrl(url);
     this.client.on('error', (e: Error) => {
       this.#lastError = e;
+      if (SELECT_FAILED.test(e.message)) this.#refuseDatabase(e);
     });
     this.client.on('ready', () => {
+      // ioredis goes on in db 0 when SELECT fails: reading another database's index would be silent and wrong.
+      if (this.#selectError) return this.#settle(this.#selectError);
       this.#down = false;
+      const reconnected = this.#everReady;
+      this.#everReady = true;
+      this.#reportUp();
       this.#settle(null);
+      for (const f of this.#readyListeners) f(reconnected);
     });
     this.client.on('close', () => {
       this.#down = true;
+      this.#reportDown();
       this.#settle(this.#unavailable());
     });
+  }
+
+  #refuseDatabase(e: Error): void {
+    if (this.#selectError) return;
+    this.#selectError = new KinferenceError(
+      'KINF_ERR_CONFIG',
+      `redis_url selects a database this Redis does not have (${e.message}); not using db 0 instead`,
+      { cause: e },
+    );
+    this.#log?.error('Redis database cannot be selected; the index is unavailable', {
+      redis: this.#where,
+      err: e,
+    });
+  }
+
+  /** Calls `listener` each time a connection becomes ready; `reconnected` is false the first time. */
+  onReady(listener: (reconnected: boolean) => void): void {
+    this.#readyListeners.push(listener);
+  }
+
+  #reportUp(): void {
+    if (this.#reported === 'up') return;
+    if (this.#reported === 'down')
+      this.#log?.info('Redis connection restored', {
+        redis: this.#where,
+        downMs: Date.now() - this.#downSinceMs,
+      });
+    else this.#log?.info('Redis connected', { redis: this.#where });
+    this.#reported = 'up';
+  }
+
+  #reportDown(): void {
+    if (this.#closed || this.#reported === 'down') return;
+    this.#log?.warn(
+      this.#reported === 'up'
+        ? 'Redis connection lost; reconnecting in the background'
+        : 'Redis unreachable; retrying in the background',
+      { redis: this.#where, err: this.#lastError ?? undefined },
+    );
+    this.#reported = 'down';
+    this.#downSinceMs = Date.now();
   }
 
   /** Resolves when commands can be sent; rejects with KINF_ERR_REDIS when Redis is known to be down. */
   async ready(): Promise<void> {
     const c = this.client;
+    if (this.#selectError) throw this.#selectError;
     if (c.status === 'ready') return;
     if (this.#closed || c.status === 'end')
       throw new KinferenceError('KINF_ERR_REDIS', 'the index connection is closed');
@@ -103,21 +179,25 @@ export class RedisConnection {
   }
 }
 
-/** Runs `work` with a deadline: past it the promise rejects with KINF_ERR_REDIS_TIMEOUT (work may finish later). */
-export async function withDeadline<T>(work: () => Promise<T>, timeoutMs: number, what: string): Promise<T> {
+/**
+ * Runs `work` with a deadline: past it the promise rejects with KINF_ERR_REDIS_TIMEOUT (work may finish
+ * later; `expired()` tells it the caller has given up, so it sends nothing more).
+ */
+export async function withDeadline<T>(
+  work: (expired: () => boolean) => Promise<T>,
+  timeoutMs: number,
+  what: string,
+): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const p = work();
+  let late = false;
+  const p = work(() => late);
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () =>
-        reject(
-          new KinferenceError(
-            'KINF_ERR_REDIS_TIMEOUT',
-            `${what}: no answer from Redis within ${timeoutMs} ms`,
-          ),
-        ),
-      timeoutMs,
-    );
+    timer = setTimeout(() => {
+      late = true;
+      reject(
+        new KinferenceError('KINF_ERR_REDIS_TIMEOUT', `${what}: no answer from Redis within ${timeoutMs} ms`),
+      );
+    }, timeoutMs);
     timer.unref();
   });
   p.catch(() => {}); // a late failure after the deadline is nobody's business
@@ -126,6 +206,11 @@ export async function withDeadline<T>(work: () => Promise<T>, timeoutMs: number,
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** The URL without its password, for logs. */
+export function redactUrl(url: string): string {
+  return url.replace(/\/\/[^@/]*@/, '//***@');
 }
 
 /** Anything a Redis call throws, as a KinferenceError (KINF_ERR_REDIS unless it already has a code). */

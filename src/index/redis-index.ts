@@ -1,7 +1,14 @@
 import { KinferenceError } from '../core/errors.js';
 import type { BlockKey, LookupResult, PodState } from '../core/types.js';
-import type { IndexOp, KvIndex, PodRef } from './kv-index.js';
-import { APPLY_LUA } from './lua/apply.js';
+import {
+  compareApplyRecords,
+  lossReason,
+  nextApplyId,
+  parseApplyRecord,
+  type ApplyRecord,
+} from './apply-id.js';
+import type { ApplyId, IndexLossReason, IndexOp, KvIndex, PodRef } from './kv-index.js';
+import { APPLY_LUA, APPLY_REPLY } from './lua/apply.js';
 import { LOOKUP_LUA } from './lua/lookup.js';
 import { REMOVE_POD_LUA, UPSERT_POD_LUA } from './lua/pods.js';
 import { parseLookupReply } from './lookup-reply.js';
@@ -10,9 +17,10 @@ import {
   RedisConnection,
   asIndexError,
   withDeadline,
+  type IndexLog,
   type RedisConnectionOptions,
 } from './redis-connection.js';
-import { DEFAULT_KEY_PREFIX, isValidKeyPrefix, modelKeyBase } from './redis-keys.js';
+import { DEFAULT_KEY_PREFIX, appliedKey, isValidKeyPrefix, modelKeyBase, podsKey } from './redis-keys.js';
 import { RedisScript, type ScriptCall } from './script.js';
 import { applyCalls, lookupCall, removePodCall, upsertPodCall } from './script-args.js';
 
@@ -29,6 +37,11 @@ export interface RedisKvIndexOptions extends RedisConnectionOptions {
   blockTtlSeconds?: number;
   /** Block keys per apply script call; bigger batches become several calls, in order (default 8192). */
   maxKeysPerCall?: number;
+  /**
+   * How often a writer checks that Redis still holds what it wrote (besides after every reconnection and
+   * on every apply); 0 = only then (default 5000). Costs one HMGET per model; nothing until the first apply.
+   */
+  verifyIntervalMs?: number;
 }
 
 export const REDIS_INDEX_DEFAULTS = {
@@ -37,7 +50,27 @@ export const REDIS_INDEX_DEFAULTS = {
   commandTimeoutMs: 2000,
   blockTtlSeconds: 86_400,
   maxKeysPerCall: 8192,
+  verifyIntervalMs: 5000,
 } as const;
+
+/** A pod this index has written: the last apply record it saw confirmed, and who wants to hear of a loss. */
+interface Written {
+  pod: PodRef;
+  /** null until an apply is confirmed, and again after a loss (the rebuild starts from scratch). */
+  floor: ApplyRecord | null;
+  /** Bumped on each loss: a check sent before it must not report the same loss again. */
+  losses: number;
+  listeners: Set<(reason: IndexLossReason) => void>;
+}
+
+const LOSS_REPLY: Record<number, IndexLossReason> = {
+  [APPLY_REPLY.missing]: 'missing',
+  [APPLY_REPLY.rolledBack]: 'rolled_back',
+  [APPLY_REPLY.overwritten]: 'overwritten',
+};
+
+/** Removed pods remembered, to remove again if an older snapshot brings them back. */
+const MAX_REMEMBERED_REMOVALS = 1024;
 
 export const SCRIPTS = {
   lookup: new RedisScript('lookup', LOOKUP_LUA),
@@ -52,6 +85,13 @@ const MAX_CACHED_MODELS = 4096;
  * The KvIndex in Redis (layout in redis-keys.ts, scripts in lua/). Every operation is one script call
  * (apply: one per maxKeysPerCall keys). Never hangs: lookups reject with KINF_ERR_REDIS_TIMEOUT past
  * lookupTimeoutMs, and with KINF_ERR_REDIS at once while Redis is down.
+ *
+ * Writes are exactly once (an ApplyId per apply, checked by the script) and their loss is detected: for
+ * every pod it wrote, the index remembers the last apply record Redis confirmed, and checks that Redis
+ * still holds it (or a later one) on every apply, after every reconnection and every verifyIntervalMs.
+ * If not (Redis restarted empty or from an older snapshot, or was flushed), it tells the pod's
+ * onWritesLost listeners, which rebuild the pod. Pods it removed are checked too, and removed again if a
+ * snapshot brings them back.
  */
 export class RedisKvIndex implements KvIndex {
   readonly #conn: RedisConnection;
@@ -60,7 +100,24 @@ export class RedisKvIndex implements KvIndex {
   readonly #commandTimeoutMs: number;
   readonly #ttlSeconds: number;
   readonly #maxKeysPerCall: number;
+  readonly #verifyIntervalMs: number;
+  readonly #log: IndexLog | null;
   readonly #bases = new Map<string, string>();
+  /** base → podId → what this index wrote for the pod. */
+  readonly #written = new Map<string, Map<string, Written>>();
+  /** base → podId → model, in removal order (bounded). */
+  readonly #removed = new Map<string, Map<string, string>>();
+  #removedCount = 0;
+  #verifyTimer: NodeJS.Timeout | null = null;
+  #verifying = false;
+  #verifyAgain = false;
+  #closed = false;
+  /** Losses since the first of a burst (logged at once; these are summed up when the burst ends). */
+  #lossReport: {
+    timer: NodeJS.Timeout;
+    pods: string[];
+    reasons: Partial<Record<IndexLossReason, number>>;
+  } | null = null;
 
   constructor(opts: RedisKvIndexOptions) {
     const o = { ...REDIS_INDEX_DEFAULTS, ...definedOnly(opts) };
@@ -74,6 +131,7 @@ export class RedisKvIndex implements KvIndex {
       ['commandTimeoutMs', o.commandTimeoutMs, 1],
       ['blockTtlSeconds', o.blockTtlSeconds, 0],
       ['maxKeysPerCall', o.maxKeysPerCall, 1],
+      ['verifyIntervalMs', o.verifyIntervalMs, 0],
     ] as const) {
       if (!Number.isInteger(v) || v < min)
         throw new KinferenceError('KINF_ERR_CONFIG', `${name} must be an integer >= ${min}, got ${v}`);
@@ -88,7 +146,13 @@ export class RedisKvIndex implements KvIndex {
     this.#commandTimeoutMs = o.commandTimeoutMs;
     this.#ttlSeconds = o.blockTtlSeconds;
     this.#maxKeysPerCall = o.maxKeysPerCall;
+    this.#verifyIntervalMs = o.verifyIntervalMs;
+    this.#log = opts.log ?? null;
     this.#conn = new RedisConnection(opts.url, opts);
+    this.#conn.onReady((reconnected) => {
+      // A reconnection may be to a Redis that restarted (empty, or from a snapshot): check at once.
+      if (reconnected) void this.verify();
+    });
   }
 
   async lookup(model: string, keys: readonly BlockKey[]): Promise<LookupResult> {
@@ -99,28 +163,108 @@ export class RedisKvIndex implements KvIndex {
     return (await this.#lookup(model, [], this.#commandTimeoutMs)).pods.map((p) => p.state);
   }
 
-  async apply(pod: PodRef, ops: readonly IndexOp[]): Promise<void> {
-    const calls = applyCalls(this.#base(pod.model), pod.podId, this.#ttlSeconds, ops, this.#maxKeysPerCall);
+  /**
+   * Without `id`, the apply gets a fresh one (nextApplyId): it cannot be retried as the same apply, but
+   * its loss is still detected.
+   */
+  async apply(pod: PodRef, ops: readonly IndexOp[], id: ApplyId = nextApplyId()): Promise<void> {
+    const base = this.#base(pod.model);
+    const w = this.#writtenPod(base, pod);
+    const { floor, losses } = w;
+    const calls = applyCalls(base, pod.podId, this.#ttlSeconds, ops, this.#maxKeysPerCall, id, floor);
     if (calls.length === 0) return;
+    this.#forgetRemoval(base, pod.podId);
     // In order, one after the other: a NOSCRIPT retry must not let a later call overtake an earlier one.
-    await this.#run('apply', this.#commandTimeoutMs * calls.length, async () => {
-      for (const call of calls) await SCRIPTS.apply.run(this.#conn.client, call);
+    // Past the deadline nothing more is sent; the caller's retry resends every part, and the script skips
+    // those that ran.
+    const reply = await this.#run('apply', this.#commandTimeoutMs * calls.length, async (expired) => {
+      for (const call of calls) {
+        if (expired()) break;
+        const r = await SCRIPTS.apply.run(this.#conn.client, call);
+        if (typeof r === 'number' && r < APPLY_REPLY.duplicate) return r;
+      }
+      return 0;
     });
+    const lost = LOSS_REPLY[reply];
+    if (lost !== undefined) {
+      this.#lose(w, losses, lost);
+      throw new KinferenceError(
+        'KINF_ERR_REDIS',
+        `apply: Redis no longer holds the writes to pod ${pod.podId} (${lost}); nothing written, the pod must be rebuilt`,
+      );
+    }
+    const done: ApplyRecord = { writer: id.writer, seq: id.seq, part: calls.length };
+    if (
+      w.losses === losses &&
+      (w.floor === null || w.floor.writer !== done.writer || compareApplyRecords(done, w.floor) > 0)
+    )
+      w.floor = done;
+    this.#armVerify();
   }
 
   async upsertPodState(pod: PodRef, state: PodStatePatch): Promise<void> {
-    await this.#script(
-      'upsertPodState',
-      SCRIPTS.upsertPod,
-      upsertPodCall(this.#base(pod.model), pod.podId, state),
-    );
+    const base = this.#base(pod.model);
+    this.#forgetRemoval(base, pod.podId); // before sending: a check in flight must not remove it again
+    await this.#script('upsertPodState', SCRIPTS.upsertPod, upsertPodCall(base, pod.podId, state));
   }
 
   async removePod(pod: PodRef): Promise<void> {
-    await this.#script('removePod', SCRIPTS.removePod, removePodCall(this.#base(pod.model), pod.podId));
+    const base = this.#base(pod.model);
+    await this.#script('removePod', SCRIPTS.removePod, removePodCall(base, pod.podId));
+    const pods = this.#written.get(base);
+    const w = pods?.get(pod.podId);
+    if (w) {
+      // Nothing of it is left to lose; a check in flight must not report it.
+      w.floor = null;
+      w.losses++;
+      if (w.listeners.size === 0) pods!.delete(pod.podId);
+    }
+    this.#rememberRemoval(base, pod);
+    this.#armVerify();
+  }
+
+  onWritesLost(pod: PodRef, listener: (reason: IndexLossReason) => void): () => void {
+    const w = this.#writtenPod(this.#base(pod.model), pod);
+    w.listeners.add(listener);
+    return () => {
+      w.listeners.delete(listener);
+    };
+  }
+
+  /**
+   * Checks that Redis still holds the last write confirmed for every pod this index wrote, and that the
+   * pods it removed are still gone (runs by itself after a reconnection and every verifyIntervalMs).
+   * Resolves when done; a Redis that is down or slow is skipped silently (the next run tries again).
+   */
+  async verify(): Promise<void> {
+    if (this.#closed) return;
+    if (this.#verifying) {
+      this.#verifyAgain = true; // e.g. a reconnection during a check that failed: check once more after it
+      return;
+    }
+    this.#verifying = true;
+    try {
+      do {
+        this.#verifyAgain = false;
+        try {
+          for (const [base, pods] of this.#written) await this.#verifyModel(base, pods);
+        } catch {
+          // Down or slow: the reconnection or the next period checks again.
+        }
+      } while (this.#verifyAgain && !this.#closed);
+    } finally {
+      this.#verifying = false;
+    }
   }
 
   async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#verifyTimer) clearInterval(this.#verifyTimer);
+    this.#verifyTimer = null;
+    if (this.#lossReport) {
+      clearTimeout(this.#lossReport.timer);
+      this.#flushLossReport();
+    }
     await this.#conn.close();
   }
 
@@ -139,12 +283,12 @@ export class RedisKvIndex implements KvIndex {
     return this.#run(what, this.#commandTimeoutMs, () => script.run(this.#conn.client, call));
   }
 
-  async #run<T>(what: string, timeoutMs: number, work: () => Promise<T>): Promise<T> {
+  async #run<T>(what: string, timeoutMs: number, work: (expired: () => boolean) => Promise<T>): Promise<T> {
     try {
       return await withDeadline(
-        async () => {
+        async (expired) => {
           await this.#conn.ready();
-          return work();
+          return work(expired);
         },
         timeoutMs,
         what,
@@ -152,6 +296,113 @@ export class RedisKvIndex implements KvIndex {
     } catch (e) {
       throw asIndexError(e, what);
     }
+  }
+
+  // ---- lost writes -------------------------------------------------------------------------------
+
+  #writtenPod(base: string, pod: PodRef): Written {
+    let pods = this.#written.get(base);
+    if (!pods) this.#written.set(base, (pods = new Map()));
+    let w = pods.get(pod.podId);
+    if (!w) pods.set(pod.podId, (w = { pod, floor: null, losses: 0, listeners: new Set() }));
+    return w;
+  }
+
+  async #verifyModel(base: string, pods: Map<string, Written>): Promise<void> {
+    const checks = [...pods.values()]
+      .filter((w) => w.floor !== null)
+      .map((w) => ({ w, floor: w.floor!, losses: w.losses }));
+    const removed = [...(this.#removed.get(base) ?? new Map<string, string>())];
+    if (checks.length === 0 && removed.length === 0) return;
+    const client = this.#conn.client;
+    const [records, back] = await this.#run('verify', this.#commandTimeoutMs, () =>
+      Promise.all([
+        checks.length > 0 ? client.hmget(appliedKey(base), ...checks.map((c) => c.w.pod.podId)) : [],
+        removed.length > 0 ? client.hmget(podsKey(base), ...removed.map(([podId]) => podId)) : [],
+      ]),
+    );
+    checks.forEach((c, i) => {
+      const reason = lossReason(parseApplyRecord(records[i]), c.floor);
+      if (reason !== null) this.#lose(c.w, c.losses, reason);
+    });
+    for (const [i, [podId, model]] of removed.entries()) {
+      if (back[i] === null || back[i] === undefined) continue;
+      if (this.#removed.get(base)?.get(podId) !== model) continue; // written again meanwhile
+      this.#log?.warn('a removed pod is back in Redis (restored from an older snapshot): removing it again', {
+        model,
+        pod: podId,
+      });
+      await this.#script('removePod', SCRIPTS.removePod, removePodCall(base, podId));
+    }
+  }
+
+  /** Reports a loss once: `losses` is the count seen when the check was sent. */
+  #lose(w: Written, losses: number, reason: IndexLossReason): void {
+    if (w.losses !== losses || this.#closed) return;
+    w.losses++;
+    w.floor = null;
+    this.#reportLoss(w.pod, reason);
+    for (const f of [...w.listeners]) f(reason);
+  }
+
+  /**
+   * A restarted Redis loses every pod's writes at once: the first loss of a burst is logged at once, the
+   * rest are summed up in one line a second later.
+   */
+  #reportLoss(pod: PodRef, reason: IndexLossReason): void {
+    if (!this.#log) return;
+    if (this.#lossReport) {
+      this.#lossReport.pods.push(pod.podId);
+      this.#lossReport.reasons[reason] = (this.#lossReport.reasons[reason] ?? 0) + 1;
+      return;
+    }
+    this.#log.error(
+      'Redis no longer holds the index writes (restarted empty or from an older snapshot, or flushed): rebuilding',
+      { model: pod.model, pod: pod.podId, reason },
+    );
+    const timer = setTimeout(() => this.#flushLossReport(), 1000);
+    timer.unref();
+    this.#lossReport = { timer, pods: [], reasons: {} };
+  }
+
+  #flushLossReport(): void {
+    const r = this.#lossReport;
+    this.#lossReport = null;
+    if (!r || !this.#log || r.pods.length === 0) return;
+    this.#log.error('Redis lost the index writes of more pods: rebuilding them too', {
+      count: r.pods.length,
+      pods: r.pods.slice(0, 20),
+      reasons: r.reasons,
+    });
+  }
+
+  #armVerify(): void {
+    if (this.#verifyTimer !== null || this.#verifyIntervalMs === 0 || this.#closed) return;
+    this.#verifyTimer = setInterval(() => void this.verify(), this.#verifyIntervalMs);
+    this.#verifyTimer.unref();
+  }
+
+  #rememberRemoval(base: string, pod: PodRef): void {
+    let pods = this.#removed.get(base);
+    if (!pods) this.#removed.set(base, (pods = new Map()));
+    if (!pods.has(pod.podId)) this.#removedCount++;
+    pods.delete(pod.podId);
+    pods.set(pod.podId, pod.model);
+    if (!this.#written.has(base)) this.#written.set(base, new Map()); // verify walks #written's bases
+    while (this.#removedCount > MAX_REMEMBERED_REMOVALS) {
+      // drop the oldest removal of the model with the most
+      let most: Map<string, string> | null = null;
+      for (const m of this.#removed.values()) if (!most || m.size > most.size) most = m;
+      const first = most!.keys().next();
+      if (first.done) break;
+      most!.delete(first.value);
+      this.#removedCount--;
+    }
+  }
+
+  #forgetRemoval(base: string, podId: string): void {
+    const pods = this.#removed.get(base);
+    if (pods?.delete(podId)) this.#removedCount--;
   }
 
   #base(model: string): string {

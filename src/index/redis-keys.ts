@@ -6,6 +6,8 @@ import { createHash } from 'node:crypto';
  *
  *   kinf:{T}:pods        HASH  podId → "idx:epoch"  every pod the index knows for M (apply or upsert)
  *   kinf:{T}:seq         STRING last pod index handed out for M (INCR; never reused)
+ *   kinf:{T}:applied     HASH  podId → "writer:seq:part", the last apply script call that ran for the pod
+ *                        (src/index/apply-id.ts): retries are skipped, lost writes detected
  *   kinf:{T}:s:<idx>     HASH  pod state; exists only while the pod is registered (upsertPodState)
  *   kinf:{T}:b:<8 bytes> STRING one block: "idx=entry,…", entry = packed (epoch, refcount per tier)
  *                        (src/index/lua/entry.ts); TTL refreshed on store
@@ -16,6 +18,7 @@ import { createHash } from 'node:crypto';
 export const KEY_SUFFIX = {
   pods: 'pods',
   seq: 'seq',
+  applied: 'applied',
   state: 's:',
   block: 'b:',
 } as const;
@@ -47,6 +50,10 @@ export function podsKey(base: string): string {
 
 export function seqKey(base: string): string {
   return base + KEY_SUFFIX.seq;
+}
+
+export function appliedKey(base: string): string {
+  return base + KEY_SUFFIX.applied;
 }
 
 export function stateKey(base: string, podIdx: number): string {

@@ -1,8 +1,9 @@
 import { KinferenceError } from '../core/errors.js';
 import { tierRank, type BlockKey } from '../core/types.js';
-import type { IndexOp } from './kv-index.js';
+import { checkApplyId, formatApplyRecord, type ApplyRecord } from './apply-id.js';
+import type { ApplyId, IndexOp } from './kv-index.js';
 import { encodePodState, escapeStateValue, type PodStatePatch } from './pod-state-codec.js';
-import { podsKey, seqKey } from './redis-keys.js';
+import { appliedKey, podsKey, seqKey } from './redis-keys.js';
 import type { ScriptCall } from './script.js';
 
 /**
@@ -26,9 +27,14 @@ export function lookupCall(base: string, keys: readonly BlockKey[]): ScriptCall 
 
 const OP_CODE = { store: 's', remove: 'r' } as const;
 
+/** Arguments of the apply script before the (op, keys) pairs. */
+export const APPLY_HEAD_ARGS = 7;
+
 /**
  * Splits a batch into as few calls as possible, each carrying at most `maxKeysPerCall` block keys (a
  * huge batch must not block Redis for long: lookups wait behind it). Order is kept; empty ops vanish.
+ * The split depends on the ops and `maxKeysPerCall` only, so a retry resends the same calls: all carry
+ * `id`, numbered as parts 1..n, and the same `floor` (the last record confirmed for the pod, or null).
  */
 export function applyCalls(
   base: string,
@@ -36,21 +42,27 @@ export function applyCalls(
   ttlSeconds: number,
   ops: readonly IndexOp[],
   maxKeysPerCall: number,
+  id: ApplyId,
+  floor: ApplyRecord | null = null,
 ): ScriptCall[] {
   if (!Number.isInteger(maxKeysPerCall) || maxKeysPerCall < 1)
     throw new KinferenceError(
       'KINF_ERR_INTERNAL',
       `maxKeysPerCall must be a positive integer, got ${maxKeysPerCall}`,
     );
+  checkApplyId(id);
+  if (floor) checkApplyId(floor);
+  const ttl = String(Math.max(0, Math.floor(ttlSeconds)));
+  const floorArg = floor ? formatApplyRecord(floor) : '';
   const head = (): ScriptCall => ({
-    keys: [podsKey(base), seqKey(base)],
-    args: [base, podId, String(Math.max(0, Math.floor(ttlSeconds)))],
+    keys: [podsKey(base), seqKey(base), appliedKey(base)],
+    args: [base, podId, ttl, id.writer, String(id.seq), String(calls.length + 1), floorArg],
   });
   const calls: ScriptCall[] = [];
   let cur = head();
   let room = maxKeysPerCall;
   const flush = () => {
-    if (cur.args.length > 3) calls.push(cur);
+    if (cur.args.length > APPLY_HEAD_ARGS) calls.push(cur);
     cur = head();
     room = maxKeysPerCall;
   };
@@ -78,5 +90,5 @@ export function upsertPodCall(base: string, podId: string, patch: PodStatePatch)
 }
 
 export function removePodCall(base: string, podId: string): ScriptCall {
-  return { keys: [podsKey(base)], args: [base, podId] };
+  return { keys: [podsKey(base), appliedKey(base)], args: [base, podId] };
 }

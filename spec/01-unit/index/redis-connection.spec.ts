@@ -4,6 +4,7 @@ import {
   asIndexError,
   failFastOptions,
   reconnectDelayMs,
+  redactUrl,
   withDeadline,
 } from '../../../src/index/redis-connection.js';
 
@@ -28,6 +29,30 @@ describe('redis connection policy', () => {
     const never = () => new Promise<never>(() => {});
     await expect(withDeadline(never, 5, 'lookup')).rejects.toMatchObject({ code: 'KINF_ERR_REDIS_TIMEOUT' });
     await expect(withDeadline(async () => 42, 1000, 'lookup')).resolves.toBe(42);
+  });
+
+  it('tells the work when its caller has given up, so a multi-call write sends nothing more', async () => {
+    let seen: (() => boolean) | null = null;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const p = withDeadline(
+      async (expired) => {
+        seen = expired;
+        expect(expired()).toBe(false);
+        await gate;
+        return expired();
+      },
+      5,
+      'apply',
+    );
+    await expect(p).rejects.toMatchObject({ code: 'KINF_ERR_REDIS_TIMEOUT' });
+    expect(seen!()).toBe(true);
+    release();
+  });
+
+  it('hides the password of a Redis URL in logs', () => {
+    expect(redactUrl('redis://user:secret@10.0.0.1:6379/0')).toBe('redis://***@10.0.0.1:6379/0');
+    expect(redactUrl('rediss://10.0.0.1:6379')).toBe('rediss://10.0.0.1:6379');
   });
 
   it('maps foreign errors to KINF_ERR_REDIS and keeps coded ones', () => {

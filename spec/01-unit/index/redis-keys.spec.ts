@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   KEY_SUFFIX,
+  appliedKey,
   blockRedisKey,
   isValidKeyPrefix,
   modelKeyBase,
@@ -28,6 +29,7 @@ describe('redis keys', () => {
     expect(base).toBe(`kinf:{${modelTag('Qwen/Qwen3-8B')}}:`);
     expect(podsKey(base)).toBe(`${base}pods`);
     expect(seqKey(base)).toBe(`${base}seq`);
+    expect(appliedKey(base)).toBe(`${base}applied`);
     expect(stateKey(base, 12)).toBe(`${base}s:12`);
     const k = blockRedisKey(base, Buffer.from('00ff10203040a0b0', 'hex'));
     expect(k.subarray(0, base.length + 2).toString()).toBe(base + KEY_SUFFIX.block);

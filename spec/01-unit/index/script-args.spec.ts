@@ -4,6 +4,7 @@ import { isKinferenceError } from '../../../src/core/errors.js';
 import { TIERS, type BlockKey } from '../../../src/core/types.js';
 import type { IndexOp } from '../../../src/index/kv-index.js';
 import {
+  APPLY_HEAD_ARGS,
   applyCalls,
   lookupCall,
   packBlockKeys,
@@ -12,6 +13,7 @@ import {
 } from '../../../src/index/script-args.js';
 
 const base = 'kinf:{AbCdEfGh}:';
+const ID = { writer: 'w1', seq: 42 };
 const key = (i: number) => i.toString(16).padStart(16, '0') as BlockKey;
 
 describe('script arguments', () => {
@@ -34,7 +36,7 @@ describe('script arguments', () => {
     });
   });
 
-  it('lays out apply: KEYS = pods, seq; ARGV = base, pod, ttl, then (op, keys) pairs', () => {
+  it('lays out apply: KEYS = pods, seq, applied; ARGV = base, pod, ttl, id, part, floor, then (op, keys) pairs', () => {
     const calls = applyCalls(
       base,
       'pod-a',
@@ -46,14 +48,20 @@ describe('script arguments', () => {
         { op: 'store', keys: [], tier: 'CPU' },
       ],
       100,
+      ID,
+      { writer: 'w1', seq: 40, part: 2 },
     );
     expect(calls).toEqual([
       {
-        keys: [`${base}pods`, `${base}seq`],
+        keys: [`${base}pods`, `${base}seq`, `${base}applied`],
         args: [
           base,
           'pod-a',
           '3600',
+          'w1',
+          '42',
+          '1',
+          'w1:40:2',
           's0',
           packBlockKeys([key(1), key(2)]),
           'c',
@@ -63,9 +71,30 @@ describe('script arguments', () => {
         ],
       },
     ]);
-    expect(applyCalls(base, 'p', 0, [], 10)).toEqual([]);
-    expect(applyCalls(base, 'p', 0, [{ op: 'store', keys: [], tier: 'GPU' }], 10)).toEqual([]);
-    expect(() => applyCalls(base, 'p', 0, [], 0)).toThrow();
+    expect(applyCalls(base, 'p', 0, [], 10, ID)).toEqual([]);
+    expect(applyCalls(base, 'p', 0, [{ op: 'store', keys: [], tier: 'GPU' }], 10, ID)).toEqual([]);
+    expect(() => applyCalls(base, 'p', 0, [], 0, ID)).toThrow();
+    for (const bad of [
+      { writer: '', seq: 1 },
+      { writer: 'a:b', seq: 1 },
+      { writer: 'w', seq: 0 },
+      { writer: 'w', seq: 1.5 },
+    ])
+      expect(() => applyCalls(base, 'p', 0, [{ op: 'clear' }], 10, bad)).toThrow(
+        expect.objectContaining({ code: 'KINF_ERR_INTERNAL' }),
+      );
+  });
+
+  it('numbers the calls of a split apply as parts 1..n of one id, all with the same floor', () => {
+    const keys = Array.from({ length: 10 }, (_, i) => key(i));
+    const calls = applyCalls(base, 'p', 0, [{ op: 'store', keys, tier: 'GPU' }], 4, ID, null);
+    expect(calls.map((c) => c.args.slice(3, 7))).toEqual([
+      ['w1', '42', '1', ''],
+      ['w1', '42', '2', ''],
+      ['w1', '42', '3', ''],
+    ]);
+    // deterministic: a retry of the same ops resends exactly the same calls
+    expect(applyCalls(base, 'p', 0, [{ op: 'store', keys, tier: 'GPU' }], 4, ID, null)).toEqual(calls);
   });
 
   it('splits big batches at maxKeysPerCall, keeping every op in order', () => {
@@ -79,13 +108,13 @@ describe('script arguments', () => {
     );
     fc.assert(
       fc.property(fc.array(opArb, { maxLength: 12 }), fc.integer({ min: 1, max: 20 }), (ops, max) => {
-        const calls = applyCalls(base, 'pod', 60, ops, max);
+        const calls = applyCalls(base, 'pod', 60, ops, max, ID);
         // Flatten the calls back into (code, key) steps and compare with the ops.
         const got: string[] = [];
         for (const c of calls) {
           expect(c.args.slice(0, 3)).toEqual([base, 'pod', '60']);
           let keysInCall = 0;
-          for (let i = 3; i < c.args.length; i += 2) {
+          for (let i = APPLY_HEAD_ARGS; i < c.args.length; i += 2) {
             const code = c.args[i] as string;
             const blob = c.args[i + 1] as Buffer | string;
             if (code === 'c') got.push('c');
@@ -122,7 +151,10 @@ describe('script arguments', () => {
         ['healthy', '0'],
       ]),
     );
-    expect(removePodCall(base, 'pod-a')).toEqual({ keys: [`${base}pods`], args: [base, 'pod-a'] });
+    expect(removePodCall(base, 'pod-a')).toEqual({
+      keys: [`${base}pods`, `${base}applied`],
+      args: [base, 'pod-a'],
+    });
   });
 
   it('refuses keys that are not 16 hex digits with a coded error', () => {

@@ -97,8 +97,8 @@ describe('RedisKvIndex key layout', () => {
     ]);
     const all = (await redis.client.keysBuffer('myapp:kv:*')).map((k) => k.toString('latin1'));
     const mine = all.filter((k) => k.startsWith(`myapp:kv:{${modelTag(M)}}:`));
-    expect(mine).toHaveLength(3 + 3); // 3 blocks, pods, seq, one state hash
-    expect(all.filter((k) => k.includes(`{${modelTag('other-model')}}`))).toHaveLength(1 + 2);
+    expect(mine).toHaveLength(3 + 4); // 3 blocks, pods, seq, applied, one state record
+    expect(all.filter((k) => k.includes(`{${modelTag('other-model')}}`))).toHaveLength(1 + 3);
     // prefix, tag, suffix, then the block key's 8 raw bytes
     const blockLen = `myapp:kv:{${modelTag(M)}}:${KEY_SUFFIX.block}`.length + 8;
     expect(mine.filter((k) => k.includes(`}:${KEY_SUFFIX.block}`)).map((k) => k.length)).toEqual([

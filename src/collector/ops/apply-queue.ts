@@ -1,4 +1,5 @@
-import type { IndexOp, KvIndex, PodRef } from '../../index/kv-index.js';
+import { nextApplyId } from '../../index/apply-id.js';
+import type { ApplyId, IndexLossReason, IndexOp, KvIndex, PodRef } from '../../index/kv-index.js';
 import { countOps, mergeOps } from './merge-ops.js';
 
 interface RoomWaiter {
@@ -28,45 +29,75 @@ export interface ApplyQueueHooks {
   failed(err: unknown, attempt: number): void;
   /** The bound was hit: the queue was dropped and writes are suspended until `probe` succeeds. */
   overflow(droppedOps: number, droppedBatches: number): void;
+  /**
+   * The index lost writes it had confirmed for this pod (Redis restarted empty or from an older snapshot,
+   * or was flushed): the queue was dropped and writes are suspended until `probe` succeeds, then
+   * `recovered` asks the owner to clear and rebuild the pod, as after an overflow.
+   */
+  lost?(reason: IndexLossReason, droppedOps: number, droppedBatches: number): void;
   recovered(): void;
   /** A cheap write that proves the index is reachable again. */
   probe(): Promise<void>;
+}
+
+/** One apply() call: its batches, merged ops and identity (a retry resends exactly this). */
+interface Write {
+  batches: QueuedBatch[];
+  ops: IndexOp[];
+  /** Block ops of the batches (what the queue counted). */
+  n: number;
+  id: ApplyId;
 }
 
 /**
  * A pod's ordered write queue: one apply() in flight at a time, everything queued meanwhile merged into
  * the next call (so the batch size follows the index's latency), retries with backoff on failure, and a
  * hard bound: if the index stays unavailable, drop, suspend, and let the owner resync on recovery.
+ *
+ * Exactly once: each apply carries an ApplyId, and a retry resends the same ops under the same id, so a
+ * write that ran although its answer was lost (timeout, dropped connection) is not counted twice; the
+ * index skips it. A new apply (after a success, or after the queue was dropped) gets a new id.
+ * When the index reports that it lost this pod's writes (KvIndex.onWritesLost), the queue does what it
+ * does on overflow: drop, suspend, probe, and let the owner clear and rebuild.
  */
 export class ApplyQueue {
   #pending: QueuedBatch[] = [];
   #head = 0;
   #queuedOps = 0;
-  #inFlight: QueuedBatch[] | null = null;
-  #inFlightOps = 0;
+  #inFlight: Write | null = null;
   #inFlightDone: Promise<void> = Promise.resolve();
-  #retry: QueuedBatch[] | null = null;
+  #retry: Write | null = null;
   #retryTimer: NodeJS.Timeout | null = null;
   #attempt = 0;
   #suspended = false;
   #closed = false;
   #waiters: (() => void)[] = [];
   #roomWaiters: RoomWaiter[] = [];
+  readonly #unwatch: () => void;
   lastAppliedSeq: number | null = null;
+  /** Times the index reported this pod's writes lost, by reason (kinference_collector_index_lost_total). */
+  readonly losses: Record<IndexLossReason, number> = { missing: 0, rolled_back: 0, overwritten: 0 };
 
   constructor(
     readonly index: KvIndex,
     readonly pod: PodRef,
     readonly opts: ApplyQueueOptions,
     readonly hooks: ApplyQueueHooks,
-  ) {}
+  ) {
+    this.#unwatch = index.onWritesLost?.(pod, (reason) => this.#lost(reason)) ?? (() => {});
+  }
 
   get queuedOps(): number {
     return this.#queuedOps;
   }
 
   get queuedBatches(): number {
-    return this.#pending.length - this.#head + (this.#retry?.length ?? 0) + (this.#inFlight?.length ?? 0);
+    return (
+      this.#pending.length -
+      this.#head +
+      (this.#retry?.batches.length ?? 0) +
+      (this.#inFlight?.batches.length ?? 0)
+    );
   }
 
   get suspended(): boolean {
@@ -102,6 +133,7 @@ export class ApplyQueue {
   /** Drops what is queued; resolves once a write already sent has settled (nothing lands after that). */
   close(): Promise<void> {
     this.#closed = true;
+    this.#unwatch();
     if (this.#retryTimer) clearTimeout(this.#retryTimer);
     this.#retryTimer = null;
     this.#dropAll();
@@ -133,12 +165,21 @@ export class ApplyQueue {
     for (const f of w) f();
   }
 
-  #take(): QueuedBatch[] {
+  /** The write to send next: the one to retry, as it was, or a new one from the queue (null: nothing). */
+  #next(): Write | null {
     if (this.#retry !== null) {
       const r = this.#retry;
       this.#retry = null;
       return r;
     }
+    const batches = this.#take();
+    if (batches.length === 0) return null;
+    let n = 0;
+    for (const b of batches) n += countOps(b.ops);
+    return { batches, ops: mergeOps(batches.map((b) => b.ops)), n, id: nextApplyId() };
+  }
+
+  #take(): QueuedBatch[] {
     const taken: QueuedBatch[] = [];
     let n = 0;
     while (this.#head < this.#pending.length) {
@@ -161,22 +202,19 @@ export class ApplyQueue {
 
   #pump(): void {
     if (this.#inFlight !== null || this.#retryTimer !== null || this.#suspended || this.#closed) return;
-    const taken = this.#take();
-    if (taken.length === 0) return this.#wake();
-    this.#inFlight = taken;
-    const ops = mergeOps(taken.map((b) => b.ops));
-    let n = 0;
-    for (const b of taken) n += countOps(b.ops);
-    this.#inFlightOps = n;
+    const write = this.#next();
+    if (write === null) return this.#wake();
+    this.#inFlight = write;
+    const { batches, ops, n } = write;
     const t0 = performance.now();
-    this.#inFlightDone = this.index.apply(this.pod, ops).then(
+    this.#inFlightDone = this.index.apply(this.pod, ops, write.id).then(
       () => {
         this.#inFlight = null;
         if (this.#suspended || this.#closed) return this.#wake();
         this.#queuedOps -= n;
         this.#attempt = 0;
-        this.lastAppliedSeq = taken[taken.length - 1]!.seq;
-        this.hooks.applied(taken, Date.now(), performance.now() - t0, countOps(ops));
+        this.lastAppliedSeq = batches[batches.length - 1]!.seq;
+        this.hooks.applied(batches, Date.now(), performance.now() - t0, countOps(ops));
         this.#wake();
         this.#pump();
       },
@@ -185,7 +223,9 @@ export class ApplyQueue {
         if (this.#suspended || this.#closed) return this.#wake();
         this.#attempt++;
         this.hooks.failed(err, this.#attempt);
-        this.#retry = taken;
+        // The write may have run (a timeout, a dropped connection): resend it as it was, same id, so the
+        // index can tell and skip it.
+        this.#retry = write;
         this.#retryTimer = setTimeout(() => {
           this.#retryTimer = null;
           this.#pump();
@@ -200,8 +240,8 @@ export class ApplyQueue {
 
   /** Drops everything not yet sent (a write in flight may still land: it is not counted as dropped). */
   #dropAll(): { ops: number; batches: number } {
-    const batches = this.queuedBatches - (this.#inFlight?.length ?? 0);
-    const ops = this.#queuedOps - (this.#inFlight ? this.#inFlightOps : 0);
+    const batches = this.queuedBatches - (this.#inFlight?.batches.length ?? 0);
+    const ops = this.#queuedOps - (this.#inFlight?.n ?? 0);
     this.#pending = [];
     this.#head = 0;
     this.#retry = null;
@@ -210,13 +250,30 @@ export class ApplyQueue {
   }
 
   #overflow(incomingOps: number): void {
+    const dropped = this.#suspend();
+    this.hooks.overflow(dropped.ops + incomingOps, dropped.batches + 1);
+    this.#wake();
+    this.#probeLater();
+  }
+
+  /** The index lost this pod's writes: what is queued builds on them, so drop it and rebuild. */
+  #lost(reason: IndexLossReason): void {
+    // Already suspended (an overflow, or a loss reported twice): the recovery ahead rebuilds anyway.
+    if (this.#closed) return;
+    this.losses[reason]++;
+    if (this.#suspended) return;
+    const dropped = this.#suspend();
+    this.hooks.lost?.(reason, dropped.ops, dropped.batches);
+    this.#wake();
+    this.#probeLater();
+  }
+
+  #suspend(): { ops: number; batches: number } {
     const dropped = this.#dropAll();
     if (this.#retryTimer) clearTimeout(this.#retryTimer);
     this.#retryTimer = null;
     this.#suspended = true;
-    this.hooks.overflow(dropped.ops + incomingOps, dropped.batches + 1);
-    this.#wake();
-    this.#probeLater();
+    return dropped;
   }
 
   #probeLater(): void {

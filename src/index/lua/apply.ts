@@ -1,15 +1,37 @@
 import { KEY_SUFFIX } from '../redis-keys.js';
 import { LUA_ENTRY } from './entry.js';
 
+/** Replies of the apply script below 0 (0 and up: block entries changed). */
+export const APPLY_REPLY = {
+  /** This call (same writer, seq and part) or a later one already ran: nothing done. */
+  duplicate: -1,
+  /** The writes behind the floor are gone, nothing done: the record is missing (restart empty, flush), */
+  missing: -2,
+  /** … older than the floor (restart from an older snapshot), */
+  rolledBack: -3,
+  /** … or another writer's. */
+  overwritten: -4,
+} as const;
+
 /**
  * apply: one pod's ops, in order, in ONE call (the collector sends thousands of block ops a second).
  *
- * KEYS[1] = <base>pods   HASH podId → "idx:epoch" (a new pod gets an index here, unregistered)
- * KEYS[2] = <base>seq    STRING, INCR hands out pod indexes, never reused
+ * KEYS[1] = <base>pods     HASH podId → "idx:epoch" (a new pod gets an index here, unregistered)
+ * KEYS[2] = <base>seq      STRING, INCR hands out pod indexes, never reused
+ * KEYS[3] = <base>applied  HASH podId → "writer:seq:part", the last call that ran for the pod
  * ARGV[1] = <base>, ARGV[2] = podId, ARGV[3] = block TTL in seconds (0 = none)
- * ARGV[4..] = pairs (op, keys): op "s0" | "s1" | "s2" stores in tier GPU | CPU | STORAGE, "r0".."r2"
+ * ARGV[4] = writer, ARGV[5] = seq, ARGV[6] = part: this call's identity (src/index/apply-id.ts). An apply
+ *           split into n calls sends parts 1..n under one (writer, seq); a retry resends the same ones.
+ * ARGV[7] = floor: the last "writer:seq:part" the client saw confirmed for this pod ("" for none)
+ * ARGV[8..] = pairs (op, keys): op "s0" | "s1" | "s2" stores in tier GPU | CPU | STORAGE, "r0".."r2"
  *             removes, "c" clears; keys = block keys, 8 raw bytes each, concatenated ("" for "c")
- * Reply:   number of block entries changed
+ * Reply:   number of block entries changed, or an APPLY_REPLY code (< 0): nothing was written
+ *
+ * Exactly once: a call whose (writer, seq, part) is not past the pod's record is a retry of one that ran
+ * (its reply was lost to a timeout or a dropped connection) and does nothing; otherwise it runs and
+ * becomes the record, in the same atomic step. Lost writes: the record must be the floor, a later call
+ * of the floor's writer, or an earlier part of this apply; if Redis lost it (restarted empty or from an older snapshot, flushed), the call
+ * writes nothing and says why, and the client rebuilds the pod.
  *
  * Atomic because Redis runs a script alone: a lookup sees the batch entirely or not at all, and two
  * collectors cannot interleave increments. A refcount is a read-modify-write of the block's value, which
@@ -17,11 +39,32 @@ import { LUA_ENTRY } from './entry.js';
  * pod no longer in KEYS[1], are dropped whenever a store or remove passes their block (lazy cleanup);
  * the TTL, refreshed on store (SET … EX), removes the rest. Two commands per block: GET, then SET or DEL.
  */
-export const APPLY_LUA = `-- kinference apply. KEYS[1] = <base>pods, KEYS[2] = <base>seq; ARGV[1] = <base>, ARGV[2] = pod id,
--- ARGV[3] = block TTL s, then (op, keys) pairs. Atomic as every script: lookups see all of a batch or none.
+export const APPLY_LUA = `-- kinference apply. KEYS[1] = <base>pods, KEYS[2] = <base>seq, KEYS[3] = <base>applied;
+-- ARGV[1] = <base>, ARGV[2] = pod id, ARGV[3] = block TTL s, ARGV[4..6] = writer, seq, part,
+-- ARGV[7] = floor, then (op, keys) pairs. Atomic as every script: lookups see all of a batch or none.
 ${LUA_ENTRY}
 local base, pod_id, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local writer, aseq, part, floor = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local block = base .. '${KEY_SUFFIX.block}'
+
+-- "writer:seq:part" -> writer, seq, part (nil if absent or malformed)
+local function record(v)
+  if not v then return nil end
+  local w, s, p = string.match(v, '^([^:]+):(%d+):(%d+)$')
+  if not w then return nil end
+  return w, tonumber(s), tonumber(p)
+end
+local rw, rs, rp = record(redis.call('HGET', KEYS[3], pod_id))
+-- the record is an earlier part (or an earlier try) of this very apply: it ran after the floor
+local same_apply = rw == writer and rs == aseq
+if floor ~= '' and not same_apply then
+  local fw, fs, fp = record(floor)
+  if not rw then return ${APPLY_REPLY.missing} end
+  if rw ~= fw then return ${APPLY_REPLY.overwritten} end
+  if rs < fs or (rs == fs and rp < fp) then return ${APPLY_REPLY.rolledBack} end
+end
+if rw == writer and (rs > aseq or (same_apply and rp >= part)) then return ${APPLY_REPLY.duplicate} end
+redis.call('HSET', KEYS[3], pod_id, writer .. ':' .. ARGV[5] .. ':' .. ARGV[6])
 local idx, epoch
 local ref = redis.call('HGET', KEYS[1], pod_id)
 if ref then
@@ -40,7 +83,7 @@ for i = 2, #refs, 2 do
 end
 
 local changed = 0
-for a = 4, #ARGV, 2 do
+for a = 8, #ARGV, 2 do
   local op, keys = ARGV[a], ARGV[a + 1]
   if op == 'c' then
     epoch = epoch + 1

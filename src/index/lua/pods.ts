@@ -49,16 +49,18 @@ return tonumber(idx)
 /**
  * remove-pod: forget a pod that left the fleet.
  *
- * KEYS[1] = <base>pods; ARGV[1] = <base>, ARGV[2] = podId
+ * KEYS[1] = <base>pods, KEYS[2] = <base>applied; ARGV[1] = <base>, ARGV[2] = podId
  * Reply:   1 if the pod was known, else 0
  *
- * O(1): deletes the pod's index mapping and its state. Its block entries become stale at once (their
- * index is no longer live and is never handed out again), are dropped lazily by apply, and expire by TTL.
+ * O(1): deletes the pod's index mapping, its state and its apply record. Its block entries become stale
+ * at once (their index is no longer live and is never handed out again), are dropped lazily by apply, and
+ * expire by TTL.
  */
-export const REMOVE_POD_LUA = `-- kinference remove-pod. KEYS[1] = <base>pods; ARGV[1] = <base>, ARGV[2] = pod id.
--- O(1) and atomic: mapping and state go together; the pod's blocks become stale at once.
+export const REMOVE_POD_LUA = `-- kinference remove-pod. KEYS[1] = <base>pods, KEYS[2] = <base>applied; ARGV[1] = <base>,
+-- ARGV[2] = pod id. O(1) and atomic: mapping, state and apply record go together; the blocks become stale.
 ${LUA_ENTRY}
 local base, pod_id = ARGV[1], ARGV[2]
+redis.call('HDEL', KEYS[2], pod_id)
 local ref = redis.call('HGET', KEYS[1], pod_id)
 if not ref then return 0 end
 local idx = pod_ref(ref)

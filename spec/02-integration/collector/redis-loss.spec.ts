@@ -1,0 +1,121 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Collector } from '../../../src/collector/collector.js';
+import { createKvIndex } from '../../../src/index/index.js';
+import type { KvIndex } from '../../../src/index/kv-index.js';
+import { waitFor } from '../../helpers/ports.js';
+import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
+import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
+import {
+  BS,
+  MODEL,
+  cachedBlocks,
+  freshTokens,
+  startCollector,
+  waitCached,
+  waitSubscribed,
+} from '../../helpers/collector/collector-harness.js';
+
+/**
+ * The collector's writes against a Redis that stalls, loses its data, or goes back to an older snapshot
+ * while the collector keeps running (docs/redis-index.md, "Failure behaviour").
+ */
+let nextHash = 1n << 44n;
+const hashes = (n: number): bigint[] => Array.from({ length: n }, () => nextHash++);
+
+describe('collector against Redis trouble (real Redis, ZMQ)', () => {
+  let redis: TestRedis;
+  let index: KvIndex;
+  let collector: Collector | null = null;
+  let pub: FakeVllmPublisher | null = null;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    index = createKvIndex({
+      kind: 'redis',
+      url: redis.url,
+      keyPrefix: 'kloss',
+      commandTimeoutMs: 200,
+      verifyIntervalMs: 100,
+    });
+  });
+  afterEach(async () => {
+    await collector?.stop();
+    await pub?.close();
+    collector = null;
+    pub = null;
+  });
+  afterAll(async () => {
+    await index?.close();
+    await redis?.stop();
+  });
+
+  async function start(podId: string): Promise<NonNullable<ReturnType<Collector['worker']>>> {
+    pub = await new FakeVllmPublisher({ format: 'map' }).bind();
+    collector = startCollector(index, [
+      {
+        id: podId,
+        model: MODEL,
+        address: '127.0.0.1:18020',
+        kv_events: pub.endpoint,
+        kv_events_replay: pub.replayEndpoint,
+      },
+    ]);
+    await collector.start();
+    await waitSubscribed(pub, () => collector!.worker(podId));
+    return collector.worker(podId)!;
+  }
+
+  it('a write that timed out while Redis stalled is retried, and counted once', async () => {
+    const w = await start('pod-s');
+    const tokens = freshTokens(3);
+    const h = hashes(3);
+    await redis.client.client('PAUSE', 800, 'ALL');
+    await pub!.publish([{ type: 'BlockStored', hashes: h, parent: null, tokens, blockSize: BS }]);
+    await waitFor('the write timed out', () => w.stats.applyErrors > 0);
+    await waitCached(index, 'pod-s', tokens, 3);
+    await pub!.publish([
+      { type: 'BlockRemoved', hashes: [h[2]!] },
+      { type: 'BlockRemoved', hashes: [h[1]!] },
+      { type: 'BlockRemoved', hashes: [h[0]!] },
+    ]);
+    await waitCached(index, 'pod-s', tokens, 0);
+    expect(w.stats.podClears.recovery).toBe(0);
+  });
+
+  it('FLUSHALL under an idle pod: found by the periodic check, the pod is rebuilt from its replay buffer', async () => {
+    const w = await start('pod-f');
+    const tokens = freshTokens(2);
+    await pub!.publish([{ type: 'BlockStored', hashes: hashes(2), parent: null, tokens, blockSize: BS }]);
+    await waitCached(index, 'pod-f', tokens, 2);
+    await redis.client.flushall();
+    await waitFor('loss found', () => w.queue.losses.missing === 1);
+    await waitCached(index, 'pod-f', tokens, 2); // no new event needed
+    expect(w.stats.podClears.recovery).toBe(1);
+    await waitFor('resync done', () => !w.resyncing);
+    const text = await collector!.metrics.registry.metrics();
+    expect(text).toContain('kinference_collector_index_lost_total{pod="pod-f",reason="missing"} 1');
+  });
+
+  it('back to an older snapshot: a chain evicted since does not come back', async () => {
+    const w = await start('pod-r');
+    const tokens = freshTokens(3);
+    const h = hashes(3);
+    await pub!.publish([{ type: 'BlockStored', hashes: h, parent: null, tokens, blockSize: BS }]);
+    await waitCached(index, 'pod-r', tokens, 3);
+    // An RDB snapshot now...
+    const snap: [Buffer, Buffer][] = [];
+    for (const k of await redis.client.keysBuffer('kloss:*'))
+      snap.push([k, (await redis.client.dumpBuffer(k))!]);
+    // ...vLLM evicts the chain...
+    await pub!.publish([{ type: 'BlockRemoved', hashes: [...h].reverse() }]);
+    await waitCached(index, 'pod-r', tokens, 0);
+    // ...and Redis comes back from the snapshot.
+    await redis.client.flushall();
+    for (const [k, v] of snap) await redis.client.restore(k, 0, v, 'REPLACE');
+    expect(await cachedBlocks(index, 'pod-r', tokens)).toBe(3); // stale
+    await waitFor('loss found', () => w.queue.losses.rolled_back === 1);
+    await waitFor('rebuilt', async () => !w.resyncing && w.stats.podClears.recovery === 1);
+    await w.queue.drained();
+    expect(await cachedBlocks(index, 'pod-r', tokens)).toBe(0);
+  });
+});
