@@ -152,7 +152,7 @@ return {
                 1024,
                 268435456,
               },
-              description = "Bodies larger than this are not read by the plugin (the RPC cost grows with size); they are routed on load alone.",
+              description = "Bodies larger than this (by Content-Length) are never fetched by the plugin (the RPC cost grows with size); Kong's target (the service url) is kept. Chunked, compressed and empty bodies are not read either.",
             },
           },
           {
@@ -164,7 +164,7 @@ return {
                 "least-loaded",
                 "kong-default",
               },
-              description = "What happens when no prediction can be made: least-loaded picks the pod with the least work, kong-default leaves the service target.",
+              description = "What happens when no prediction can be made or no pod is healthy: least-loaded picks the pod with the least work, kong-default leaves the service target.",
             },
           },
           {

@@ -87,8 +87,24 @@ const COUNTERS: [name: string, help: string, labels: string[], read: Reader][] =
   ],
   ['sequence_gaps_total', 'Jumps in the batch sequence', [], one((w) => w.stats.gaps)],
   ['missing_batches_total', 'Batches missing across sequence gaps', [], one((w) => w.stats.missingBatches)],
-  ['duplicate_batches_total', 'Batches seen twice (replay overlap)', [], one((w) => w.stats.duplicates)],
-  ['restarts_total', 'Engine restarts detected (sequence went backwards)', [], one((w) => w.stats.restarts)],
+  [
+    'duplicate_batches_total',
+    'Batches already applied (same number, same bytes), dropped',
+    [],
+    one((w) => w.stats.duplicates),
+  ],
+  [
+    'out_of_order_batches_total',
+    'Batches older than the last applied one, from the same engine process, dropped',
+    [],
+    one((w) => w.stats.outOfOrder),
+  ],
+  [
+    'restarts_total',
+    'Engine restarts detected from the event stream (a used sequence number with new content, or the replay buffer)',
+    [],
+    one((w) => w.stats.restarts),
+  ],
   ['replays_total', 'Replay requests, by result', ['result'], byKey('result', (w) => w.stats.replays)],
   ['replayed_batches_total', 'Batches received from replay', [], one((w) => w.stats.replayedBatches)],
   [
@@ -104,12 +120,24 @@ const COUNTERS: [name: string, help: string, labels: string[], read: Reader][] =
     one((w) => w.stats.liveDropped),
   ],
   [
+    'live_drop_replays_total',
+    'Replays run again for live batches dropped while a replay ran',
+    [],
+    one((w) => w.stats.liveDropReplays),
+  ],
+  [
     'queue_overflows_total',
     'Write queue overflows (index unavailable too long)',
     [],
     one((w) => w.stats.overflows),
   ],
   ['dropped_ops_total', 'Block ops dropped by queue overflows', [], one((w) => w.stats.droppedOps)],
+  [
+    'index_lost_total',
+    'Times Redis no longer held the writes made for the pod (missing: restarted empty or flushed; rolled_back: restored from an older snapshot; overwritten: another writer); each clears and rebuilds the pod',
+    ['reason'],
+    byKey('reason', (w) => w.queue.losses),
+  ],
   [
     'dp_rank_mismatches_total',
     'Batches whose data_parallel_rank differs from the endpoint rank',

@@ -2,10 +2,12 @@ import type { CollectorSection } from '../config/collector-section.js';
 import type { KvIndex } from '../index/kv-index.js';
 import { CollectorMetrics, type ScrapeView } from './collector-metrics.js';
 import type { Discovery } from './discovery/discovery.js';
+import { EventSilenceWatch, computedPromptTokens } from './event-silence.js';
 import type { Logger } from './logger.js';
 import { calibrationOptions } from './metrics/calibration.js';
 import { CalibrationPools } from './metrics/calibration-pool.js';
 import { MetricsScraper } from './metrics/scraper.js';
+import { engineView, type PodMetrics } from './metrics/vllm-metrics.js';
 import type { QueuedBatch } from './ops/apply-queue.js';
 import { samePodSpec, streamsOf, type PodSpec } from './pods.js';
 import { StreamWorker, type StreamSettings } from './stream-worker.js';
@@ -19,12 +21,31 @@ export interface CollectorDeps {
   log: Logger;
   /** Block size the router uses, per model (fleet `models.<name>.block_size`). */
   blockSizes: Record<string, number>;
+  /**
+   * Models whose index entries this collector owns: at start and after every discovery change, the pods
+   * registered for them that it does not run (left over from an earlier config or a crash) are removed.
+   * Absent or empty: nothing is removed but the pods it ran itself. Another collector sharing the Redis and
+   * key prefix must own other models.
+   */
+  ownedModels?: readonly string[];
   onApplied?: AppliedListener;
 }
+
+/** Pause before checking the index for stale pods again after a failed check (Redis down). */
+export const STALE_SWEEP_RETRY_MS = 5000;
+
+/**
+ * A stream whose engine computed this many uncached prompt tokens (and at least 8 blocks' worth) with no
+ * KV-event frame arriving is reported as not heard (event-silence.ts); again every SILENT_STREAM_REPEAT_MS.
+ */
+export const SILENT_STREAM_MIN_TOKENS = 1024;
+export const SILENT_STREAM_REPEAT_MS = 10 * 60_000;
 
 interface PodRunner {
   spec: PodSpec;
   workers: StreamWorker[];
+  /** Per worker: is its KV-event stream heard while the engine computes prompts? */
+  silence: EventSilenceWatch[];
   scraper: MetricsScraper | null;
   scrapeOk: number;
   scrapeFailed: number;
@@ -54,6 +75,8 @@ export class Collector {
   readonly #calibrationPools = new CalibrationPools();
   #reconciling: Promise<void> = Promise.resolve();
   #stopping = false;
+  #sweepRetry: NodeJS.Timeout | null = null;
+  #sweepFailures = 0;
 
   constructor(
     readonly settings: CollectorSection,
@@ -103,9 +126,52 @@ export class Collector {
         this.#pods.set(id, this.#startPod(spec));
         this.deps.log.info('pod added', { pod: id, address: spec.address, ranks: spec.dataParallelSize });
       }
+      await this.#removeStale();
     };
     this.#reconciling = this.#reconciling.then(run, run);
     return this.#reconciling;
+  }
+
+  /**
+   * Removes from the index the pods of the owned models that this collector does not run: a pod dropped
+   * from the static list while the collector was down, a DP rank that no longer exists, a pod of a crashed
+   * run. Left registered, such a pod keeps its last state (healthy, frozen load) and its blocks, and the
+   * router keeps sending traffic to an address nobody follows. Runs inside the reconcile chain, so the set
+   * of running pods cannot change under it; a failed check is retried until one succeeds.
+   */
+  async #removeStale(): Promise<void> {
+    const models = this.deps.ownedModels ?? [];
+    if (models.length === 0 || this.#stopping) return;
+    if (this.#sweepRetry) clearTimeout(this.#sweepRetry);
+    this.#sweepRetry = null;
+    const running = new Set<string>();
+    for (const w of this.workers()) running.add(`${w.pod.model}\u0000${w.pod.podId}`);
+    try {
+      for (const model of models)
+        for (const p of await this.deps.index.listPods(model)) {
+          if (running.has(`${model}\u0000${p.podId}`)) continue;
+          await this.deps.index.removePod({ model, podId: p.podId });
+          this.deps.log.info('stale pod removed from the index: not among the pods this collector follows', {
+            pod: p.podId,
+            model,
+            address: p.address,
+          });
+        }
+      this.#sweepFailures = 0;
+    } catch (err) {
+      if (this.#sweepFailures++ === 0)
+        this.deps.log.warn('could not check the index for stale pods; retrying', {
+          retryInMs: STALE_SWEEP_RETRY_MS,
+          err,
+        });
+      if (this.#stopping) return;
+      this.#sweepRetry = setTimeout(() => {
+        this.#sweepRetry = null;
+        const sweep = (): Promise<void> => this.#removeStale();
+        this.#reconciling = this.#reconciling.then(sweep, sweep);
+      }, STALE_SWEEP_RETRY_MS);
+      this.#sweepRetry.unref();
+    }
   }
 
   health(): CollectorHealth {
@@ -130,6 +196,8 @@ export class Collector {
   /** Clean shutdown: stop discovery and subscribers, flush queued writes (bounded), close nothing shared. */
   async stop(): Promise<boolean> {
     this.#stopping = true;
+    if (this.#sweepRetry) clearTimeout(this.#sweepRetry);
+    this.#sweepRetry = null;
     await this.deps.discovery.stop();
     await this.#reconciling;
     const runners = [...this.#pods.values()];
@@ -180,7 +248,15 @@ export class Collector {
       (st) =>
         new StreamWorker(st, settings, this.deps.index, this.deps.log.child({ pod: st.podId }), observer),
     );
-    const runner: PodRunner = { spec, workers, scraper: null, scrapeOk: 0, scrapeFailed: 0 };
+    const minTokens = Math.max(SILENT_STREAM_MIN_TOKENS, 8 * settings.blockSize);
+    const runner: PodRunner = {
+      spec,
+      workers,
+      silence: workers.map(() => new EventSilenceWatch(minTokens, SILENT_STREAM_REPEAT_MS)),
+      scraper: null,
+      scrapeOk: 0,
+      scrapeFailed: 0,
+    };
     if (spec.metrics) {
       runner.scraper = new MetricsScraper(
         {
@@ -194,8 +270,14 @@ export class Collector {
             ? { pool: { pools: this.#calibrationPools, model: spec.model, podId: spec.id } }
             : {}),
           log: this.deps.log.child({ pod: spec.id }),
-          onRestart: () => workers.forEach((w) => w.restartSignal()),
-          onScrape: (ok) => (ok ? runner.scrapeOk++ : runner.scrapeFailed++),
+          // The new start time lets a worker that already saw this restart in its event stream skip it.
+          onRestart: () =>
+            workers.forEach((w) => w.restartSignal(runner.scraper?.lastPod?.processStartTimeSec ?? null)),
+          onScrape: (ok, pod) => {
+            if (ok) runner.scrapeOk++;
+            else runner.scrapeFailed++;
+            if (ok && pod) this.#checkSilence(runner, pod);
+          },
         },
         workers.map((w) => ({
           rank: w.spec.rank,
@@ -206,6 +288,32 @@ export class Collector {
     for (const w of workers) w.start({ healthy: true });
     runner.scraper?.start();
     return runner;
+  }
+
+  /** Warns about a stream that hears nothing while its engine computes prompts (topic or endpoint wrong). */
+  #checkSilence(r: PodRunner, pod: PodMetrics): void {
+    r.workers.forEach((w, i) => {
+      if (!w.spec.kvEvents) return;
+      const computed = computedPromptTokens(engineView(pod, w.spec.rank));
+      const watch = r.silence[i]!;
+      const since = watch.computedSinceFrame(computed);
+      const verdict = watch.observe(Date.now(), computed, w.stats.framesReceived);
+      const log = this.deps.log.child({ pod: w.pod.podId });
+      if (verdict === 'silent')
+        log.warn(
+          'no KV event received while the engine computed prompts: the index learns nothing from this pod',
+          {
+            endpoint: w.spec.kvEvents,
+            topic: w.spec.topic,
+            promptTokensComputedSince: since,
+            check:
+              `vLLM's --kv-events-config needs "enable_kv_cache_events": true, "publisher": "zmq", an "endpoint" ` +
+              `bound on the port of ${w.spec.kvEvents}, and a "topic" equal to kv_events_topic ` +
+              `(${JSON.stringify(w.spec.topic)} here; vLLM's default is "", and an empty kv_events_topic hears every topic)`,
+          },
+        );
+      else if (verdict === 'heard') log.info('KV events arriving now', { endpoint: w.spec.kvEvents });
+    });
   }
 
   async #remove(r: PodRunner): Promise<void> {

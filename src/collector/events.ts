@@ -7,7 +7,10 @@ import type { Tier, VllmBlockHash } from '../core/types.js';
 
 /** One block's vLLM extra_keys, with the LoRA name already taken out (it is also in `loraName`). */
 export interface BlockExtraKeys {
-  /** Plain strings, in order: vLLM puts cache_salt here, on the first block of a sequence only. */
+  /**
+   * Plain strings, in order: vLLM puts cache_salt here, on the first block of a sequence only. Before vLLM
+   * #36708 a multimodal identifier was a plain string too (since, an (identifier, offset) tuple: opaque).
+   */
   strings: string[];
   /** True when the tuple holds something we cannot fold into our key (multimodal ids, prompt-embed hashes). */
   opaque: boolean;

@@ -4,15 +4,21 @@ import type { IndexOp } from '../index/kv-index.js';
 import { BlockMap, type BlockEntry } from './block-map.js';
 import type { BlockRemovedEvent, BlockStoredEvent, KvEvent } from './events.js';
 
-/** Why blocks from the event stream were not written to the index. Never a wrong key: skip instead. */
+/**
+ * Why blocks from the event stream were not written to the index. Never a wrong key: skip instead.
+ * `reannounced` is not a loss: the pod already holds the block and the index already says so.
+ */
 export const SKIP_REASONS = [
   'unknown_parent',
   'unindexable_parent',
   'unreproducible_extra_keys',
+  'ambiguous_extra_keys',
   'token_count_mismatch',
   'block_size_mismatch',
   'non_full_attention',
   'lora_name_missing',
+  'offload_unmapped',
+  'reannounced',
   'remove_unknown_hash',
   'remove_not_held',
 ] as const;
@@ -23,7 +29,7 @@ export interface MapperCounters {
   storedBlocks: number;
   removedBlocks: number;
   clears: number;
-  /** Store / remove ops written for them. */
+  /** Store / remove ops written for them, and blocks skipped (re-announcements of held blocks excepted). */
   indexedBlocks: number;
   unindexedBlocks: number;
   /** Removals issued because the bounded block map evicted an entry the index still holds. */
@@ -57,6 +63,9 @@ const MAX_SEEDS = 4096;
  * keys of a BlockStored are computed from its token_ids, chained from the parent's key, which we find
  * through a bounded map vLLM hash → our key (how llm-d does it; vLLM's own hash is never reproduced).
  * A chain start uses keySeed(model, lora_name, cache_salt) — the same seed the router uses.
+ * Offloaded copies (medium CPU/STORAGE) are not keyed from their own event: each hash takes the key its GPU
+ * BlockStored gave it (#offloaded). A GPU run from block 0 of blocks the pod already holds is a
+ * re-announcement and changes no count.
  */
 export class KeyMapper {
   readonly #map: BlockMap;
@@ -117,11 +126,24 @@ export class KeyMapper {
     c.unindexedBlocks += n;
   }
 
-  /** Records hashes[from..] as known-but-unindexable, so their descendants are skipped for the right reason. */
-  #markUnindexable(hashes: readonly VllmBlockHash[], from: number, c: MapperCounters, ops: IndexOp[]): void {
+  /**
+   * Records hashes[from..] as known-but-unindexable, so their descendants are skipped for the right reason.
+   * `replace`: the event says these hashes have no key we can compute (their content), so an entry holding
+   * a key is dropped too. Without it (the event's shape is wrong, not its content) a known entry stays.
+   */
+  #markUnindexable(
+    hashes: readonly VllmBlockHash[],
+    from: number,
+    c: MapperCounters,
+    ops: IndexOp[],
+    replace = true,
+  ): void {
     for (let i = from; i < hashes.length; i++) {
       const old = this.#map.peek(hashes[i]!);
-      if (old !== undefined) this.#release(old, c, ops);
+      if (old !== undefined) {
+        if (!replace) continue;
+        this.#release(old, c, ops);
+      }
       this.#insert(hashes[i]!, null, c, ops);
     }
   }
@@ -150,16 +172,17 @@ export class KeyMapper {
       if (e.groupIdx !== null) this.#otherGroups.add(e.groupIdx);
       return this.#skip(c, 'non_full_attention', n);
     }
+    if (e.tier !== 'GPU') return this.#offloaded(e, c, ops);
     if (e.loraNameMissing) {
       this.#markUnindexable(e.hashes, 0, c, ops);
       return this.#skip(c, 'lora_name_missing', n);
     }
     if (e.blockSize !== this.blockSize) {
-      this.#markUnindexable(e.hashes, 0, c, ops);
+      this.#markUnindexable(e.hashes, 0, c, ops, false);
       return this.#skip(c, 'block_size_mismatch', n);
     }
     if (e.tokenIds.length !== n * e.blockSize) {
-      this.#markUnindexable(e.hashes, 0, c, ops);
+      this.#markUnindexable(e.hashes, 0, c, ops, false);
       return this.#skip(c, 'token_count_mismatch', n);
     }
 
@@ -170,6 +193,11 @@ export class KeyMapper {
       if (first !== null && (first.opaque || first.strings.length > 1)) {
         this.#markUnindexable(e.hashes, 0, c, ops);
         return this.#skip(c, 'unreproducible_extra_keys', n);
+      }
+      if (first !== null && !saltIsUnambiguous(e)) {
+        // The string may be a multimodal identifier, not a cache_salt: a salted key would be a wrong key.
+        this.#markUnindexable(e.hashes, 0, c, ops);
+        return this.#skip(c, 'ambiguous_extra_keys', n);
       }
       parentKey = this.#seed(e.loraName, first?.strings[0] ?? null);
     } else {
@@ -197,9 +225,40 @@ export class KeyMapper {
       if (ent === undefined || ent.key !== key) {
         if (ent !== undefined) this.#release(ent, c, ops);
         ent = this.#insert(hash, key, c, ops);
+      } else if (e.parent === null && this.#map.count(ent, 'GPU') > 0) {
+        // A run from block 0 of blocks the pod already holds: with kv_cache_report_mode=full vLLM re-announces
+        // a request's prefix-cache hits this way (BlockPool.emit_cached_block_events) without touching block
+        // state, so no BlockRemoved will ever pair with it. Counting it would leave the block in the index
+        // after its last eviction. A second physical block under a held hash (an exact repeat recomputes its
+        // last block) is stored after its parent, and counted; from block 0 only by a request that missed the
+        // hit anyway (a one-block prompt, or one that skips the prefix cache): that copy goes uncounted.
+        c.skipped.reannounced++; // not in unindexedBlocks: the index holds the block
+        continue;
       }
       this.#map.add(ent, e.tier, 1);
       pushKey(ops, 'store', e.tier, key);
+      c.indexedBlocks++;
+    }
+  }
+
+  /**
+   * A BlockStored from an offloading connector (medium CPU or STORAGE). Those tiers hold copies of blocks the
+   * GPU computed, named by the GPU's own block hashes. OffloadingConnector.take_events sends them with parent
+   * None, token_ids [] and the offloaded block size (one hash per offloaded block: the hash of its last GPU
+   * block); its opt-in self-describing form (#48679) with tokens but no extra_keys, so no cache_salt on a chain
+   * start. So the event is never keyed itself: each hash takes the key its GPU BlockStored established, and
+   * only when one offloaded block is one of our blocks (the same block size). It never changes GPU facts.
+   */
+  #offloaded(e: BlockStoredEvent, c: MapperCounters, ops: IndexOp[]): void {
+    if (e.blockSize !== this.blockSize) return this.#skip(c, 'block_size_mismatch', e.hashes.length);
+    for (const hash of e.hashes) {
+      const ent = this.#map.touch(hash);
+      if (ent === undefined || ent.key === null) {
+        this.#skip(c, 'offload_unmapped', 1);
+        continue;
+      }
+      this.#map.add(ent, e.tier, 1);
+      pushKey(ops, 'store', e.tier, ent.key);
       c.indexedBlocks++;
     }
   }
@@ -212,7 +271,8 @@ export class KeyMapper {
     for (const hash of e.hashes) {
       const ent = this.#map.peek(hash);
       if (ent === undefined || ent.key === null) {
-        if (ent !== undefined) this.#map.delete(hash);
+        // An unindexable GPU block is gone; an offloaded copy of one says nothing about the GPU's.
+        if (ent !== undefined && e.tier === 'GPU') this.#map.delete(hash);
         this.#skip(c, 'remove_unknown_hash', 1);
         continue;
       }
@@ -227,4 +287,16 @@ export class KeyMapper {
       if (!this.#map.held(ent)) this.#map.delete(hash);
     }
   }
+}
+
+/**
+ * Whether a plain string in a chain start's extra_keys is the cache_salt. vLLM puts the multimodal keys of a
+ * block before its cache_salt (generate_block_hash_extra_keys). Since vLLM #36708 (March 2026) each is an
+ * (identifier, offset) tuple, which the decoder marks opaque; before it, from #33304 (the first vLLM to send
+ * extra_keys) on, it was the bare identifier string, which nothing tells from a salt. Events that carry
+ * group_idx (#37688) or kv_cache_spec_kind (#40984), both merged after #36708, come from a vLLM where a
+ * plain string can only be the salt.
+ */
+function saltIsUnambiguous(e: BlockStoredEvent): boolean {
+  return e.groupIdx !== null || e.specKind !== null;
 }

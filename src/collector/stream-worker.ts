@@ -4,11 +4,20 @@ import type { Logger } from './logger.js';
 import { ApplyQueue, type ApplyQueueOptions, type QueuedBatch } from './ops/apply-queue.js';
 import { PodStateWriter, type PodStatePatch } from './ops/pod-state-writer.js';
 import type { StreamSpec } from './pods.js';
-import { classifySeq } from './sequence.js';
-import { newStreamStats, type ClearReason, type StreamStats } from './stream-stats.js';
-import { requestReplay, type ReplayOutcome } from './transport/replay-client.js';
+import { AppliedWindow, classifyBehind, classifySeq, payloadDigest, type BehindVerdict } from './sequence.js';
+import {
+  DropReport,
+  dropExample,
+  newStreamStats,
+  type ClearReason,
+  type DropKind,
+  type ReplayResult,
+  type StreamStats,
+} from './stream-stats.js';
+import { requestReplay } from './transport/replay-client.js';
 import { EventSubscriber } from './transport/subscriber.js';
 import { parseLiveFrames, type SequencedPayload } from './wire/frames.js';
+import { decodeMsgpack } from './wire/msgpack.js';
 import { parseVllmBatch } from './wire/vllm-events.js';
 
 export interface StreamSettings {
@@ -16,11 +25,23 @@ export interface StreamSettings {
   blockSize: number;
   blockMapMaxEntries: number;
   replayTimeoutMs: number;
-  /** Live batches held while a replay runs; beyond it they are dropped (a later gap repairs that). */
+  /** Live batches held while a replay runs; beyond it they are dropped, and replayed once the inbox drains. */
   liveBufferBatches: number;
   receiveHighWaterMark: number;
   queue: ApplyQueueOptions;
+  /**
+   * While the event stream is connected and caught up, the pod's lastEventAtMs is refreshed this often when
+   * no write did (an idle pod's index is still current). Default FRESHNESS_INTERVAL_MS.
+   */
+  freshnessIntervalMs?: number;
 }
+
+/** Well inside the router's default stale_after_ms (10 s); the same cadence as the default scrape. */
+export const FRESHNESS_INTERVAL_MS = 1000;
+/** Replays run back to back for live batches dropped during a replay, before it is left to the next gap. */
+export const LIVE_DROP_REPLAYS = 3;
+/** Applied batches whose digest is remembered, to recognise a duplicate and a new process. */
+export const APPLIED_WINDOW = 256;
 
 export interface StreamObserver {
   applied(worker: StreamWorker, batches: readonly QueuedBatch[], appliedAtMs: number, applyMs: number): void;
@@ -29,8 +50,8 @@ export interface StreamObserver {
 interface LiveItem {
   kind: 'live';
   msg: SequencedPayload;
-  /** Arrived while a replay ran: an old sequence number is then overlap, not a restart. */
-  maybeDuplicate: boolean;
+  /** Arrived while a replay ran: if the replay brought the same batch, that is the expected overlap. */
+  overlap: boolean;
 }
 interface ControlItem {
   kind: 'control';
@@ -38,18 +59,43 @@ interface ControlItem {
 }
 type InboxItem = LiveItem | ControlItem;
 
-type ResyncKind = 'first' | 'gap' | 'restart' | 'recovery' | 'restart_signal';
+/**
+ * Why a replay runs. connect: the SUB socket (re)connected; check: a batch went backwards and the replay
+ * buffer decides what it is; live_dropped: live batches overflowed the inbox during a replay.
+ */
+type ResyncKind =
+  'first' | 'connect' | 'gap' | 'restart' | 'check' | 'recovery' | 'restart_signal' | 'live_dropped';
+
+/** One replay request in progress: stop() cuts it short, and so does a live batch if `liveCancels`. */
+class ReplayRun {
+  cancelled = false;
+  /** Replies received: once the ROUTER answers, a live batch no longer cuts the replay short. */
+  items = 0;
+  #resolve: (v: null) => void = () => {};
+  readonly done = new Promise<null>((r) => (this.#resolve = r));
+
+  constructor(readonly liveCancels: boolean) {}
+
+  cancel(): void {
+    if (this.cancelled) return;
+    this.cancelled = true;
+    this.#resolve(null);
+  }
+}
 
 /**
  * One pod's (one DP rank's) KV-event stream, end to end: ZMQ SUB → sequence check → decode → our keys →
- * ordered, batched index writes. Sequence rules (research/vllm.md §2):
+ * ordered, batched index writes. Sequence rules (sequence.ts; research/vllm.md §2):
  * - the next number: ingest;
  * - a jump: replay the missing range from the pod's ROUTER; if replay is absent or cannot cover it, clear
  *   the pod (epoch) and rebuild from new events — after a clear any contiguous run is consistent;
- * - a step back: the engine restarted: forget its hashes, clear, replay its (new) buffer from 0.
- * The pod is also cleared when the stream starts (what the index holds may predate a restart we missed),
- * then rebuilt from the replay buffer. Everything runs on one logical thread per stream: live batches wait
- * in a bounded inbox while a replay is in progress.
+ * - a number at or below the last: a duplicate (same bytes as applied) or an out-of-order straggler is
+ *   dropped; a new process (other bytes under a used number, or the replay buffer no longer holds our last
+ *   batch, or without replay a later timestamp) is a restart: forget its hashes, clear, replay from 0.
+ * Every replay asks from the last batch applied, so it also tells whether the publisher is still the same
+ * process. The pod is also cleared when the stream starts (what the index holds may predate a restart we
+ * missed), then rebuilt from the replay buffer when the SUB socket connects. Everything runs on one logical
+ * thread per stream: live batches wait in a bounded inbox while a replay is in progress.
  */
 export class StreamWorker {
   readonly stats: StreamStats = newStreamStats();
@@ -57,6 +103,7 @@ export class StreamWorker {
   readonly mapper: KeyMapper;
   readonly queue: ApplyQueue;
   readonly writer: PodStateWriter;
+  readonly #drops: DropReport;
   #sub: EventSubscriber | null = null;
   #inbox: InboxItem[] = [];
   #head = 0;
@@ -65,6 +112,23 @@ export class StreamWorker {
   #stopped = false;
   #lastSeq: number | null = null;
   #drainDone: Promise<void> = Promise.resolve();
+  /** Digests of the batches applied from the current publisher process. */
+  readonly #window = new AppliedWindow(APPLIED_WINDOW);
+  /** Publisher timestamp (s) of the last batch applied; null when unknown (none since a restart). */
+  #lastTsSec: number | null = null;
+  /** The ROUTER has returned batches: its buffer keeps them (vLLM buffer_steps > 0). */
+  #bufferKeeps = false;
+  #replayRun: ReplayRun | null = null;
+  #connectQueued = false;
+  #connected = false;
+  /** Live batches dropped (inbox full) since the last replay that could bring them back. */
+  #liveLost = 0;
+  #liveLostReplays = 0;
+  /** When a restart seen in the event stream itself was last handled (ms). */
+  #streamRestartAtMs: number | null = null;
+  /** When lastEventAtMs was last written (ms). */
+  #freshAtMs = 0;
+  #timer: NodeJS.Timeout | null = null;
 
   constructor(
     readonly spec: StreamSpec,
@@ -75,6 +139,7 @@ export class StreamWorker {
   ) {
     this.pod = { model: spec.model, podId: spec.podId };
     this.mapper = new KeyMapper(spec.model, settings.blockSize, settings.blockMapMaxEntries);
+    this.#drops = new DropReport(log);
     this.writer = new PodStateWriter(index, this.pod, (err) => {
       this.stats.stateWriteErrors++;
       this.log.debug('pod state write failed', { err });
@@ -86,6 +151,7 @@ export class StreamWorker {
         this.stats.appliedOps += ops;
         // address rides along: it re-registers the pod if the index lost its state (e.g. Redis restarted).
         this.writer.write({ address: this.spec.address, lastEventAtMs: appliedAtMs });
+        this.#freshAtMs = appliedAtMs;
         this.observer.applied(this, batches, appliedAtMs, applyMs);
       },
       failed: (err, attempt) => {
@@ -101,6 +167,15 @@ export class StreamWorker {
         this.log.error('index unavailable and write queue full: dropped queue, pod resyncs on recovery', {
           ops,
           batches,
+        });
+      },
+      // Redis lost this pod's writes (restarted empty or from an older snapshot, flushed): same recovery.
+      lost: (reason, ops, batches) => {
+        this.stats.droppedOps += ops;
+        this.stats.droppedBatches += batches;
+        this.#setResyncing(true);
+        this.log.warn("index lost this pod's writes: clearing and rebuilding it", {
+          reason,
         });
       },
       recovered: () => {
@@ -124,6 +199,15 @@ export class StreamWorker {
     return this.#inbox.length - this.#head;
   }
 
+  /** The SUB socket is connected to the pod's publisher (ZMQ connect/disconnect events). */
+  get connected(): boolean {
+    return this.#connected;
+  }
+
+  get #freshnessMs(): number {
+    return this.settings.freshnessIntervalMs ?? FRESHNESS_INTERVAL_MS;
+  }
+
   start(initial: PodStatePatch): void {
     this.writer.write({ ...initial, address: this.spec.address, resyncing: true });
     this.#resyncing = true;
@@ -134,32 +218,47 @@ export class StreamWorker {
         topic: this.spec.topic,
         receiveHighWaterMark: this.settings.receiveHighWaterMark,
         onMessage: (frames) => this.#onFrames(frames),
-        onConnection: (event, address) => {
-          this.log.info(`kv events ${event}`, { address });
-          // Batches published while we were not (yet) subscribed are lost to the SUB socket, and nothing
-          // reveals the gap until the pod publishes again, which an idle pod may not do for a long time:
-          // on every (re)connection, ask the replay buffer for what came after the last batch we have.
-          if (event === 'connect' && this.spec.kvEventsReplay)
-            this.#control(() => this.#resync('first', null));
-        },
+        onConnection: (event, address) => this.#onConnection(event, address),
         onError: (err) => this.log.error('kv event subscriber failed', { err }),
       });
       this.#sub.start();
     }
-    // Replay on connect: rebuild from whatever the pod's buffer still holds.
-    this.#control(() => this.#resync('first', null));
+    // Rebuild from whatever the pod's buffer still holds. With a subscriber its connection does that
+    // (#onConnection); a replay here as well would only run the same request twice, one after the other.
+    if (!(this.#sub && this.spec.kvEventsReplay)) this.#control(() => this.#resync('first', null));
+    const ms = this.#freshnessMs;
+    if (ms > 0) this.#timer = setInterval(() => this.#tick(), Math.max(50, ms / 2)).unref();
   }
 
-  /** The pod's process start time changed (seen in /metrics): treat it as a restart. */
-  restartSignal(): void {
-    this.#control(() => this.#resync('restart_signal', null));
+  /**
+   * The pod's process start time changed (seen in /metrics): treat it as a restart, unless the event stream
+   * already showed this one: a restart handled after the new process started. Handling it again would
+   * clear what the new process has published since, and forget its hashes.
+   */
+  restartSignal(processStartSec: number | null = null): void {
+    this.#control(async () => {
+      const seen = this.#streamRestartAtMs;
+      if (processStartSec !== null && seen !== null && seen >= processStartSec * 1000) {
+        this.log.info('process start time changed: restart already handled from the event stream', {
+          processStartSec,
+          handledAt: new Date(seen).toISOString(),
+        });
+        return;
+      }
+      await this.#resync('restart_signal', null);
+    });
   }
 
   /** Stops receiving; waits up to `flushTimeoutMs` for queued writes. Returns false if writes were left. */
   async stop(flushTimeoutMs: number): Promise<boolean> {
     this.#stopped = true;
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = null;
+    this.#connected = false;
+    this.#replayRun?.cancel();
     await this.#sub?.close();
     await this.#drainDone;
+    this.#drops.flush(true);
     const deadline = new Promise<false>((r) => setTimeout(() => r(false), flushTimeoutMs).unref());
     const flushed = await Promise.race([this.queue.drained().then(() => true as const), deadline]);
     await Promise.race([this.writer.settled(), deadline]);
@@ -168,6 +267,41 @@ export class StreamWorker {
     await this.queue.close();
     await this.writer.close();
     return flushed;
+  }
+
+  // ---- connection and freshness ------------------------------------------------------------------
+
+  #onConnection(event: 'connect' | 'disconnect', address: string): void {
+    this.log.info(`kv events ${event}`, { address });
+    if (this.#stopped) return;
+    this.#connected = event === 'connect';
+    // Batches published while we were not (yet) subscribed are lost to the SUB socket, and nothing reveals
+    // the gap until the pod publishes again, which an idle pod may not do for a long time: on every
+    // (re)connection, ask the replay buffer for what came after the last batch we have (at most one such
+    // request waiting; a live batch arriving first cuts it short, see #onFrames).
+    if (event !== 'connect' || !this.spec.kvEventsReplay || this.#connectQueued) return;
+    this.#connectQueued = true;
+    this.#control(() => {
+      this.#connectQueued = false;
+      return this.#resync('connect', null);
+    });
+  }
+
+  /**
+   * Timer: summarises dropped events, and keeps the pod's index fresh while nothing happens. While the SUB
+   * socket is connected and everything received is written, the index is as current as the pod: an idle
+   * pod publishes nothing and, without `metrics:`, nothing else would refresh lastEventAtMs, so the router
+   * would discount its cached blocks as stale. Disconnected (the pod or the network died; ZMTP heartbeats
+   * notice a silent peer), it stops, and the pod goes stale as it should.
+   */
+  #tick(): void {
+    this.#drops.flush();
+    if (!this.#connected || this.#stopped || this.#resyncing || this.#busy || this.inboxLength > 0) return;
+    if (this.queue.suspended || this.queue.queuedBatches > 0) return;
+    const now = Date.now();
+    if (now - this.#freshAtMs < this.#freshnessMs) return;
+    this.#freshAtMs = now;
+    this.writer.write({ address: this.spec.address, lastEventAtMs: now });
   }
 
   // ---- inbox -------------------------------------------------------------------------------------
@@ -181,16 +315,26 @@ export class StreamWorker {
       return;
     }
     if (this.#stopped) return;
-    if (this.queue.suspended || this.inboxLength >= this.settings.liveBufferBatches) {
-      this.stats.liveDropped++;
+    if (this.queue.suspended) {
+      this.stats.liveDropped++; // the recovery replay brings them back
       return;
     }
+    if (this.inboxLength >= this.settings.liveBufferBatches) {
+      this.stats.liveDropped++;
+      this.#liveLost++; // replayed once the inbox has drained (#repairLiveLoss)
+      return;
+    }
+    // A live batch answers what the connection replay asks (did anything happen while we were away?): if
+    // the ROUTER has not begun to answer, stop waiting for it. A slow or absent ROUTER must not hold back
+    // the stream, and this batch is classified like any other.
+    const run = this.#replayRun;
+    if (run !== null && run.liveCancels && run.items === 0) run.cancel();
     // Fast path: nothing queued, in order — no promise, no inbox.
     if (!this.#busy && this.inboxLength === 0 && this.#lastSeq !== null && r.msg.seq === this.#lastSeq + 1) {
       this.#ingest(r.msg);
       return;
     }
-    this.#inbox.push({ kind: 'live', msg: r.msg, maybeDuplicate: this.#resyncing });
+    this.#inbox.push({ kind: 'live', msg: r.msg, overlap: this.#replayRun !== null });
     this.#kick();
   }
 
@@ -206,7 +350,8 @@ export class StreamWorker {
   async #drain(): Promise<void> {
     this.#busy = true;
     try {
-      while (this.#head < this.#inbox.length && !this.#stopped) {
+      while (!this.#stopped) {
+        if (this.#head >= this.#inbox.length && !this.#repairLiveLoss()) break;
         const item = this.#inbox[this.#head]!;
         this.#inbox[this.#head++] = undefined as unknown as InboxItem;
         if (item.kind === 'control') await item.run();
@@ -225,15 +370,45 @@ export class StreamWorker {
     }
   }
 
+  /**
+   * Live batches dropped while a replay ran (inbox full) are still in the pod's replay buffer: once the
+   * inbox has drained, ask for them, since an idle pod would never show the gap. A few times in a row at
+   * most: a pod that publishes faster than the replays catch up is left to the next gap. Returns true when
+   * it queued a replay.
+   */
+  #repairLiveLoss(): boolean {
+    const dropped = this.#liveLost;
+    if (dropped === 0) {
+      this.#liveLostReplays = 0;
+      return false;
+    }
+    this.#liveLost = 0;
+    if (!this.spec.kvEventsReplay || this.queue.suspended) return false;
+    if (this.#liveLostReplays >= LIVE_DROP_REPLAYS) {
+      this.log.warn(
+        'live batches keep overflowing live_buffer_batches during replays: the next sequence gap replays them',
+        { dropped, replays: this.#liveLostReplays },
+      );
+      this.#liveLostReplays = 0;
+      return false;
+    }
+    this.#liveLostReplays++;
+    this.stats.liveDropReplays++;
+    this.log.warn('live batches were dropped while a replay ran (live_buffer_batches full): replaying them', {
+      dropped,
+      after: this.#lastSeq,
+      attempt: this.#liveLostReplays,
+    });
+    this.#inbox.push({ kind: 'control', run: () => this.#resync('live_dropped', null) });
+    return true;
+  }
+
   #onLive(item: LiveItem): Promise<void> | undefined {
     const { msg } = item;
-    const v = classifySeq(this.#lastSeq, msg.seq, item.maybeDuplicate);
-    switch (v.kind) {
+    const pos = classifySeq(this.#lastSeq, msg.seq);
+    switch (pos.kind) {
       case 'next':
         this.#ingest(msg);
-        return undefined;
-      case 'duplicate':
-        this.stats.duplicates++;
         return undefined;
       case 'first':
         if (msg.seq === 0) {
@@ -243,79 +418,192 @@ export class StreamWorker {
         return this.#resync('first', msg);
       case 'gap':
         this.stats.gaps++;
-        this.stats.missingBatches += v.missing;
-        this.log.warn('sequence gap', { expected: v.expected, got: msg.seq });
+        this.stats.missingBatches += pos.missing;
+        this.log.warn('sequence gap', { expected: pos.expected, got: msg.seq });
         return this.#resync('gap', msg);
-      case 'restart':
-        this.stats.restarts++;
-        this.log.warn('sequence went backwards: engine restarted', { last: this.#lastSeq, got: msg.seq });
-        return this.#resync('restart', msg);
+      case 'behind': {
+        const v = this.#judgeBehind(msg, null, this.spec.kvEventsReplay !== undefined, item.overlap);
+        if (v === 'restart') return this.#resync('restart', msg);
+        if (v === 'ask') return this.#resync('check', msg);
+        return undefined;
+      }
     }
+  }
+
+  /**
+   * A batch numbered at or below the last one applied (sequence.ts classifyBehind): counts and logs a
+   * duplicate, an out-of-order batch or a restart, and returns the verdict; the caller acts on it. A
+   * duplicate that a replay brought (`overlap`) is expected, and only counted.
+   */
+  #judgeBehind(
+    msg: SequencedPayload,
+    sameProcess: boolean | null,
+    canAsk: boolean,
+    overlap: boolean,
+  ): BehindVerdict {
+    const applied = this.#window.lookup(msg.seq, payloadDigest(msg.payload));
+    const newer = applied === 'unknown' && sameProcess === null && !canAsk ? this.#isNewer(msg) : null;
+    const v = classifyBehind({ applied, sameProcess, canAsk, newer });
+    const last = this.#lastSeq;
+    if (v === 'duplicate') {
+      this.stats.duplicates++;
+      if (!overlap) this.#drops.note('duplicate', 1, () => ({ seq: msg.seq, last }));
+    } else if (v === 'out_of_order') {
+      this.stats.outOfOrder++;
+      this.#drops.note('out_of_order', 1, () => ({
+        seq: msg.seq,
+        last,
+        evidence:
+          sameProcess === true
+            ? 'the replay buffer still holds the last batch applied'
+            : 'published no later than the last batch applied',
+      }));
+    } else if (v === 'restart') {
+      this.stats.restarts++;
+      this.#streamRestartAtMs = Date.now();
+      this.log.warn('sequence went backwards with new content: engine restarted', {
+        last,
+        got: msg.seq,
+        evidence:
+          applied === 'different'
+            ? 'other bytes under a number already applied'
+            : sameProcess === false
+              ? 'the replay buffer no longer holds the last batch applied'
+              : 'published after the last batch applied',
+      });
+    }
+    return v;
+  }
+
+  /** Whether the batch's publisher timestamp is later than the last applied one's (null: cannot tell). */
+  #isNewer(msg: SequencedPayload): boolean | null {
+    if (this.#lastTsSec === null) return null;
+    const r = parseVllmBatch(msg.payload);
+    return r.ok ? r.batch.tsSec > this.#lastTsSec : null;
   }
 
   // ---- resync ------------------------------------------------------------------------------------
 
   async #resync(kind: ResyncKind, trigger: SequencedPayload | null): Promise<void> {
-    if (kind === 'restart' || kind === 'restart_signal') {
-      this.mapper.reset();
-      this.#clearPod(kind);
-    } else if (kind === 'recovery') this.#clearPod('recovery');
-    // Now either fresh (lastSeq null: nothing ingested since the last clear) or a gap after lastSeq.
-    if (!(this.#lastSeq === null && trigger?.seq === 0) && this.spec.kvEventsReplay) {
+    if (kind === 'restart' || kind === 'restart_signal') this.#forgetProcess(kind);
+    else if (kind === 'recovery') this.#clearPod('recovery');
+    let sameProcess: boolean | null = null;
+    // Now either fresh (lastSeq null: nothing ingested since the last clear) or after lastSeq. Fresh, a
+    // live seq 0 needs nothing older.
+    if (this.spec.kvEventsReplay && !(this.#lastSeq === null && trigger?.seq === 0)) {
       this.#setResyncing(true);
-      await this.#replay(this.#lastSeq === null ? 0 : this.#lastSeq + 1);
+      sameProcess = await this.#replay(kind === 'connect');
+      if (sameProcess === false && !this.#stopped) {
+        this.stats.restarts++;
+        this.#streamRestartAtMs = Date.now();
+        this.log.warn('engine restarted: its replay buffer no longer holds the last batch applied', {
+          last: this.#lastSeq,
+        });
+        this.#forgetProcess('restart');
+        sameProcess = null; // a fact about the old process
+        await this.#replay(false);
+      }
     }
-    if (trigger !== null) this.#afterResync(trigger);
+    if (trigger !== null && !this.#stopped) this.#afterResync(trigger, sameProcess);
     this.#setResyncing(false);
   }
 
-  async #replay(from: number): Promise<void> {
+  /**
+   * Replays the pod's buffer after the last batch applied (from 0 when none). It asks from that last batch
+   * itself: still there with the same bytes, the publisher is the process we follow (returns true); other
+   * bytes there, or nothing at or after it from a buffer that keeps batches, it is a new process (returns
+   * false, having applied nothing). Returns null when it cannot tell.
+   */
+  async #replay(liveCancels: boolean): Promise<boolean | null> {
+    const probe = this.#lastSeq;
+    const from = probe ?? 0;
+    const keeps = this.#bufferKeeps;
+    const run = new ReplayRun(liveCancels);
+    this.#replayRun = run;
     let first: number | null = null;
-    const outcome: ReplayOutcome = await requestReplay(
-      this.spec.kvEventsReplay!,
-      from,
-      this.settings.replayTimeoutMs,
-      (m) => {
-        if (this.#stopped) return false;
-        first ??= m.seq;
-        this.stats.replayedBatches++;
-        if (this.#lastSeq !== null && m.seq <= this.#lastSeq) {
-          this.stats.duplicates++;
-        } else if (this.#lastSeq === null || m.seq === this.#lastSeq + 1) {
-          this.#ingest(m);
-        } else {
-          // The buffer no longer holds what we miss: clear, and start a fresh contiguous run here.
-          this.#clearPod('gap');
-          this.#ingest(m);
+    let same: boolean | null = null;
+    const request = requestReplay(this.spec.kvEventsReplay!, from, this.settings.replayTimeoutMs, (m) => {
+      if (this.#stopped || run.cancelled) return false;
+      run.items++;
+      first ??= m.seq;
+      this.stats.replayedBatches++;
+      this.#bufferKeeps = true;
+      if (probe !== null && m.seq === probe && same === null) {
+        const known = this.#window.lookup(m.seq, payloadDigest(m.payload));
+        if (known === 'different') {
+          same = false;
+          return false;
         }
-        // A replay is a burst: let the index catch up rather than overflow the write queue.
-        const room = this.settings.queue.maxQueuedOps / 2;
-        return this.queue.queuedOps > room ? this.queue.waitForRoom(room).then(() => !this.#stopped) : true;
-      },
-    );
-    const result =
-      outcome.kind === 'timeout' && outcome.items === 0
-        ? 'timeout'
-        : outcome.kind === 'error' && outcome.items === 0
-          ? 'error'
-          : first === null
-            ? 'empty'
-            : first === from && outcome.kind === 'complete'
-              ? 'covered'
-              : 'partial';
+        if (known === 'same') same = true;
+        return true; // our last batch: already applied
+      }
+      if (this.#lastSeq !== null && m.seq <= this.#lastSeq) {
+        this.stats.duplicates++;
+      } else if (this.#lastSeq === null || m.seq === this.#lastSeq + 1) {
+        this.#ingest(m);
+      } else {
+        // The buffer no longer holds what we miss: clear, and start a fresh contiguous run here.
+        this.#clearPod('gap');
+        this.#ingest(m);
+      }
+      // A replay is a burst: let the index catch up rather than overflow the write queue.
+      const room = this.settings.queue.maxQueuedOps / 2;
+      return this.queue.queuedOps > room
+        ? this.queue.waitForRoom(room).then(() => !this.#stopped && !run.cancelled)
+        : true;
+    });
+    const outcome = await Promise.race([request, run.done]);
+    if (this.#replayRun === run) this.#replayRun = null;
+    if (outcome === null) {
+      // The request may still get its answer; requestReplay then stops at the first item and closes.
+      this.stats.replays.cancelled++;
+      this.log.debug('replay cut short', {
+        from,
+        reason: this.#stopped ? 'stopping' : 'a live batch came first',
+      });
+      return null;
+    }
+    // A buffer known to keep batches with nothing at or after our last one: a new process with fewer.
+    if (probe !== null && same === null && first === null && outcome.kind === 'complete' && keeps)
+      same = false;
+    const want = probe === null ? 0 : probe + 1;
+    const result: ReplayResult =
+      same === false
+        ? 'restart'
+        : outcome.kind === 'timeout' && outcome.items === 0
+          ? 'timeout'
+          : outcome.kind === 'error' && outcome.items === 0
+            ? 'error'
+            : first === null
+              ? 'empty'
+              : first <= want && outcome.kind === 'complete'
+                ? 'covered'
+                : 'partial';
     this.stats.replays[result]++;
     this.log.info('replay', { from, result, items: outcome.items, firstSeq: first, lastSeq: this.#lastSeq });
+    return same;
   }
 
-  #afterResync(trigger: SequencedPayload): void {
-    const v = classifySeq(this.#lastSeq, trigger.seq, true);
-    if (v.kind === 'duplicate') this.stats.duplicates++;
-    else if (v.kind === 'next' || v.kind === 'first') this.#ingest(trigger);
-    else {
+  /** The live batch that started a resync, once the replay is done. No further replay from here. */
+  #afterResync(trigger: SequencedPayload, sameProcess: boolean | null): void {
+    const pos = classifySeq(this.#lastSeq, trigger.seq);
+    if (pos.kind === 'next' || pos.kind === 'first') this.#ingest(trigger);
+    else if (pos.kind === 'gap') {
       // Still a hole before the trigger (no replay, or it did not reach that far): clear and restart here.
       this.#clearPod('gap');
       this.#ingest(trigger);
+    } else if (this.#judgeBehind(trigger, sameProcess, false, true) === 'restart') {
+      this.#forgetProcess('restart');
+      this.#ingest(trigger);
     }
+  }
+
+  /** A new publisher process: its hashes and sequence numbers are not the ones we know. */
+  #forgetProcess(reason: 'restart' | 'restart_signal'): void {
+    this.mapper.reset();
+    this.#window.reset();
+    this.#lastTsSec = null;
+    this.#clearPod(reason);
   }
 
   #clearPod(reason: ClearReason): void {
@@ -335,6 +623,7 @@ export class StreamWorker {
 
   #ingest(msg: SequencedPayload): void {
     this.#lastSeq = msg.seq;
+    this.#window.record(msg.seq, payloadDigest(msg.payload));
     this.stats.batches++;
     const r = parseVllmBatch(msg.payload);
     if (!r.ok) {
@@ -345,15 +634,34 @@ export class StreamWorker {
       return;
     }
     const b = r.batch;
+    this.#lastTsSec = b.tsSec;
     this.stats.events += b.events.length;
     this.stats.unknownEvents += b.unknownEvents;
     this.stats.unknownFields += b.unknownFields;
-    for (const [k, n] of Object.entries(b.invalidEvents))
+    this.#noteDrop('unknown_event', b.unknownEvents, msg);
+    this.#noteDrop('unknown_field', b.unknownFields, msg);
+    for (const [k, n] of Object.entries(b.invalidEvents)) {
       this.stats.invalidEvents[k as keyof typeof b.invalidEvents] += n;
-    if (this.spec.rank !== null && b.dataParallelRank !== null && b.dataParallelRank !== this.spec.rank)
+      this.#noteDrop(k as DropKind, n, msg);
+    }
+    if (this.spec.rank !== null && b.dataParallelRank !== null && b.dataParallelRank !== this.spec.rank) {
       this.stats.dpRankMismatches++;
+      this.#drops.note('dp_rank_mismatch', 1, () => ({
+        seq: msg.seq,
+        rank: this.spec.rank,
+        batchRank: b.dataParallelRank,
+      }));
+    }
     const ops = this.mapper.toOps(b.events, this.stats);
     this.#enqueue(ops, msg.seq, b.tsSec * 1000);
+  }
+
+  #noteDrop(kind: DropKind, n: number, msg: SequencedPayload): void {
+    if (n <= 0) return;
+    this.#drops.note(kind, n, () => {
+      const d = decodeMsgpack(msg.payload);
+      return { seq: msg.seq, ...(d.ok ? dropExample(d.value, kind) : {}) };
+    });
   }
 
   #enqueue(ops: IndexOp[], seq: number, tsMs: number): void {

@@ -1,88 +1,117 @@
 import { Type, type Static } from '@sinclair/typebox';
+import { LISTEN_PATTERN } from './addresses.js';
 
 /** `collector:` section of the fleet YAML. Owned by the collector (docs/collector.md lists every field). */
-export const CollectorSectionSchema = Type.Object({
-  listen: Type.String({ default: '127.0.0.1:9090', description: 'host:port for /metrics and /healthz' }),
-  log_level: Type.Union(
-    [Type.Literal('debug'), Type.Literal('info'), Type.Literal('warn'), Type.Literal('error')],
-    {
-      default: 'info',
-      description: 'Structured logs (one JSON object per line on stderr) at this level and above.',
-    },
-  ),
-  scrape_interval_ms: Type.Integer({ default: 1000, minimum: 50, maximum: 600000 }),
-  scrape_timeout_ms: Type.Integer({
-    default: 2000,
-    minimum: 10,
-    maximum: 60000,
-    description: 'A /metrics scrape slower than this counts as a failure.',
-  }),
-  unhealthy_after_failures: Type.Integer({ default: 3, minimum: 1, maximum: 1000 }),
-  block_map_max_entries: Type.Integer({
-    default: 1000000,
-    minimum: 1000,
-    description:
-      'Per pod (per DP rank): vLLM block hashes remembered to chain parents and translate removals (LRU).',
-  }),
-  replay_timeout_ms: Type.Integer({
-    default: 5000,
-    minimum: 10,
-    maximum: 600000,
-    description:
-      'Longest wait for the next replay reply before the replay is given up (the pod is then cleared).',
-  }),
-  live_buffer_batches: Type.Integer({
-    default: 50000,
-    minimum: 100,
-    description:
-      'Live batches held per stream while a replay runs; beyond it they are dropped and repaired later.',
-  }),
-  zmq_receive_hwm: Type.Integer({
-    default: 10000,
-    minimum: 0,
-    description:
-      'ZMQ receive high-water mark (messages) of each subscriber; 0 is unlimited. Bounds native memory when the collector falls behind: messages past it are dropped, and the gap is replayed.',
-  }),
-  max_queued_ops: Type.Integer({
-    default: 2000000,
-    minimum: 1000,
-    description:
-      'Per stream: block ops buffered while the index is slow or down. Past it the queue is dropped and the pod resyncs.',
-  }),
-  max_ops_per_apply: Type.Integer({
-    default: 20000,
-    minimum: 1,
-    description: 'Block ops merged into one index write.',
-  }),
-  index_retry_min_ms: Type.Integer({ default: 100, minimum: 1 }),
-  index_retry_max_ms: Type.Integer({ default: 5000, minimum: 1 }),
-  calibration_window_ms: Type.Integer({
-    default: 120000,
-    minimum: 1000,
-    description:
-      'Sliding window of /metrics history used to calibrate prefill and decode costs; stretched back to calibration_min_requests prefills when a pod is quiet.',
-  }),
-  calibration_min_requests: Type.Integer({
-    default: 20,
-    minimum: 1,
-    description: 'Prefills needed in the window before a pod gets its own calibration.',
-  }),
-  calibration_pool: Type.Boolean({
-    default: true,
-    description:
-      'Pods of one model with the same KV geometry (num_gpu_blocks and block size: the same GPU and vLLM settings) share one calibration, the median of their own estimates. A pod the router avoided after a busy spell then does not keep looking slow. Off: each pod keeps its own.',
-  }),
-  shutdown_timeout_ms: Type.Integer({
-    default: 10000,
-    minimum: 0,
-    description: 'On SIGTERM, how long queued index writes may take to flush.',
-  }),
-  kubeconfig: Type.Optional(
-    Type.String({
+export const CollectorSectionSchema = Type.Object(
+  {
+    listen: Type.String({
+      default: '127.0.0.1:9090',
+      pattern: LISTEN_PATTERN,
       description:
-        'Kubeconfig for `kubernetes:` discovery; default: $KUBECONFIG, then ~/.kube/config, then in-cluster.',
+        'host:port for /metrics and /healthz (port 0–65535, 0 picks a free one; IPv6 as [::1]:9090; :9090 listens on every interface)',
     }),
-  ),
-});
+    log_level: Type.Union(
+      [Type.Literal('debug'), Type.Literal('info'), Type.Literal('warn'), Type.Literal('error')],
+      {
+        default: 'info',
+        description: 'Structured logs (one JSON object per line on stderr) at this level and above.',
+      },
+    ),
+    scrape_interval_ms: Type.Integer({ default: 1000, minimum: 50, maximum: 600000 }),
+    scrape_timeout_ms: Type.Integer({
+      default: 2000,
+      minimum: 10,
+      maximum: 60000,
+      description: 'A /metrics scrape slower than this counts as a failure.',
+    }),
+    unhealthy_after_failures: Type.Integer({ default: 3, minimum: 1, maximum: 1000 }),
+    block_map_max_entries: Type.Integer({
+      default: 1000000,
+      minimum: 1000,
+      description:
+        'Per pod (per DP rank): vLLM block hashes remembered to chain parents and translate removals (LRU).',
+    }),
+    replay_timeout_ms: Type.Integer({
+      default: 5000,
+      minimum: 10,
+      maximum: 600000,
+      description:
+        'Longest wait for the next replay reply before the replay is given up (the pod is then cleared).',
+    }),
+    live_buffer_batches: Type.Integer({
+      default: 50000,
+      minimum: 100,
+      description:
+        'Live batches held per stream while a replay runs; beyond it they are dropped and repaired later.',
+    }),
+    zmq_receive_hwm: Type.Integer({
+      default: 10000,
+      minimum: 0,
+      description:
+        'ZMQ receive high-water mark (messages) of each subscriber; 0 is unlimited. Bounds native memory when the collector falls behind: messages past it are dropped, and the gap is replayed.',
+    }),
+    max_queued_ops: Type.Integer({
+      default: 2000000,
+      minimum: 1000,
+      description:
+        'Per stream: block ops buffered while the index is slow or down. Past it the queue is dropped and the pod resyncs.',
+    }),
+    max_ops_per_apply: Type.Integer({
+      default: 20000,
+      minimum: 1,
+      description: 'Block ops merged into one index write.',
+    }),
+    index_retry_min_ms: Type.Integer({
+      default: 100,
+      minimum: 1,
+      maximum: 3600000,
+      description: 'First backoff after a failed index write; doubles up to index_retry_max_ms.',
+    }),
+    index_retry_max_ms: Type.Integer({
+      default: 5000,
+      minimum: 1,
+      maximum: 3600000,
+      description: 'Longest backoff between index write retries; at least index_retry_min_ms.',
+    }),
+    calibration_window_ms: Type.Integer({
+      default: 120000,
+      minimum: 1000,
+      description:
+        'Sliding window of /metrics history used to calibrate prefill and decode costs; stretched back to calibration_min_requests prefills when a pod is quiet.',
+    }),
+    calibration_min_requests: Type.Integer({
+      default: 20,
+      minimum: 1,
+      description: 'Prefills needed in the window before a pod gets its own calibration.',
+    }),
+    calibration_pool: Type.Boolean({
+      default: true,
+      description:
+        'Pods of one model with the same KV geometry (num_gpu_blocks and block size: the same GPU and vLLM settings) share one calibration, the median of their own estimates. A pod the router avoided after a busy spell then does not keep looking slow. Off: each pod keeps its own.',
+    }),
+    shutdown_timeout_ms: Type.Integer({
+      default: 10000,
+      minimum: 0,
+      description: 'On SIGTERM, how long queued index writes may take to flush.',
+    }),
+    kubeconfig: Type.Optional(
+      Type.String({
+        description:
+          'Kubeconfig for `kubernetes:` discovery; default: $KUBECONFIG, then ~/.kube/config, then in-cluster.',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
 
 export type CollectorSection = Static<typeof CollectorSectionSchema>;
+
+/** Cross-field rules of the section (min ≤ max pairs); one line per problem, fields named under `path`. */
+export function checkCollectorSection(c: CollectorSection, path: string): string[] {
+  const problems: string[] = [];
+  if (c.index_retry_min_ms > c.index_retry_max_ms)
+    problems.push(
+      `  ${path}.index_retry_min_ms: ${c.index_retry_min_ms} is greater than index_retry_max_ms (${c.index_retry_max_ms})`,
+    );
+  return problems;
+}

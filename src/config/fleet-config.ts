@@ -5,74 +5,105 @@ import { parse as parseYaml } from 'yaml';
 import { KinferenceError } from '../core/errors.js';
 import { PluginConfigSchema } from './plugin-config.js';
 import { validateConfig } from './validate.js';
-import { CollectorSectionSchema } from './collector-section.js';
+import { CollectorSectionSchema, checkCollectorSection } from './collector-section.js';
 import { EmulatorSectionSchema } from './emulator-section.js';
+import { POD_ADDRESS_PATTERN, ZMQ_ENDPOINT_PATTERN } from './addresses.js';
 
 /**
  * The one YAML file that describes a fleet for the collector, `explain`, the emulator and the demo
- * (DESIGN.md "Contracts"). Paths in `hf:` specs are resolved against the file's directory.
+ * (DESIGN.md "Contracts"). Paths in `hf:` specs are resolved against the file's directory. Every object is
+ * strict: an unknown key (a typo such as `kv_event:`) is an error naming the key and the closest known one,
+ * not a setting silently ignored.
  */
 
-export const ModelSchema = Type.Object({
-  tokenizer: PluginConfigSchema.properties.tokenizer,
-  chat_template: PluginConfigSchema.properties.chat_template,
-  block_size: PluginConfigSchema.properties.block_size,
-  max_prompt_tokens: PluginConfigSchema.properties.max_prompt_tokens,
-  lora_adapters: Type.Optional(
-    Type.Array(Type.String({ minLength: 1 }), {
-      description: 'LoRA adapter names served under this base model.',
+const STRICT = { additionalProperties: false } as const;
+
+const zmqEndpoint = (what: string): ReturnType<typeof Type.String> =>
+  Type.String({
+    pattern: ZMQ_ENDPOINT_PATTERN,
+    description: `${what}: tcp://host:port (port 1–65535), ipc://path or inproc://name`,
+  });
+
+export const ModelSchema = Type.Object(
+  {
+    tokenizer: PluginConfigSchema.properties.tokenizer,
+    chat_template: PluginConfigSchema.properties.chat_template,
+    block_size: PluginConfigSchema.properties.block_size,
+    max_prompt_tokens: PluginConfigSchema.properties.max_prompt_tokens,
+    lora_adapters: Type.Optional(
+      Type.Array(Type.String({ minLength: 1 }), {
+        description: 'LoRA adapter names served under this base model.',
+      }),
+    ),
+  },
+  STRICT,
+);
+
+export const PodSchema = Type.Object(
+  {
+    id: Type.String({ minLength: 1, pattern: '^[A-Za-z0-9_.:-]+$' }),
+    model: Type.String({ minLength: 1 }),
+    address: Type.String({
+      pattern: POD_ADDRESS_PATTERN,
+      description: 'host:port the gateway sends requests to (port 1–65535; 0 lets the emulator pick one)',
     }),
-  ),
-});
+    kv_events: Type.Optional(zmqEndpoint('vLLM KV-event publisher')),
+    kv_events_replay: Type.Optional(zmqEndpoint('vLLM KV-event replay endpoint')),
+    kv_events_topic: Type.Optional(
+      Type.String({ description: 'the topic vLLM publishes on (its --kv-events-config topic; default "")' }),
+    ),
+    metrics: Type.Optional(
+      Type.String({ pattern: '^https?://\\S+$', description: "the pod's Prometheus /metrics URL" }),
+    ),
+    data_parallel_size: Type.Optional(Type.Integer({ minimum: 1, maximum: 256, default: 1 })),
+  },
+  STRICT,
+);
 
-export const PodSchema = Type.Object({
-  id: Type.String({ minLength: 1, pattern: '^[A-Za-z0-9_.:-]+$' }),
-  model: Type.String({ minLength: 1 }),
-  address: Type.String({
-    pattern: '^[^:\\s]+:[0-9]{1,5}$',
-    description: 'host:port the gateway sends requests to',
-  }),
-  kv_events: Type.Optional(Type.String({ pattern: '^(tcp|ipc|inproc)://' })),
-  kv_events_replay: Type.Optional(Type.String({ pattern: '^(tcp|ipc|inproc)://' })),
-  kv_events_topic: Type.Optional(Type.String()),
-  metrics: Type.Optional(Type.String({ pattern: '^https?://' })),
-  data_parallel_size: Type.Optional(Type.Integer({ minimum: 1, maximum: 256, default: 1 })),
-});
-
-export const KubernetesSchema = Type.Object({
-  namespace: Type.String({ minLength: 1 }),
-  service: Type.String({ minLength: 1 }),
-  model: Type.String({ minLength: 1 }),
-  http_port: Type.Integer({ default: 8000, minimum: 1, maximum: 65535 }),
-  kv_events_port: Type.Integer({ default: 5557, minimum: 1, maximum: 65535 }),
-  kv_events_replay_port: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535 })),
-  kv_events_topic: Type.Optional(Type.String()),
-  metrics_path: Type.String({ default: '/metrics' }),
-});
+export const KubernetesSchema = Type.Object(
+  {
+    namespace: Type.String({ minLength: 1 }),
+    service: Type.String({ minLength: 1 }),
+    model: Type.String({ minLength: 1 }),
+    http_port: Type.Integer({ default: 8000, minimum: 1, maximum: 65535 }),
+    kv_events_port: Type.Integer({ default: 5557, minimum: 1, maximum: 65535 }),
+    kv_events_replay_port: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535 })),
+    kv_events_topic: Type.Optional(Type.String()),
+    metrics_path: Type.String({ default: '/metrics', pattern: '^/\\S*$', description: 'starts with /' }),
+  },
+  STRICT,
+);
 
 /** Router options for `explain`: the plugin's own fields, same names and defaults. */
-export const RouterSectionSchema = Type.Pick(PluginConfigSchema, [
-  'redis_timeout_ms',
-  'index',
-  'fallback',
-  'stale_after_ms',
-  'reservation_ttl_ms',
-  'shed_ttft_slo_ms',
-  'max_body_bytes',
-  'otlp_endpoint',
-  'service_name',
-]);
+export const RouterSectionSchema = Type.Pick(
+  PluginConfigSchema,
+  [
+    'redis_timeout_ms',
+    'index',
+    'fallback',
+    'stale_after_ms',
+    'reservation_ttl_ms',
+    'shed_ttft_slo_ms',
+    'max_body_bytes',
+    'otlp_endpoint',
+    'service_name',
+  ],
+  STRICT,
+);
 
-export const FleetConfigSchema = Type.Object({
-  redis_url: PluginConfigSchema.properties.redis_url,
-  redis_key_prefix: PluginConfigSchema.properties.redis_key_prefix,
-  models: Type.Record(Type.String({ minLength: 1 }), ModelSchema),
-  pods: Type.Optional(Type.Array(PodSchema)),
-  kubernetes: Type.Optional(KubernetesSchema),
-  router: Type.Optional(RouterSectionSchema),
-  collector: Type.Optional(CollectorSectionSchema),
-  emulator: Type.Optional(EmulatorSectionSchema),
-});
+export const FleetConfigSchema = Type.Object(
+  {
+    redis_url: PluginConfigSchema.properties.redis_url,
+    redis_key_prefix: PluginConfigSchema.properties.redis_key_prefix,
+    models: Type.Record(Type.String({ minLength: 1 }), ModelSchema),
+    pods: Type.Optional(Type.Array(PodSchema)),
+    kubernetes: Type.Optional(KubernetesSchema),
+    router: Type.Optional(RouterSectionSchema),
+    collector: Type.Optional(CollectorSectionSchema),
+    emulator: Type.Optional(EmulatorSectionSchema),
+  },
+  STRICT,
+);
 
 export type FleetConfig = Static<typeof FleetConfigSchema>;
 export type ModelConfig = Static<typeof ModelSchema>;
@@ -99,8 +130,17 @@ function checkFleet(cfg: FleetConfig, source: string): void {
     ids.add(p.id);
     addresses.add(p.address);
   });
+  (cfg.pods ?? []).forEach((p, i) => {
+    if (p.kv_events && p.kv_events === p.kv_events_replay)
+      problems.push(`  pods.${i}.kv_events_replay: the same endpoint as kv_events ("${p.kv_events}")`);
+    if (p.metrics && !URL.canParse(p.metrics))
+      problems.push(`  pods.${i}.metrics: not a valid URL (got "${p.metrics}")`);
+  });
   if (cfg.kubernetes && !(cfg.kubernetes.model in cfg.models))
     problems.push(`  kubernetes.model: "${cfg.kubernetes.model}" is not listed under models`);
+  if (cfg.kubernetes && cfg.kubernetes.kv_events_port === cfg.kubernetes.kv_events_replay_port)
+    problems.push('  kubernetes.kv_events_replay_port: the same port as kv_events_port');
+  if (cfg.collector) problems.push(...checkCollectorSection(cfg.collector, 'collector'));
   if (problems.length > 0)
     throw new KinferenceError('KINF_ERR_CONFIG', `${source}: invalid configuration\n${problems.join('\n')}`);
 }

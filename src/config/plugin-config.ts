@@ -3,7 +3,8 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox';
 /**
  * The plugin configuration: the ONE source for the TypeScript type, schemas/plugin-config.schema.json and
  * the Kong schema (to-kong-schema.ts). Every field carries a description of 10–500 characters (Kong's rule),
- * and a default unless it is optional. `x-kong` holds Kong-only attributes.
+ * and a default unless it is optional. `x-kong` holds Kong-only attributes. Unknown fields are rejected, as
+ * Kong rejects them (see pluginConfigFromKong for the keys Kong itself adds at run time).
  */
 
 const TOKENIZER_PATTERN = '^(tiktoken:[a-z0-9_]+|hf:.+)$';
@@ -77,12 +78,12 @@ export const PluginConfigSchema = Type.Object(
       minimum: 1024,
       maximum: 268435456,
       description:
-        'Bodies larger than this are not read by the plugin (the RPC cost grows with size); they are routed on load alone.',
+        "Bodies larger than this (by Content-Length) are never fetched by the plugin (the RPC cost grows with size); Kong's target (the service url) is kept. Chunked, compressed and empty bodies are not read either.",
     }),
     fallback: Type.Union([Type.Literal('least-loaded'), Type.Literal('kong-default')], {
       default: 'least-loaded',
       description:
-        'What happens when no prediction can be made: least-loaded picks the pod with the least work, kong-default leaves the service target.',
+        'What happens when no prediction can be made or no pod is healthy: least-loaded picks the pod with the least work, kong-default leaves the service target.',
     }),
     stale_after_ms: Type.Integer({
       default: 10000,
@@ -168,9 +169,23 @@ export const PluginConfigSchema = Type.Object(
         'Fraction of requests without a sampled parent whose decision span is exported (parent-based sampling otherwise).',
     }),
   },
-  { additionalProperties: true, $id: 'https://kinference.dev/schemas/plugin-config.schema.json' },
+  { additionalProperties: false, $id: 'https://kinference.dev/schemas/plugin-config.schema.json' },
 );
 
 export type PluginConfig = Static<typeof PluginConfigSchema>;
+
+/**
+ * The plugin's own fields out of the config Kong hands an external plugin. Kong has already rejected
+ * unknown fields against the plugin schema when the config was written (Admin API, decK, DB-less load); what
+ * it sends to StartInstance adds its own keys (route_id, service_id, consumer_id, plugin_instance_name,
+ * __plugin_id, __key__, __seq__, … depending on the version), which are not configuration and must not make
+ * the strict validation disable the plugin.
+ */
+export function pluginConfigFromKong(raw: unknown): unknown {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return raw;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(raw)) if (k in PluginConfigSchema.properties) out[k] = v;
+  return out;
+}
 
 export type FieldSchema = TSchema & { description?: string; default?: unknown };

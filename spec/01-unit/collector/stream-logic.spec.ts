@@ -2,19 +2,113 @@ import { describe, expect, it } from 'vitest';
 import type { BlockKey } from '../../../src/core/types.js';
 import { mergeOps, countOps } from '../../../src/collector/ops/merge-ops.js';
 import { offsetEndpoint, streamsOf } from '../../../src/collector/pods.js';
-import { classifySeq } from '../../../src/collector/sequence.js';
+import {
+  AppliedWindow,
+  classifyBehind,
+  classifySeq,
+  payloadDigest,
+  type BehindFacts,
+} from '../../../src/collector/sequence.js';
+import { DropReport, dropExample } from '../../../src/collector/stream-stats.js';
+import { createLogger } from '../../../src/collector/logger.js';
 import { encodeSeq, parseLiveFrames, parseReplayFrames } from '../../../src/collector/wire/frames.js';
 
 const k = (s: string): BlockKey => s.padStart(16, '0') as BlockKey;
 
 describe('classifySeq', () => {
-  it('tells next, gap, restart and replay overlap apart', () => {
+  it('tells first, next, gap and a number at or below the last apart', () => {
     expect(classifySeq(null, 7)).toEqual({ kind: 'first' });
     expect(classifySeq(4, 5)).toEqual({ kind: 'next' });
     expect(classifySeq(4, 9)).toEqual({ kind: 'gap', expected: 5, missing: 4 });
-    expect(classifySeq(4, 0)).toEqual({ kind: 'restart' });
-    expect(classifySeq(4, 4)).toEqual({ kind: 'restart' });
-    expect(classifySeq(4, 3, true)).toEqual({ kind: 'duplicate' });
+    expect(classifySeq(4, 0)).toEqual({ kind: 'behind' });
+    expect(classifySeq(4, 4)).toEqual({ kind: 'behind' });
+  });
+});
+
+describe('classifyBehind', () => {
+  const f = (o: Partial<BehindFacts>): BehindFacts => ({
+    applied: 'unknown',
+    sameProcess: null,
+    canAsk: false,
+    newer: null,
+    ...o,
+  });
+
+  it('the same bytes under a number already applied: a duplicate, whatever else is known', () => {
+    expect(classifyBehind(f({ applied: 'same' }))).toBe('duplicate');
+    expect(classifyBehind(f({ applied: 'same', newer: true, canAsk: true }))).toBe('duplicate');
+  });
+
+  it('other bytes under a number already applied: only a new process does that', () => {
+    expect(classifyBehind(f({ applied: 'different' }))).toBe('restart');
+    expect(classifyBehind(f({ applied: 'different', canAsk: true }))).toBe('restart');
+  });
+
+  it('not remembered: the replay buffer decides when there is one', () => {
+    expect(classifyBehind(f({ canAsk: true }))).toBe('ask');
+    expect(classifyBehind(f({ sameProcess: true }))).toBe('out_of_order');
+    expect(classifyBehind(f({ sameProcess: false }))).toBe('restart');
+  });
+
+  it('without an answer: stamped after the last applied batch is a restart, else out of order', () => {
+    expect(classifyBehind(f({ newer: true }))).toBe('restart');
+    expect(classifyBehind(f({ newer: false }))).toBe('out_of_order');
+    expect(classifyBehind(f({ newer: null }))).toBe('out_of_order');
+  });
+});
+
+describe('AppliedWindow', () => {
+  it('remembers the digests of the last N numbers applied', () => {
+    const w = new AppliedWindow(4);
+    const d = (s: string): string => payloadDigest(Buffer.from(s));
+    for (let i = 0; i < 6; i++) w.record(i, d(`b${i}`));
+    expect(w.lookup(5, d('b5'))).toBe('same');
+    expect(w.lookup(2, d('b2'))).toBe('same');
+    expect(w.lookup(2, d('other'))).toBe('different');
+    expect(w.lookup(1, d('b1'))).toBe('unknown'); // overwritten by 5
+    expect(w.lookup(9, d('b9'))).toBe('unknown');
+    w.reset();
+    expect(w.lookup(5, d('b5'))).toBe('unknown');
+  });
+});
+
+describe('DropReport', () => {
+  it('logs the first occurrence of each kind with its details, then one summary per period', () => {
+    const lines: Record<string, unknown>[] = [];
+    const log = createLogger('debug', (l) => lines.push(JSON.parse(l) as Record<string, unknown>));
+    let now = 1000;
+    const r = new DropReport(log, 60_000, () => now);
+    r.note('unknown_medium', 1, () => ({ medium: 'DISK' }));
+    r.note('unknown_medium', 2, () => ({ medium: 'never asked' }));
+    r.note('unknown_event', 1, () => ({ tag: 'BlockPinned' }));
+    r.flush();
+    expect(lines.map((l) => [l.level, l.kind, l.medium ?? l.tag])).toEqual([
+      ['warn', 'unknown_medium', 'DISK'],
+      ['warn', 'unknown_event', 'BlockPinned'],
+    ]);
+    now += 60_000;
+    r.flush();
+    expect(lines[2]).toMatchObject({ level: 'info', counts: { unknown_medium: 2 } });
+    r.flush(true); // nothing new
+    expect(lines).toHaveLength(3);
+  });
+
+  it('finds an example of what was dropped in the decoded batch', () => {
+    const batch = [
+      1.5,
+      [
+        ['BlockPinned', [1]],
+        ['BlockStored', [1], null, [1, 2], 2, null, 'DISK'],
+        { type: 'BlockRemoved', block_hashes: [1], medium: 'NVME' },
+        42,
+      ],
+    ];
+    expect(dropExample(batch, 'unknown_event')).toEqual({ tag: 'BlockPinned' });
+    expect(dropExample(batch, 'unknown_medium')).toEqual({ medium: 'DISK' });
+    const removed = { type: 'BlockRemoved', block_hashes: [1], medium: 'NVME' };
+    expect(dropExample({ ts: 1, events: [removed] }, 'unknown_medium')).toEqual({ medium: 'NVME' });
+    expect(dropExample(batch, 'not_tagged')).toEqual({ example: 'number' });
+    expect(dropExample('garbage', 'unknown_event')).toEqual({});
   });
 });
 

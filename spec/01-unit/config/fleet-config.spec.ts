@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import { CollectorSectionSchema } from '../../../src/config/collector-section.js';
 import { parseFleetConfig, resolveModel } from '../../../src/config/fleet-config.js';
-import { PluginConfigSchema } from '../../../src/config/plugin-config.js';
-import { validateConfig } from '../../../src/config/validate.js';
+import { PluginConfigSchema, pluginConfigFromKong } from '../../../src/config/plugin-config.js';
+import { closestKey, validateConfig } from '../../../src/config/validate.js';
 
 const good = {
   redis_url: 'redis://127.0.0.1:6379/0',
@@ -61,6 +62,138 @@ describe('fleet config', () => {
   });
 });
 
+describe('fleet config: unknown keys are errors, not silently ignored', () => {
+  const pod = good.pods[0]!;
+  const cases: [string, Record<string, unknown>, string][] = [
+    [
+      'a pod key',
+      { ...good, pods: [{ ...pod, kv_event: 'tcp://10.0.0.7:5557' }] },
+      'pods.0.kv_event: unknown key; did you mean "kv_events"?',
+    ],
+    [
+      'a collector key',
+      { ...good, collector: { scrape_intervall_ms: 100 } },
+      'collector.scrape_intervall_ms: unknown key; did you mean "scrape_interval_ms"?',
+    ],
+    [
+      'a top-level key',
+      { ...good, redis_ulr: 'redis://x:6379' },
+      'redis_ulr: unknown key; did you mean "redis_url"?',
+    ],
+    [
+      'a model key',
+      { ...good, models: { 'Qwen/Qwen3-8B': { ...good.models['Qwen/Qwen3-8B'], blocksize: 16 } } },
+      'models.Qwen/Qwen3-8B.blocksize: unknown key; did you mean "block_size"?',
+    ],
+    [
+      'an emulator key',
+      { ...good, emulator: { timescale: 2 } },
+      'emulator.timescale: unknown key; did you mean "time_scale"?',
+    ],
+    [
+      'a router key',
+      { ...good, router: { stale_after: 100 } },
+      'router.stale_after: unknown key; did you mean "stale_after_ms"?',
+    ],
+    [
+      'a kubernetes key',
+      { models: good.models, kubernetes: { namespace: 'n', service: 's', model: 'Qwen/Qwen3-8B', port: 1 } },
+      'kubernetes.port: unknown key',
+    ],
+  ];
+  it.each(cases)('%s', (_what, raw, expected) => {
+    const msg = errorOf(() => parseFleetConfig(raw, 'fleet.yaml', '/'));
+    expect(msg).toContain('fleet.yaml: invalid configuration');
+    expect(msg).toContain(expected);
+  });
+
+  it('lists the known keys when no key is close', () => {
+    const msg = errorOf(() => parseFleetConfig({ ...good, pods: [{ ...pod, zzzzzz: 1 }] }, 'f', '/'));
+    expect(msg).toContain('pods.0.zzzzzz: unknown key; known keys here: id, model, address, kv_events');
+  });
+
+  it('suggests only close keys', () => {
+    expect(closestKey('kv_event', ['kv_events', 'kv_events_replay'])).toBe('kv_events');
+    expect(closestKey('Listen', ['listen', 'log_level'])).toBe('listen');
+    expect(closestKey('scrape-interval-ms', ['scrape_interval_ms'])).toBe('scrape_interval_ms');
+    expect(closestKey('queue', ['listen', 'log_level'])).toBeNull();
+  });
+});
+
+describe('fleet config: addresses, endpoints and ranges', () => {
+  const pod = good.pods[0]!;
+  const bad = (over: Record<string, unknown>, collector?: Record<string, unknown>): string =>
+    errorOf(() =>
+      parseFleetConfig(
+        { ...good, pods: [{ ...pod, ...over }], ...(collector ? { collector } : {}) },
+        'f',
+        '/',
+      ),
+    );
+
+  it('a ZMQ endpoint needs a numeric port of 1–65535', () => {
+    for (const kv_events of [
+      'tcp://127.0.0.1:notaport',
+      'tcp://127.0.0.1',
+      'tcp://*:5557',
+      'tcp://h:0',
+      'tcp://h:65536',
+    ])
+      expect(bad({ kv_events }), kv_events).toContain(
+        `pods.0.kv_events: not in the expected form (got "${kv_events}") — vLLM KV-event publisher: tcp://host:port`,
+      );
+    expect(bad({ kv_events_replay: 'tcp://h:x' })).toContain(
+      'pods.0.kv_events_replay: not in the expected form',
+    );
+    const ok = {
+      ...good,
+      pods: [{ ...pod, kv_events: 'tcp://[::1]:5557', kv_events_replay: 'ipc:///tmp/r' }],
+    };
+    expect(() => parseFleetConfig(ok, 'f', '/')).not.toThrow();
+  });
+
+  it('kv_events and kv_events_replay must differ', () => {
+    expect(bad({ kv_events: 'tcp://h:5557', kv_events_replay: 'tcp://h:5557' })).toContain(
+      'pods.0.kv_events_replay: the same endpoint as kv_events',
+    );
+  });
+
+  it('a pod address needs a port of 0–65535 (0: the emulator picks one)', () => {
+    expect(bad({ address: '10.0.0.7:70000' })).toContain('pods.0.address: not in the expected form');
+    expect(() =>
+      parseFleetConfig({ ...good, pods: [{ ...pod, address: '127.0.0.1:0' }] }, 'f', '/'),
+    ).not.toThrow();
+  });
+
+  it('metrics must be a URL', () => {
+    expect(bad({ metrics: 'http://h:notaport/metrics' })).toContain('pods.0.metrics: not a valid URL');
+  });
+
+  it('collector.listen is host:port (port 0–65535), [v6]:port or :port', () => {
+    for (const listen of ['not-an-address', '127.0.0.1:99999', '127.0.0.1:', '::1:9090'])
+      expect(bad({}, { listen }), listen).toContain(
+        `collector.listen: not in the expected form (got "${listen}")`,
+      );
+    for (const listen of ['127.0.0.1:0', '0.0.0.0:9090', ':9090', '[::1]:9090', 'collector.local:9090'])
+      expect(parseFleetConfig({ ...good, collector: { listen } }, 'f', '/').collector?.listen).toBe(listen);
+  });
+
+  it('index_retry_min_ms may not exceed index_retry_max_ms', () => {
+    expect(bad({}, { index_retry_min_ms: 10000, index_retry_max_ms: 10 })).toContain(
+      'collector.index_retry_min_ms: 10000 is greater than index_retry_max_ms (10)',
+    );
+    // Against the defaults too (max 5000).
+    expect(bad({}, { index_retry_min_ms: 6000 })).toContain('greater than index_retry_max_ms (5000)');
+    expect(() =>
+      parseFleetConfig({ ...good, collector: { index_retry_min_ms: 50, index_retry_max_ms: 50 } }, 'f', '/'),
+    ).not.toThrow();
+  });
+
+  it('the collector section alone takes its defaults', () => {
+    expect(validateConfig(CollectorSectionSchema, {}, 'c').listen).toBe('127.0.0.1:9090');
+  });
+});
+
 describe('plugin config', () => {
   it('fills every default and reads Kong nulls as unset', () => {
     const c = validateConfig(
@@ -80,6 +213,27 @@ describe('plugin config', () => {
       expect(d.length, name).toBeGreaterThanOrEqual(10);
       expect(d.length, name).toBeLessThanOrEqual(500);
     }
+  });
+
+  it('rejects an unknown field, as Kong does', () => {
+    expect(errorOf(() => validateConfig(PluginConfigSchema, { redis_timeout: 25 }, 'kong'))).toContain(
+      'redis_timeout: unknown key; did you mean "redis_timeout_ms"?',
+    );
+  });
+
+  it('drops the keys Kong adds at run time before validating (they are not configuration)', () => {
+    const fromKong = {
+      block_size: 32,
+      otlp_endpoint: null,
+      route_id: 'r',
+      service_id: null,
+      __plugin_id: 'p',
+      __ws_id: 'w',
+      __key__: 'plugins:kinference:r::w',
+      __seq__: 3,
+    };
+    expect(() => validateConfig(PluginConfigSchema, fromKong, 'kong')).toThrow(/__plugin_id: unknown key/);
+    expect(validateConfig(PluginConfigSchema, pluginConfigFromKong(fromKong), 'kong').block_size).toBe(32);
   });
 
   it('rejects a bad enum with the field name', () => {

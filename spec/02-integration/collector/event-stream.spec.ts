@@ -102,10 +102,12 @@ describe.each(['array', 'map'] as const)(
       const t = freshTokens(2);
       const [a, b] = hashes(2);
       await pub.publish([
+        // group_idx: a vLLM whose multimodal keys are tuples, so the plain string is the cache_salt
         stored([a!], null, t.slice(0, BS), {
           loraName: 'sql-lora',
           loraId: 1,
           extraKeys: [['sql-lora', 'salt-9']],
+          groupIdx: 0,
         }),
         stored([b!], a!, t.slice(BS), { loraName: 'sql-lora', loraId: 1, extraKeys: [['sql-lora']] }),
       ]);

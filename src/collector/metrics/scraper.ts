@@ -8,8 +8,25 @@ import {
   engineView,
   extractVllmMetrics,
   viewKvCapacity,
+  type EngineMetrics,
   type PodMetrics,
 } from './vllm-metrics.js';
+
+/**
+ * The series the router's load model reads, per rank (vLLM's names; deprecated aliases accepted). A scrape
+ * without one leaves that part of the pod's load unknown: rather than let the last value look fresh, the
+ * rank is marked unhealthy (the router then prefers other pods) and its lastScrapeAtMs is not advanced.
+ */
+export const LOAD_SERIES: readonly (readonly [keyof EngineMetrics, string])[] = [
+  ['running', 'vllm:num_requests_running'],
+  ['waiting', 'vllm:num_requests_waiting'],
+  ['kvUsage', 'vllm:kv_cache_usage_perc'],
+];
+
+/** The LOAD_SERIES a rank's view lacks (all of them when the scrape has no engine for the rank). */
+export function missingLoadSeries(m: EngineMetrics | null): string[] {
+  return LOAD_SERIES.filter(([field]) => m === null || m[field] === null).map(([, name]) => name);
+}
 
 /** Where one rank's scraped state goes (its PodStateWriter). */
 export interface ScrapeTarget {
@@ -38,7 +55,8 @@ export interface ScraperOptions {
 
 /**
  * Polls one pod's /metrics: load (running, waiting, KV usage), queued prefill work and calibration per DP
- * rank, written with a timestamp. K consecutive failures mark the pod unhealthy; one success restores it.
+ * rank, written with a timestamp. K consecutive failures mark the pod unhealthy; one success restores it. A
+ * scrape that answers but lacks a load series (LOAD_SERIES) marks that rank unhealthy until it returns.
  */
 export class MetricsScraper {
   readonly #estimators: CalibrationEstimator[];
@@ -47,8 +65,11 @@ export class MetricsScraper {
   #inFlight: Promise<boolean> | null = null;
   #lastStart: number | null = null;
   #warnedBlockSize = false;
+  /** unhealthy_after_failures scrapes in a row failed. */
+  #unreachable = false;
+  /** Per target: the load series its last scrape lacked (empty: none). */
+  readonly #missing: string[][];
   consecutiveFailures = 0;
-  healthy = true;
   lastPod: PodMetrics | null = null;
   /** Per target (DP rank), the calibration estimate of the last scrape; null before one. */
   readonly lastEstimates: (Estimate | null)[];
@@ -62,6 +83,17 @@ export class MetricsScraper {
     this.#estimators = targets.map(() => new CalibrationEstimator(opts.calibration));
     this.lastEstimates = targets.map(() => null);
     this.lastWritten = targets.map(() => null);
+    this.#missing = targets.map(() => []);
+  }
+
+  /** False while scrapes keep failing, or while a rank's scrape lacks the series its load comes from. */
+  get healthy(): boolean {
+    return !this.#unreachable && this.#missing.every((m) => m.length === 0);
+  }
+
+  /** The load series each rank's last scrape lacked, by target. */
+  get missingSeries(): readonly (readonly string[])[] {
+    return this.#missing;
   }
 
   start(): void {
@@ -97,8 +129,8 @@ export class MetricsScraper {
     const now = Date.now();
     this.lastPod = pod;
     this.consecutiveFailures = 0;
-    if (!this.healthy) this.opts.log.info('metrics scrape succeeded again: pod healthy');
-    this.healthy = true;
+    if (this.#unreachable) this.opts.log.info('metrics scrape succeeded again');
+    this.#unreachable = false;
 
     if (pod.processStartTimeSec !== null) {
       if (this.#lastStart !== null && pod.processStartTimeSec !== this.#lastStart) {
@@ -123,7 +155,11 @@ export class MetricsScraper {
 
     this.targets.forEach((t, i) => {
       const m = engineView(pod, t.rank);
-      const patch: PodStatePatch = { healthy: true, lastScrapeAtMs: now };
+      const missing = missingLoadSeries(m);
+      this.#noteMissing(i, t.rank, missing);
+      // Fresh only when the whole load is: otherwise the old values stay, marked stale and unhealthy.
+      const patch: PodStatePatch =
+        missing.length === 0 ? { healthy: true, lastScrapeAtMs: now } : { healthy: false };
       const kv = engineKvCapacity(pod, this.opts.expectedBlockSize);
       if (kv !== null) patch.kvCapacityTokens = kv;
       if (m !== null) {
@@ -148,6 +184,25 @@ export class MetricsScraper {
     return true;
   }
 
+  /** Logs when a rank's set of missing load series changes (once, not every scrape). */
+  #noteMissing(i: number, rank: number | null, missing: string[]): void {
+    const was = this.#missing[i]!;
+    if (was.length === missing.length && was.every((n, k) => n === missing[k])) return;
+    this.#missing[i] = missing;
+    const where = rank === null ? {} : { rank };
+    if (missing.length > 0)
+      this.opts.log.warn(
+        'pod /metrics lack series the router needs: load unknown, pod marked unhealthy until they return',
+        {
+          ...where,
+          missing,
+          url: this.opts.url,
+          hint: 'a vLLM version that renamed or dropped them, a proxy filtering /metrics, or not a vLLM server',
+        },
+      );
+    else this.opts.log.info('pod /metrics carry the load series again: pod healthy', where);
+  }
+
   /** What a rank writes of its estimates: its group's when pooling, else its own. */
   #shared(rank: number | null, own: Shared, pod: PodMetrics): Shared {
     const p = this.opts.pool;
@@ -167,8 +222,8 @@ export class MetricsScraper {
     this.opts.onScrape(false, null);
     if (this.consecutiveFailures === 1)
       this.opts.log.warn('metrics scrape failed', { url: this.opts.url, err });
-    if (this.healthy && this.consecutiveFailures >= this.opts.unhealthyAfterFailures) {
-      this.healthy = false;
+    if (!this.#unreachable && this.consecutiveFailures >= this.opts.unhealthyAfterFailures) {
+      this.#unreachable = true;
       this.opts.log.error('pod unhealthy: metrics scrapes keep failing', {
         failures: this.consecutiveFailures,
       });

@@ -8,6 +8,12 @@ export type ReplayOutcome =
   | { kind: 'error'; items: number; detail: string };
 
 /**
+ * How long a request may wait for its connection to the ROUTER: an endpoint that nothing listens on, or a
+ * host that is down, fails within this instead of holding the stream for the whole reply timeout.
+ */
+export const REPLAY_CONNECT_TIMEOUT_MS = 1000;
+
+/**
  * Asks a vLLM replay ROUTER for every buffered batch from `startSeq` (research/vllm.md §2): a DEALER sends
  * ["", seq8] and reads ["", seq8, payload] until the ff×8 end marker. A fresh socket per request, so a
  * late answer to an abandoned request can never be mistaken for this one's. `onItem` returns false to stop;
@@ -19,11 +25,19 @@ export async function requestReplay(
   timeoutMs: number,
   onItem: (msg: SequencedPayload) => boolean | Promise<boolean>,
 ): Promise<ReplayOutcome> {
-  const sock = new Dealer({ linger: 0, receiveTimeout: timeoutMs, sendTimeout: timeoutMs });
+  // immediate: the request is queued only on a completed connection, so send() waits for one, at most
+  // REPLAY_CONNECT_TIMEOUT_MS.
+  const connectMs = Math.min(timeoutMs, REPLAY_CONNECT_TIMEOUT_MS);
+  const sock = new Dealer({ linger: 0, immediate: true, receiveTimeout: timeoutMs, sendTimeout: connectMs });
   let items = 0;
   try {
     sock.connect(endpoint);
-    await sock.send([Buffer.alloc(0), encodeSeq(startSeq)]);
+    try {
+      await sock.send([Buffer.alloc(0), encodeSeq(startSeq)]);
+    } catch (e) {
+      if ((e as { code?: string }).code !== 'EAGAIN') throw e;
+      return { kind: 'error', items, detail: `no connection to the replay endpoint within ${connectMs} ms` };
+    }
     for (;;) {
       const frames = await sock.receive();
       const r = parseReplayFrames(frames);

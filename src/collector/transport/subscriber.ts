@@ -1,4 +1,9 @@
 import { Subscriber } from 'zeromq';
+import { KinferenceError } from '../../core/errors.js';
+
+/** ZMTP PING every this often; the connection is dropped when nothing arrives within the timeout. */
+export const HEARTBEAT_INTERVAL_MS = 2000;
+export const HEARTBEAT_TIMEOUT_MS = 6000;
 
 export interface SubscriberOptions {
   endpoint: string;
@@ -19,14 +24,37 @@ export class EventSubscriber {
   #closed = false;
 
   constructor(readonly opts: SubscriberOptions) {
-    this.#sock = new Subscriber({ linger: 0, receiveHighWaterMark: opts.receiveHighWaterMark });
+    this.#sock = new Subscriber({
+      linger: 0,
+      receiveHighWaterMark: opts.receiveHighWaterMark,
+      // ZMTP heartbeats (libzmq ≥ 4.2 answers them by itself): a peer gone silent, its host dead with no
+      // FIN, is disconnected (and reconnected to later) instead of looking connected forever.
+      heartbeatInterval: HEARTBEAT_INTERVAL_MS,
+      heartbeatTimeout: HEARTBEAT_TIMEOUT_MS,
+    });
   }
 
+  /**
+   * Connects and starts receiving. An endpoint ZMQ refuses (`tcp://host:notaport`, `tcp://*:5557`) is reported
+   * through onError as a KINF_ERR_CONFIG naming it, and the stream stays silent: it must not throw out of
+   * the collector (the fleet schema rejects such endpoints up front; discovery builds only valid ones).
+   */
   start(): void {
     const events = this.#sock.events;
     events.on('connect', (e) => this.opts.onConnection('connect', e.address));
     events.on('disconnect', (e) => this.opts.onConnection('disconnect', e.address));
-    this.#sock.connect(this.opts.endpoint);
+    try {
+      this.#sock.connect(this.opts.endpoint);
+    } catch (e) {
+      this.opts.onError(
+        new KinferenceError(
+          'KINF_ERR_CONFIG',
+          `kv events endpoint "${this.opts.endpoint}" rejected by ZMQ (${(e as Error).message}): expected tcp://host:port, ipc://path or inproc://name`,
+          { cause: e },
+        ),
+      );
+      return;
+    }
     this.#sock.subscribe(this.opts.topic);
     this.#loop = this.#run();
   }
