@@ -133,13 +133,20 @@ export class StandInPdk implements PdkHandler {
     const nil: PdkOutcome = { kind: 'value', value: undefined };
     switch (method) {
       // ---- kong.request
-      case 'kong.request.get_raw_body':
-        // The body went to a temp file: Lua returns nil, err and fix_raw(nil) raises while packing.
-        if (ctx.body.length > ctx.bodyBufferBytes)
+      case 'kong.request.get_raw_body': {
+        // A body over the buffer went to a temp file. Kong reads it back only when given
+        // max_allowed_file_size ≥ 0 and the file is within it (0: any size); otherwise Lua returns nil, err
+        // and fix_raw(nil) raises while packing (kong/pdk/request.lua, mp_rpc.lua).
+        if (ctx.body.length <= ctx.bodyBufferBytes) return { kind: 'raw', value: ctx.body };
+        const max = typeof a[0] === 'number' ? a[0] : -1;
+        if (max < 0)
           throw new LuaError(
             "request body did not fit into client body buffer, consider raising 'client_body_buffer_size'",
           );
+        if (max > 0 && ctx.body.length > max)
+          throw new LuaError(`request body file too big: ${ctx.body.length} > ${max}`);
         return { kind: 'raw', value: ctx.body };
+      }
       case 'kong.request.get_header': {
         const name = luaStr(a[0]);
         if (name === undefined) throw new LuaError('header name must be a string');

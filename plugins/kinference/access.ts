@@ -1,10 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import type { PluginConfig } from '../../src/config/plugin-config.js';
-import type { Router } from '../../src/router/index.js';
+import type { FallbackReason } from '../../src/core/fallback.js';
+import type { RouteOutcome, Router } from '../../src/router/index.js';
 import { decisionAttributes, type DecisionTracer, type RouteSpan } from '../../src/telemetry/index.js';
+import { bodyGate } from './body-gate.js';
 import { logOnce } from './log-once.js';
 import type { PendingDecisions } from './pending.js';
-import type { AccessPdk } from './pdk.js';
+import type { AccessPdk, RequestHeaders } from './pdk.js';
 import { exposedHeaders, shedResponse } from './upstream-headers.js';
 
 /** ctx.shared key carrying the decision id to the log phase when tracing is off. */
@@ -33,20 +35,80 @@ function startSpan(
   }
 }
 
+/** The outcome of a request whose body the plugin did not read: no model known, so Kong's target stays. */
+export function unreadOutcome(reason: FallbackReason, detail: string): RouteOutcome {
+  return {
+    target: null,
+    decision: { candidates: [], chosen: null, fallbackReason: reason },
+    fallbackReason: reason,
+    fallbackDetail: detail,
+    model: null,
+    lora: null,
+    promptTokens: 0,
+    truncated: false,
+    blocks: 0,
+    promptChars: { cached: 0, tokenized: 0 },
+    timings: { parseMs: 0, templateMs: 0, tokenizeMs: 0, keysMs: 0, lookupMs: 0, predictMs: 0, totalMs: 0 },
+    shed: null,
+    reservationId: null,
+    flightId: null,
+  };
+}
+
+function describe(e: unknown): string {
+  return (e instanceof Error ? e.message : String(e)).slice(0, 300);
+}
+
+/** Reads the body when the headers allow it, and routes; anything unreadable keeps Kong's target. */
+async function routeRequest(pdk: AccessPdk, deps: PhaseDeps, headers: RequestHeaders): Promise<RouteOutcome> {
+  const max = deps.config.max_body_bytes;
+  const gate = bodyGate(headers, max);
+  if (!gate.read) return unreadOutcome(gate.reason, gate.detail);
+  let body: Uint8Array | string | undefined;
+  try {
+    body = await pdk.getRawBody(max);
+  } catch (e) {
+    return unreadOutcome('body_unreadable', `kong.request.get_raw_body failed: ${describe(e)}`);
+  }
+  if (body === undefined)
+    return unreadOutcome('body_unreadable', 'kong.request.get_raw_body returned no body');
+  const size = typeof body === 'string' ? body.length : body.byteLength;
+  if (size === 0) return unreadOutcome('body_empty', 'the body is empty');
+  return deps.router.route(body);
+}
+
+/** JSON.parse messages quote the body: the log gets the reason and our own words only. */
+const QUOTES_BODY = new Set<FallbackReason>(['body_not_json']);
+
 /**
- * The access phase. PDK round trips, in order (≤ 4 on every path):
- *   [tracing on] get_header(traceparent) → get_raw_body → set_target → set_headers(traceparent[, x-kinference-*])
- *   [tracing off] get_raw_body → set_target → [set_headers(x-kinference-*)] → ctx.shared.set(decision id)
- * The decision id reaches the log phase inside the traceparent we already send (tracing on), so no
- * ctx.shared call is needed then. Shedding: get_raw_body → response.exit(429). The router never throws; the
- * caller catches anything else and lets the request through (fail open).
+ * One log line per fallback reason, then a count at most once a minute (log-once.ts). Details are error
+ * messages and field names, never prompt text.
+ */
+export function reportFallback(o: RouteOutcome, nowMs?: number): void {
+  const reason = o.fallbackReason;
+  if (reason === null) return;
+  const detail = QUOTES_BODY.has(reason) ? 'the body is not JSON' : (o.fallbackDetail ?? '');
+  const where = o.target ? `routed on load to ${o.target.podId}` : "sent to Kong's target";
+  logOnce(`fallback:${reason}`, `fallback ${reason}, request ${where}${detail ? `: ${detail}` : ''}`, nowMs);
+}
+
+/**
+ * The access phase. PDK round trips, in order (≤ 4, 5 with expose_headers and tracing off):
+ *   [tracing on] get_headers → get_raw_body → set_target → set_headers(traceparent[, x-kinference-*])
+ *   [tracing off] get_headers → get_raw_body → set_target → [set_headers(x-kinference-*)] → ctx.shared.set
+ * get_headers gives the traceparent and the body's size and encoding: a body that is absent, compressed,
+ * chunked or over max_body_bytes is never fetched (Kong's target is kept). The decision id reaches the log
+ * phase inside the traceparent we already send (tracing on), so no ctx.shared call is needed then.
+ * Shedding: get_headers → get_raw_body → response.exit(429). The router never throws; the caller catches
+ * anything else and lets the request through (fail open).
  */
 export async function runAccess(pdk: AccessPdk, deps: PhaseDeps): Promise<void> {
   const { config, tracer } = deps;
   const startMs = deps.now();
-  const incoming = tracer ? await pdk.getHeader('traceparent') : undefined;
-  const body = await pdk.getRawBody();
-  const outcome = await deps.router.route(body ?? '');
+  const headers = await pdk.getHeaders();
+  const incoming = tracer ? headers.traceparent?.[0] : undefined;
+  const outcome = await routeRequest(pdk, deps, headers);
+  reportFallback(outcome);
   const span = tracer ? startSpan(tracer, incoming, startMs, decisionAttributes(outcome)) : null;
   try {
     if (outcome.shed) {

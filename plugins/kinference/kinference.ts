@@ -8,16 +8,21 @@
  * JSON and exit). Routers, Redis connections and tracers are module-level singletons keyed by config,
  * created on the first request (Kong builds one Plugin instance per config per worker, with no close hook).
  */
+import { setGlobalErrorHandler } from '@opentelemetry/core';
 import pkg from '../../package.json' with { type: 'json' };
-import { PluginConfigSchema, type PluginConfig } from '../../src/config/plugin-config.js';
+import {
+  PluginConfigSchema,
+  pluginConfigFromKong,
+  type PluginConfig,
+} from '../../src/config/plugin-config.js';
 import { toKongSchema } from '../../src/config/to-kong-schema.js';
 import { validateConfig } from '../../src/config/validate.js';
 import { getRouter } from '../../src/router/index.js';
 import { getDecisionTracer } from '../../src/telemetry/index.js';
 import { runAccess, type PhaseDeps } from './access.js';
-import { installBinaryJsonShortcut } from './kong-pdk-workaround.js';
+import { installBinaryJsonShortcut, installExitEventCleanup } from './kong-pdk-workaround.js';
 import { runLog } from './log-phase.js';
-import { logOnce } from './log-once.js';
+import { logOnce, takeLogLines, writeStderr } from './log-once.js';
 import { PendingDecisions } from './pending.js';
 import { wrapKong, type RawKong } from './pdk.js';
 
@@ -32,17 +37,52 @@ function describe(e: unknown): string {
   return e instanceof Error ? `${e.name}: ${e.message}` : String(e);
 }
 
+const otlpEndpoints = new Set<string>();
+
+/**
+ * The OTel SDK reports failed exports to its global error handler, which by default writes to a diag logger
+ * nobody registered: a dead otlp_endpoint was silent. This process serves only this plugin, so take it.
+ */
+function watchExports(endpoint: string): void {
+  if (otlpEndpoints.size === 0)
+    setGlobalErrorHandler((e) =>
+      logOnce('otlp', `span export failed (otlp_endpoint ${[...otlpEndpoints].join(', ')}): ${describe(e)}`),
+    );
+  otlpEndpoints.add(endpoint);
+}
+
+/** Hands queued diagnostics to Kong (log phase, off the request path); stderr if Kong will not take them. */
+async function flushLogLines(pdk: ReturnType<typeof wrapKong>): Promise<void> {
+  const lines = takeLogLines();
+  for (let i = 0; i < lines.length; i++) {
+    try {
+      await pdk.warn(lines[i]!);
+    } catch {
+      for (const line of lines.slice(i)) writeStderr(line);
+      return;
+    }
+  }
+}
+
 class KinferencePlugin {
   #config: PluginConfig | null = null;
+  #configError = '';
   #deps: PhaseDeps | null = null;
 
   constructor(rawConfig: unknown) {
-    // Kong already checked each field against Schema; this applies defaults and the TypeBox-only rules. A
-    // failure must not fail StartInstance (Kong would answer 500): requests then pass through untouched.
+    installExitEventCleanup();
+    // Kong already checked each field against Schema; this applies defaults and the TypeBox-only rules (Kong's
+    // own keys dropped first). A failure must not fail StartInstance (Kong would answer 500): requests then
+    // pass through untouched.
     try {
-      this.#config = validateConfig(PluginConfigSchema, rawConfig, 'kinference plugin config');
+      this.#config = validateConfig(
+        PluginConfigSchema,
+        pluginConfigFromKong(rawConfig),
+        'kinference plugin config',
+      );
     } catch (e) {
-      logOnce('config', `plugin disabled for this config, requests pass through: ${describe(e)}`);
+      this.#configError = describe(e);
+      logOnce('config', `plugin disabled for this config, requests pass through: ${this.#configError}`);
     }
   }
 
@@ -50,6 +90,7 @@ class KinferencePlugin {
     if (this.#deps || !this.#config) return this.#deps;
     installBinaryJsonShortcut();
     const config = this.#config;
+    if (config.otlp_endpoint) watchExports(config.otlp_endpoint);
     this.#deps = {
       config,
       router: getRouter(config),
@@ -71,6 +112,7 @@ class KinferencePlugin {
     try {
       const deps = this.#phaseDeps();
       if (deps) await runAccess(wrapKong(kong), deps);
+      else logOnce('config', `plugin disabled for this config, requests pass through: ${this.#configError}`);
     } catch (e) {
       // Fail open: whatever went wrong, Kong proxies the request to what is set (the service url by default).
       logOnce(
@@ -81,12 +123,14 @@ class KinferencePlugin {
   }
 
   async log(kong: RawKong): Promise<void> {
+    const pdk = wrapKong(kong);
     try {
       const deps = this.#phaseDeps();
-      if (deps) await runLog(wrapKong(kong), deps);
+      if (deps) await runLog(pdk, deps);
     } catch (e) {
       logOnce(`log:${describe(e).slice(0, 80)}`, `log phase failed: ${describe(e)}`);
     }
+    await flushLogLines(pdk);
   }
 }
 

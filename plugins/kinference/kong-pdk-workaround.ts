@@ -1,3 +1,5 @@
+import { createRequire } from 'node:module';
+
 /**
  * kong-pdk 0.6.0's listener builds a debug line for every RPC with `JSON.stringify(args)`, even when debug
  * logging is off. The raw body arrives as a Buffer (a subarray of the socket chunk), so that line serializes
@@ -31,4 +33,64 @@ export function installBinaryJsonShortcut(env: NodeJS.ProcessEnv = process.env):
     });
   g[marker] = true;
   return true;
+}
+
+/**
+ * kong-pdk 0.6.0's server.js drops an event from `Server.events` only when a Step answers "ret". After
+ * kong.response.exit/error Kong never steps that event again (in access, kong.response.exit stores the
+ * delayed response and yields for good: kong/pdk/response.lua, runloop/plugin_servers/rpc/mp_rpc.lua), so
+ * every exit — every 429 we shed — leaves its event and PipePair in the map for the life of the process.
+ *
+ * The fix wraps Server.prototype.HandleEvent and .step (every Step* alias goes through step): when the
+ * answer asks Kong for a non-returning method, the event is forgotten right there. kong-pdk's bin has
+ * already loaded server.js when it loads us, so the class is found in Node's module cache. Installed at
+ * instance start (StartInstance), never at module load; the clean fix is upstream (same rule in step()).
+ */
+
+const exitMarker = Symbol.for('kinference.exitEventCleanup');
+const NON_RETURNING = new Set(['kong.response.exit', 'kong.response.error']);
+const SERVER_JS = /[\\/]kong-pdk[\\/]server\.js$/;
+
+interface EventServer {
+  events?: Map<unknown, unknown>;
+}
+type ServerMethod = (this: EventServer, ...args: unknown[]) => Promise<unknown>;
+
+/** The event id of an answer that hands Kong a non-returning PDK call, else null. */
+export function exitingEventId(answer: unknown): unknown {
+  if (typeof answer !== 'object' || answer === null) return null;
+  const { Data, EventId } = answer as { Data?: unknown; EventId?: unknown };
+  if (typeof Data !== 'object' || Data === null) return null;
+  const method = (Data as { Method?: unknown }).Method;
+  return typeof method === 'string' && NON_RETURNING.has(method) ? (EventId ?? null) : null;
+}
+
+/** Patches one kong-pdk Server class; false when it does not look like kong-pdk 0.6's. */
+export function patchServerClass(server: unknown): boolean {
+  const proto = (server as { prototype?: Record<string | symbol, unknown> } | null)?.prototype;
+  if (!proto) return false;
+  if (proto[exitMarker]) return true;
+  const names = ['HandleEvent', 'step'] as const;
+  if (!names.every((n) => typeof proto[n] === 'function')) return false;
+  for (const name of names) {
+    const original = proto[name] as ServerMethod;
+    proto[name] = async function (this: EventServer, ...args: unknown[]): Promise<unknown> {
+      const answer = await original.apply(this, args);
+      const id = exitingEventId(answer);
+      if (id !== null) this.events?.delete(id);
+      return answer;
+    };
+  }
+  proto[exitMarker] = true;
+  return true;
+}
+
+/** Patches every kong-pdk server.js in the module cache; returns how many were patched. */
+export function installExitEventCleanup(
+  cache: NodeJS.Dict<NodeJS.Module> = createRequire(import.meta.url).cache,
+): number {
+  let patched = 0;
+  for (const [file, mod] of Object.entries(cache))
+    if (SERVER_JS.test(file) && mod && patchServerClass(mod.exports)) patched++;
+  return patched;
 }

@@ -1,10 +1,26 @@
 /**
- * Rate-limited diagnostics to stderr (the plugin server copies it into Kong's error.log). Never stdout: Kong
- * parses the query command's stdout as JSON. At most one line per key per interval, with a count of the
- * lines suppressed since, so a failing Redis cannot flood the log at request rate.
+ * Rate-limited diagnostics: at most one line per key per interval, with a count of the lines suppressed
+ * since, so a failing Redis cannot flood the log at request rate.
+ *
+ * Lines wait here for the next log phase, which hands them to Kong with kong.log.warn (kinference.ts): off
+ * the request path, and at a level Kong's default `log_level = notice` shows. The plugin server's own
+ * stderr also reaches Kong's error.log, but Kong copies it at INFO (runloop/plugin_servers/process.lua), so
+ * by default nobody sees it: stderr is only the overflow, when lines pile up without a log phase to take
+ * them. Never stdout: Kong parses the query command's stdout as JSON.
  */
 const INTERVAL_MS = 60_000;
+const MAX_QUEUED = 100;
 const last = new Map<string, { atMs: number; suppressed: number }>();
+let queued: string[] = [];
+
+export function writeStderr(line: string): void {
+  process.stderr.write(`[kinference] ${line}\n`);
+}
+
+function emit(line: string): void {
+  if (queued.length < MAX_QUEUED) queued.push(line);
+  else writeStderr(line);
+}
 
 export function logOnce(key: string, message: string, nowMs: number = Date.now()): boolean {
   const prev = last.get(key);
@@ -14,6 +30,13 @@ export function logOnce(key: string, message: string, nowMs: number = Date.now()
   }
   const extra = prev && prev.suppressed > 0 ? ` (${prev.suppressed} similar suppressed)` : '';
   last.set(key, { atMs: nowMs, suppressed: 0 });
-  process.stderr.write(`[kinference] ${message}${extra}\n`);
+  emit(`${message}${extra}`);
   return true;
+}
+
+/** The lines waiting for Kong; the caller writes them (or, when Kong refuses, to stderr). */
+export function takeLogLines(): string[] {
+  const lines = queued;
+  queued = [];
+  return lines;
 }

@@ -1,14 +1,50 @@
 import * as A from '../../src/telemetry/attributes.js';
 import { parseTraceparent } from '../../src/telemetry/index.js';
+import type { UpstreamReport } from '../../src/router/router.js';
 import { CTX_DECISION_KEY, type PhaseDeps } from './access.js';
 import type { LogPdk } from './pdk.js';
 
 /** The fields of kong.log.serialize() the log phase reads. */
-interface Serialized {
+export interface Serialized {
   latencies?: { proxy?: number };
   upstream_status?: string;
   response?: { status?: number; headers?: Record<string, string | string[]> };
   request?: { headers?: Record<string, string | string[]> };
+  /** One entry per balancer try; only a retried try gets state/code in Kong (the stand-in marks each). */
+  tries?: { ip?: string; port?: number; state?: string; code?: number }[];
+}
+
+/** nginx's own status for a failed connection (502) or timeout (504), or a gateway error from the pod. */
+const GATEWAY_ERRORS = new Set([502, 503, 504]);
+
+/** ngx.var.upstream_status lists every try ("502, 200", "502 : 200" across redirects): the last answered. */
+function lastUpstreamStatus(v: string | undefined): number | undefined {
+  const last = String(v ?? '')
+    .split(/[,:]/)
+    .pop()!
+    .trim();
+  const n = last === '' ? NaN : Number(last);
+  return Number.isInteger(n) && n > 0 ? n : undefined;
+}
+
+/**
+ * What the pod the plugin chose did with the request, for the router's passive health. Kong puts the
+ * status nginx recorded in `upstream_status` (502 when the connection failed, 504 on a timeout, else what
+ * the pod answered); the stand-in leaves it out for a failed try and marks the try `state: "failed"`.
+ * No try at all: the request never left Kong (another plugin answered it), so nothing is known.
+ */
+export function upstreamReport(s: Serialized): UpstreamReport | null {
+  const tries = Array.isArray(s.tries) ? s.tries : [];
+  const last = tries[tries.length - 1];
+  if (!last) return null;
+  const status = lastUpstreamStatus(s.upstream_status);
+  if (status !== undefined)
+    return GATEWAY_ERRORS.has(status)
+      ? { failed: true, detail: `gateway error ${status}` }
+      : { failed: false, detail: `answered ${status}` };
+  if (last.state === 'failed')
+    return { failed: true, detail: `connection failed (${last.code ?? s.response?.status ?? 502})` };
+  return null;
 }
 
 function header(h: Record<string, string | string[]> | undefined, name: string): string | undefined {
@@ -37,15 +73,14 @@ export async function runLog(pdk: LogPdk, deps: PhaseDeps): Promise<void> {
   if (!p) return;
 
   const actualMs = s.latencies?.proxy;
-  // ngx.var.upstream_status lists every try ("502, 200"); the last one answered the client.
-  const upstreamStatus =
-    s.upstream_status === undefined ? undefined : Number(String(s.upstream_status).split(',').pop()!.trim());
+  const upstreamStatus = lastUpstreamStatus(s.upstream_status);
   const streaming = /^text\/event-stream/i.test(header(s.response?.headers, 'content-type') ?? '');
   const measured = typeof actualMs === 'number' && actualMs >= 0;
   // Non-streamed responses put the whole generation before the first byte: not a TTFT.
   const observe = measured && streaming && upstreamStatus === 200 && p.outcome.target !== null;
-  // Every outcome releases its reservation; only a streamed first byte is a TTFT worth learning from.
-  deps.router.observe(p.outcome, observe ? actualMs : null);
+  // Every outcome releases its reservation; only a streamed first byte is a TTFT worth learning from; a
+  // failed connection or gateway error keeps the pod out of the next decisions for a while.
+  deps.router.observe(p.outcome, observe ? actualMs : null, p.outcome.target ? upstreamReport(s) : null);
 
   if (deps.tracer && p.span && measured) {
     const predicted = p.outcome.decision.chosen?.predictedTtftMs;

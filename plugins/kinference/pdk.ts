@@ -1,8 +1,9 @@
 /**
  * Our narrow, typed view of the kong-pdk object: only the calls the plugin makes, with the types Kong really
- * sends (kong.md §1.3, §2.5): the raw body is a Uint8Array (msgpack bin), a missing header is undefined (nil
- * → no Data), kong.log.serialize() is a JSON string. Each method is ONE RPC round trip to Kong; the access
- * path makes at most four of them (counted in spec/02-integration/plugin/pdk-calls.spec.ts).
+ * sends (kong.md §1.3, §2.5): the raw body is a Uint8Array (msgpack bin), request headers a multimap of
+ * lower-cased names (StepMultiMap, every value an array), kong.log.serialize() is a JSON string. Each method
+ * is ONE RPC round trip to Kong; the access path makes at most four of them, five with expose_headers and
+ * tracing off (counted in spec/02-integration/plugin/pdk-calls.spec.ts).
  */
 
 /** kong-pdk's bridge: a Proxy where every property path is callable as `kong.<a>.<b>(...)`. */
@@ -10,9 +11,17 @@ export type RawKong = { [k: string]: RawKong } & ((...args: unknown[]) => Promis
 
 export type SharedValue = string | number | boolean;
 
+/** Request headers: lower-cased name → values in arrival order. */
+export type RequestHeaders = Record<string, string[]>;
+
 export interface AccessPdk {
-  getRawBody(): Promise<Uint8Array | string | undefined>;
-  getHeader(name: string): Promise<string | undefined>;
+  /**
+   * kong.request.get_raw_body(max_allowed_file_size): a body nginx spooled to a temp file is read from it when
+   * it is at most that size. Call it only for a body known to be that small: otherwise Lua returns nil, which
+   * Kong's bridge cannot pack (fix_raw) — a Lua error, a 500, and an event never stepped again.
+   */
+  getRawBody(maxFileBytes: number): Promise<Uint8Array | string | undefined>;
+  getHeaders(): Promise<RequestHeaders>;
   setTarget(host: string, port: number): Promise<void>;
   /** kong.service.request.set_headers: one round trip for any number of upstream headers. */
   setUpstreamHeaders(headers: Record<string, string>): Promise<void>;
@@ -24,27 +33,38 @@ export interface AccessPdk {
 export interface LogPdk {
   serialize(): Promise<string | undefined>;
   ctxSharedGet(key: string): Promise<unknown>;
+  /** kong.log.warn: Kong writes it to error.log, namespaced `[kinference]`, at a level shown by default. */
+  warn(message: string): Promise<void>;
+}
+
+function headerMap(v: unknown): RequestHeaders {
+  const out: RequestHeaders = {};
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return out;
+  for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+    const values = Array.isArray(x) ? x : [x];
+    out[k.toLowerCase()] = values.filter((y): y is string => typeof y === 'string');
+  }
+  return out;
 }
 
 export function wrapKong(kong: RawKong): AccessPdk & LogPdk {
   const k = kong as unknown as {
-    request: { getRawBody(): Promise<unknown>; getHeader(n: string): Promise<unknown> };
+    request: { getRawBody(maxFile: number): Promise<unknown>; getHeaders(): Promise<unknown> };
     service: {
       setTarget(h: string, p: number): Promise<unknown>;
       request: { setHeaders(h: Record<string, string>): Promise<unknown> };
     };
     response: { exit(s: number, b: string, h: Record<string, string>): Promise<unknown> };
     ctx: { shared: { set(k: string, v: SharedValue): Promise<unknown>; get(k: string): Promise<unknown> } };
-    log: { serialize(): Promise<unknown> };
+    log: { serialize(): Promise<unknown>; warn(m: string): Promise<unknown> };
   };
   return {
-    async getRawBody() {
-      const b = await k.request.getRawBody();
+    async getRawBody(maxFileBytes) {
+      const b = await k.request.getRawBody(maxFileBytes);
       return b instanceof Uint8Array || typeof b === 'string' ? b : undefined;
     },
-    async getHeader(name) {
-      const v = await k.request.getHeader(name);
-      return typeof v === 'string' ? v : undefined;
+    async getHeaders() {
+      return headerMap(await k.request.getHeaders());
     },
     async setTarget(host, port) {
       await k.service.setTarget(host, port);
@@ -64,6 +84,9 @@ export function wrapKong(kong: RawKong): AccessPdk & LogPdk {
     },
     ctxSharedGet(key) {
       return k.ctx.shared.get(key);
+    },
+    async warn(message) {
+      await k.log.warn(message);
     },
   };
 }

@@ -23,14 +23,20 @@ export function comparePredictions(a: Prediction, b: Prediction): number {
 
 /**
  * Picks the pod with the lowest predicted TTFT among healthy pods. If none is healthy, ranks them all
- * anyway (a metrics outage must not take the route down) and says so.
+ * anyway (a metrics outage must not take the route down) and says so. `skipped`: pods the router keeps out
+ * for a recent upstream failure (their predictions say so and are marked unhealthy); when every pod is out,
+ * those rank after the ones the collector alone calls unhealthy, the failure being the gateway's own, fresher
+ * view.
  */
-export function choose(predictions: readonly Prediction[]): Decision {
+export function choose(predictions: readonly Prediction[], skipped?: ReadonlySet<string>): Decision {
   if (predictions.length === 0) return { candidates: [], chosen: null, fallbackReason: 'no_pods_in_index' };
   const ranked = [...predictions].sort(comparePredictions);
   const healthy = ranked.filter((p) => p.healthy);
-  if (healthy.length === 0)
-    return { candidates: ranked, chosen: ranked[0]!, fallbackReason: 'all_pods_unhealthy' };
+  if (healthy.length === 0) {
+    const out = (p: Prediction): boolean => skipped?.has(p.podId) ?? false;
+    const all = [...ranked.filter((p) => !out(p)), ...ranked.filter(out)];
+    return { candidates: all, chosen: all[0]!, fallbackReason: 'all_pods_unhealthy' };
+  }
   const candidates = [...healthy, ...ranked.filter((p) => !p.healthy)];
   // Pods the collector has not reported yet hold nothing to discount: only known-old data is "stale".
   const stale = healthy.every((p) => p.cacheCredit < 1 && p.indexAgeMs !== null);

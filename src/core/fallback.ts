@@ -4,6 +4,10 @@
  */
 export const FALLBACK_REASONS = [
   'body_too_large',
+  'body_empty',
+  'body_compressed',
+  'body_length_unknown',
+  'body_unreadable',
   'body_not_json',
   'invalid_utf8',
   'body_not_chat',

@@ -21,11 +21,53 @@ export function routerCacheKey(config: PluginConfig): string {
   return createHash('sha256').update(JSON.stringify(picked)).digest('hex').slice(0, 16);
 }
 
-const promptTokenizers = new Map<string, PromptTokenizer>();
+/** A failed tokenizer or template load is tried again only after this long (a fixed file needs no restart). */
+export const LOAD_RETRY_MS = 30_000;
 
-/** Tokenizer and template load lazily, on first use, so a bad path becomes a fallback reason, not a crash. */
-export function defaultResources(config: PluginConfig): RouterResources {
-  let template: ChatTemplate | undefined;
+/**
+ * `load` once; its value is kept for good, its failure for LOAD_RETRY_MS, during which the same error is
+ * thrown again at no cost (a bad 4 MB tokenizer.json was re-read on every request, 5–7 ms each).
+ */
+export function cachedLoad<T>(load: () => T, clock: () => number = Date.now): () => T {
+  let value: { v: T } | null = null;
+  let failed: { error: unknown; atMs: number } | null = null;
+  return () => {
+    if (value) return value.v;
+    if (failed && clock() - failed.atMs < LOAD_RETRY_MS) throw failed.error;
+    try {
+      value = { v: load() };
+      failed = null;
+      return value.v;
+    } catch (e) {
+      failed = { error: e, atMs: clock() };
+      throw e;
+    }
+  };
+}
+
+/** One loader per tokenizer spec, shared by every router using it (the segment cache lives in it). */
+const promptTokenizers = new Map<string, () => PromptTokenizer>();
+
+export interface ResourceOptions {
+  /** For the load-retry backoff (tests). */
+  clock?: () => number;
+}
+
+/**
+ * Tokenizer and template load lazily, on first use, so a bad path becomes a fallback reason (its error in
+ * the outcome's fallbackDetail), not a crash; a failed load is retried after LOAD_RETRY_MS.
+ */
+export function defaultResources(config: PluginConfig, options: ResourceOptions = {}): RouterResources {
+  const clock = options.clock ?? Date.now;
+  const spec = config.tokenizer;
+  let tokenizer = promptTokenizers.get(spec);
+  if (!tokenizer) {
+    tokenizer = cachedLoad(
+      () => createPromptTokenizer(loadTokenizer(spec), { maxBytes: SEGMENT_CACHE_BYTES }),
+      clock,
+    );
+    promptTokenizers.set(spec, tokenizer);
+  }
   return {
     index: createKvIndex(
       config.index === 'memory'
@@ -39,16 +81,8 @@ export function defaultResources(config: PluginConfig): RouterResources {
             lookupTimeoutMs: Math.max(config.redis_timeout_ms, FIRST_LOOKUP_BUDGET_MS),
           },
     ),
-    template: () => (template ??= loadChatTemplate(config.chat_template)),
-    promptTokenizer: (): PromptTokenizer => {
-      const existing = promptTokenizers.get(config.tokenizer);
-      if (existing) return existing;
-      const created = createPromptTokenizer(loadTokenizer(config.tokenizer), {
-        maxBytes: SEGMENT_CACHE_BYTES,
-      });
-      promptTokenizers.set(config.tokenizer, created);
-      return created;
-    },
+    template: cachedLoad((): ChatTemplate => loadChatTemplate(config.chat_template), clock),
+    promptTokenizer: tokenizer,
   };
 }
 

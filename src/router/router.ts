@@ -12,6 +12,7 @@ import type { ChatTemplate, PromptTokenizer } from '../tokenize/types.js';
 import { TtftCorrection } from './correction.js';
 import { ItlAdmission } from './itl-admission.js';
 import { ReservationBook } from './reservations.js';
+import { UpstreamFailures } from './upstream-failures.js';
 
 export interface RouteTimings {
   parseMs: number;
@@ -34,7 +35,10 @@ export interface RouteOutcome {
   target: RouteTarget | null;
   decision: Decision;
   fallbackReason: FallbackReason | null;
-  /** Human-readable detail of the fallback (never contains prompt text). */
+  /**
+   * Human-readable detail of the fallback (never contains prompt text): the parse, template or tokenizer
+   * load error, the index error, or which pods were out when none was healthy.
+   */
   fallbackDetail: string | null;
   /** Base model the pods serve, and the LoRA adapter when the request named one. */
   model: string | null;
@@ -64,13 +68,22 @@ export interface RouterOptions {
   clock?: () => number;
 }
 
+/** What became of the request at the pod the router chose, as the log phase saw it (null: not known). */
+export interface UpstreamReport {
+  /** The connection failed or the pod answered a gateway error (502, 503, 504). */
+  failed: boolean;
+  /** Bounded, prompt-free, e.g. "connection failed (502)"; shown in the reasons of later decisions. */
+  detail: string;
+}
+
 export interface Router {
   route(body: Uint8Array | string): Promise<RouteOutcome>;
   /**
-   * The log phase's feedback: releases the outcome's reservation, and with a measured TTFT (streamed
-   * responses only; null otherwise) teaches the pod's latency correction.
+   * The log phase's feedback: releases the outcome's reservation, with a measured TTFT (streamed
+   * responses only; null otherwise) teaches the pod's latency correction, and with an upstream report
+   * keeps a failing pod out of the candidates for a while (passive health, upstream-failures.ts).
    */
-  observe(outcome: RouteOutcome, actualTtftMs: number | null): void;
+  observe(outcome: RouteOutcome, actualTtftMs: number | null, upstream?: UpstreamReport | null): void;
   close(): Promise<void>;
 }
 
@@ -102,8 +115,11 @@ function splitAddress(address: string): { host: string; port: number } | null {
 const NO_PREFIX = { GPU: 0, CPU: 0, STORAGE: 0 } as const;
 
 /** A bounded, prompt-free description of what went wrong. */
+/** The error's message, prefixed with its KINF_ERR_* code when it has one, so a log line can be looked up. */
 function detailOf(e: unknown): string {
-  return String((e as Error)?.message ?? e).slice(0, 300);
+  const message = String((e as Error)?.message ?? e);
+  const code = isKinferenceError(e) ? e.code : null;
+  return (code && !message.startsWith(code) ? `${code}: ${message}` : message).slice(0, 300);
 }
 
 export function createRouter(
@@ -118,6 +134,49 @@ export function createRouter(
   /** Last pods seen per model, so an index outage can still spread load (fail open, not fail blind). */
   const lastKnownPods = new Map<string, PodState[]>();
   let lookedUp = false;
+  const failures = new UpstreamFailures();
+  /** Decisions made so far, and the one behind each outcome: tells failures of old requests from new ones. */
+  let decisions = 0;
+  const decisionOf = new WeakMap<RouteOutcome, number>();
+
+  /** One index lookup under the router's deadline (the first one, which also connects, gets longer). */
+  async function lookupIndex(model: string, keys: readonly BlockKey[]): Promise<LookupResult> {
+    const budget = lookedUp
+      ? config.redis_timeout_ms
+      : Math.max(config.redis_timeout_ms, FIRST_LOOKUP_BUDGET_MS);
+    try {
+      return await withTimeout(resources.index.lookup(model, keys), budget);
+    } finally {
+      lookedUp = true;
+    }
+  }
+
+  /**
+   * Marks the pods kept out after a recent upstream failure: unhealthy for this decision, with the reason
+   * in their prediction. Returns their ids (choose ranks them last when no pod is left).
+   */
+  function markSkipped(predictions: Prediction[], nowMs: number): Set<string> {
+    const out = new Set<string>();
+    for (const p of predictions) {
+      const s = failures.skip(p.podId, nowMs);
+      if (!s) continue;
+      out.add(p.podId);
+      p.healthy = false;
+      p.reasons.push(
+        `skipped: upstream ${s.detail}, ${s.strikes} failed ${s.strikes === 1 ? 'try' : 'tries'} in a row; ` +
+          `out for ${Math.ceil((s.untilMs - nowMs) / 100) / 10} s more`,
+      );
+    }
+    return out;
+  }
+
+  /** Why no pod could be chosen as healthy: each pod and what is wrong with it (bounded). */
+  function unhealthyDetail(predictions: readonly Prediction[], skipped: ReadonlySet<string>): string {
+    const each = predictions.map((p) =>
+      skipped.has(p.podId) ? `${p.podId} upstream failures` : `${p.podId} unhealthy (collector)`,
+    );
+    return `no healthy pod: ${each.join(', ')}`.slice(0, 300);
+  }
 
   function staticPods(model: string): PodState[] {
     return (config.model_pods?.[model] ?? []).map((address) => ({
@@ -168,6 +227,9 @@ export function createRouter(
     keys: readonly BlockKey[] = [],
     maxTokens: number | null = null,
   ): RouteOutcome {
+    // kong-default: with no healthy pod, the service url is a better bet than a pod known to be down.
+    if (config.fallback === 'kong-default' && base.decision.fallbackReason === 'all_pods_unhealthy')
+      base = { ...base, decision: { ...base.decision, chosen: null } };
     const chosen = base.decision.chosen;
     let shed: RouteOutcome['shed'] = null;
     if (config.shed_ttft_slo_ms > 0 && chosen !== null && base.fallbackReason === null) {
@@ -199,11 +261,40 @@ export function createRouter(
         : null;
     const flightId = addr && chosen && itl ? itl.record(chosen, nowMs, base.promptTokens, maxTokens) : null;
     const target = addr && chosen ? { ...addr, podId: chosen.podId } : null;
-    return { ...base, target, shed, reservationId, flightId };
+    const outcome = { ...base, target, shed, reservationId, flightId };
+    decisionOf.set(outcome, ++decisions);
+    return outcome;
   }
 
-  /** Routing without cache knowledge: rank the model's known pods on load alone, or leave Kong's target. */
-  function fallback(
+  /** Pods to rank on load alone: the index's (one lookup without block keys) or the last seen, else model_pods. */
+  async function loadOnlyPods(
+    reason: FallbackReason,
+    model: string,
+    timings: RouteTimings,
+  ): Promise<{ pods: PodState[]; indexError: string | null }> {
+    // The index just failed or had no pods: do not ask it again on this request.
+    if (reason === 'index_error' || reason === 'index_timeout' || reason === 'no_pods_in_index') {
+      const known = lastKnownPods.get(model);
+      return { pods: known && known.length > 0 ? known : staticPods(model), indexError: null };
+    }
+    const t = performance.now();
+    try {
+      const pods = (await lookupIndex(model, [])).pods.map((p) => p.state);
+      if (pods.length > 0) lastKnownPods.set(model, pods);
+      return { pods: pods.length > 0 ? pods : staticPods(model), indexError: null };
+    } catch (e) {
+      const known = lastKnownPods.get(model);
+      return { pods: known && known.length > 0 ? known : staticPods(model), indexError: detailOf(e) };
+    } finally {
+      timings.lookupMs += performance.now() - t;
+    }
+  }
+
+  /**
+   * Routing without cache knowledge: rank the model's pods on load alone (healthy ones, and not those kept out
+   * after an upstream failure), or leave Kong's target.
+   */
+  async function fallback(
     reason: FallbackReason,
     detail: string,
     model: string | null,
@@ -213,7 +304,7 @@ export function createRouter(
     promptChars: RouteOutcome['promptChars'],
     timings: RouteTimings,
     nowMs: number,
-  ): RouteOutcome {
+  ): Promise<RouteOutcome> {
     const empty: Decision = { candidates: [], chosen: null, fallbackReason: reason };
     const base = {
       fallbackReason: reason,
@@ -228,16 +319,18 @@ export function createRouter(
     };
     if (config.fallback === 'kong-default' || model === null)
       return finish({ ...base, decision: empty }, nowMs, 0);
-    const known = lastKnownPods.get(model);
-    const pods = known && known.length > 0 ? known : staticPods(model);
+    const { pods, indexError } = await loadOnlyPods(reason, model, timings);
+    if (indexError !== null) base.fallbackDetail = `${detail}; index: ${indexError}`.slice(0, 600);
     if (pods.length === 0) return finish({ ...base, decision: empty }, nowMs, 0);
+    const t = performance.now();
     const predictions = predictAll(
       pods.map((state) => ({ state, prefixBlocks: { ...NO_PREFIX } })),
       promptTokens,
       nowMs,
       null,
     );
-    const decision = choose(predictions);
+    const decision = choose(predictions, markSkipped(predictions, nowMs));
+    timings.predictMs = performance.now() - t;
     return finish({ ...base, decision: { ...decision, fallbackReason: reason } }, nowMs, promptTokens);
   }
 
@@ -262,8 +355,12 @@ export function createRouter(
     let promptTokens = 0;
     let truncated = false;
     const promptChars = { cached: 0, tokenized: 0 };
-    const bail = (reason: FallbackReason, detail: string, tokens = promptTokens): RouteOutcome =>
-      done(fallback(reason, detail, model, lora, tokens, truncated, promptChars, timings, nowMs));
+    const bail = async (
+      reason: FallbackReason,
+      detail: string,
+      tokens = promptTokens,
+    ): Promise<RouteOutcome> =>
+      done(await fallback(reason, detail, model, lora, tokens, truncated, promptChars, timings, nowMs));
     try {
       const parsed = parseChatBody(body, config.max_body_bytes);
       let t = performance.now();
@@ -315,14 +412,7 @@ export function createRouter(
 
       let lookup: LookupResult;
       try {
-        const budget = lookedUp
-          ? config.redis_timeout_ms
-          : Math.max(config.redis_timeout_ms, FIRST_LOOKUP_BUDGET_MS);
-        try {
-          lookup = await withTimeout(resources.index.lookup(model, keys), budget);
-        } finally {
-          lookedUp = true;
-        }
+        lookup = await lookupIndex(model, keys);
       } catch (e) {
         timings.lookupMs = performance.now() - t;
         const timeout = e instanceof LookupTimeout || isKinferenceError(e, 'KINF_ERR_REDIS_TIMEOUT');
@@ -345,17 +435,19 @@ export function createRouter(
           predictions[i]!.reasons.push(
             'cached credit includes a prompt sent here whose KV events are pending',
           );
-      const decision = choose(predictions);
+      const skipped = markSkipped(predictions, nowMs);
+      const decision = choose(predictions, skipped);
       timings.predictMs = performance.now() - t;
       const reason: FallbackReason | null =
         decision.fallbackReason ?? (truncated ? 'prompt_truncated' : null);
+      const unhealthy = reason === 'all_pods_unhealthy' ? unhealthyDetail(predictions, skipped) : null;
       const uncached = decision.chosen?.uncachedTokens ?? promptTokens;
       return done(
         finish(
           {
             decision,
             fallbackReason: reason,
-            fallbackDetail: null,
+            fallbackDetail: unhealthy,
             model,
             lora,
             promptTokens,
@@ -376,9 +468,19 @@ export function createRouter(
     }
   }
 
-  function observe(outcome: RouteOutcome, actualTtftMs: number | null): void {
+  function observe(
+    outcome: RouteOutcome,
+    actualTtftMs: number | null,
+    upstream: UpstreamReport | null = null,
+  ): void {
     if (outcome.reservationId !== null) reservations.release(outcome.reservationId);
     if (outcome.flightId !== null) itl?.end(outcome.flightId);
+    if (outcome.target && upstream) {
+      // An outcome from elsewhere (no record) counts as routed now.
+      const seq = decisionOf.get(outcome) ?? decisions + 1;
+      if (upstream.failed) failures.failed(outcome.target.podId, clock(), seq, decisions, upstream.detail);
+      else failures.succeeded(outcome.target.podId, seq);
+    }
     const chosen = outcome.decision.chosen;
     // Only full predictions teach the model; fallbacks had no cache information.
     // Kong sees the time to the upstream's first byte; vLLM sends headers before the first token, so that

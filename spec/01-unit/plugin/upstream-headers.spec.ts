@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from 'vitest';
-import { logOnce } from '../../../plugins/kinference/log-once.js';
+import { logOnce, takeLogLines } from '../../../plugins/kinference/log-once.js';
 import { exposedHeaders, shedResponse } from '../../../plugins/kinference/upstream-headers.js';
 import type { RouteOutcome } from '../../../src/router/index.js';
 import type { Prediction } from '../../../src/core/predictor.js';
@@ -82,17 +82,23 @@ describe('upstream headers and the shed answer', () => {
     });
   });
 
-  it('logs to stderr at most once per key per minute, counting what it suppressed', () => {
+  it('logs at most once per key per minute, counting what it suppressed; lines wait for the log phase', () => {
+    takeLogLines();
+    expect(logOnce('k-test', 'first', 0)).toBe(true);
+    expect(logOnce('k-test', 'again', 1000)).toBe(false);
+    expect(logOnce('k-test', 'again', 2000)).toBe(false);
+    expect(logOnce('k-test', 'later', 61_000)).toBe(true);
+    expect(takeLogLines()).toEqual(['first', 'later (2 similar suppressed)']);
+    expect(takeLogLines()).toEqual([]);
+  });
+
+  it('past 100 queued lines (no log phase to take them) the rest goes to stderr', () => {
+    takeLogLines();
     const write = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
     try {
-      expect(logOnce('k-test', 'first', 0)).toBe(true);
-      expect(logOnce('k-test', 'again', 1000)).toBe(false);
-      expect(logOnce('k-test', 'again', 2000)).toBe(false);
-      expect(logOnce('k-test', 'later', 61_000)).toBe(true);
-      expect(write.mock.calls.map((c) => String(c[0]))).toEqual([
-        '[kinference] first\n',
-        '[kinference] later (2 similar suppressed)\n',
-      ]);
+      for (let i = 0; i < 101; i++) logOnce(`overflow-${i}`, `line ${i}`, 0);
+      expect(write.mock.calls.map((c) => String(c[0]))).toEqual(['[kinference] line 100\n']);
+      expect(takeLogLines()).toHaveLength(100);
     } finally {
       write.mockRestore();
     }

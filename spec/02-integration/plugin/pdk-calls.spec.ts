@@ -1,3 +1,4 @@
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway, GatewayEvent } from '../../../kong/stand-in/index.js';
 import type { BlockKey } from '../../../src/core/types.js';
@@ -16,7 +17,8 @@ import { startGateway } from '../../../kong/stand-in/index.js';
 
 /**
  * The bundled plugin in the real plugin server, driven by the stand-in: which PDK calls it makes on each
- * path (≤ 4 in access), that it routes to the pod holding the prefix, sheds only when asked, and fails open.
+ * path (≤ 4 in access, 5 with expose_headers and tracing off), that it routes to the pod holding the prefix,
+ * sheds only when asked, fails open, and fetches a body only when its headers say that is safe.
  */
 
 const PREFIX = 'kinf-pdk';
@@ -29,7 +31,10 @@ const pods: Record<string, TestServer> = {};
 let sink: Sink;
 let faultOn: string | null = null;
 const events: GatewayEvent[] = [];
+const logLines: string[] = [];
 let keys: BlockKey[];
+/** nginx client_body_buffer_size for this gateway: bodies above it are spooled to a file, as in Kong. */
+const BODY_BUFFER = 64 * 1024;
 
 function baseConfig(): Record<string, unknown> {
   return {
@@ -108,13 +113,18 @@ beforeAll(async () => {
             route('exposed', { expose_headers: true }),
             route('traced', { otlp_endpoint: `${sink.url}/v1/traces` }),
             route('shed', { shed_ttft_slo_ms: 1000 }),
+            route('small-max', { max_body_bytes: 32768, expose_headers: true }),
           ],
         },
       ],
     },
     port: 0,
     pluginsDir: plugin.dir,
-    logger: process.env.KINF_TEST_LOG ? (l, m) => process.stderr.write(`[${l}] ${m}\n`) : () => undefined,
+    clientBodyBufferBytes: BODY_BUFFER,
+    logger: (l, m) => {
+      logLines.push(`[${l}] ${m}`);
+      if (process.env.KINF_TEST_LOG) process.stderr.write(`[${l}] ${m}\n`);
+    },
     onEvent: (e) => events.push(e),
     injectStepError: (method, phase) => (phase === 'access' && method === faultOn ? 'injected fault' : null),
   });
@@ -136,15 +146,26 @@ afterAll(async () => {
   plugin?.cleanup();
 });
 
+/** The x-kinference-fallback header the upstream that answered `res` received (expose_headers routes). */
+function fallbackHeader(upstream: TestServer): unknown {
+  return upstream.requests.at(-1)!.headers['x-kinference-fallback'];
+}
+
+/** A chat body padded to about `bytes` with a field the router ignores (same prompt, same block keys). */
+function padded(bytes: number): string {
+  return JSON.stringify({ ...body, metadata: 'x'.repeat(bytes) });
+}
+
 describe('kinference plugin PDK calls (real plugin server)', () => {
   it('the prompt spans many blocks, all held by pod-b', () => {
     expect(keys.length).toBeGreaterThan(20);
   });
 
-  it('tracing off: get_raw_body → set_target → ctx.shared.set (3 round trips), routed to the holder', async () => {
+  it('tracing off: get_headers → get_raw_body → set_target → ctx.shared.set (4), routed to the holder', async () => {
     const r = await send('plain');
     expect(await r.json()).toMatchObject({ served_by: 'pod-b' });
     expect(methods(r, 'access')).toEqual([
+      'kong.request.get_headers',
       'kong.request.get_raw_body',
       'kong.service.set_target',
       'kong.ctx.shared.set',
@@ -153,10 +174,11 @@ describe('kinference plugin PDK calls (real plugin server)', () => {
     expect(methods(r, 'log')).toEqual(['kong.log.serialize', 'kong.ctx.shared.get']);
   });
 
-  it('expose_headers: one set_headers call carries every x-kinference header (4 round trips)', async () => {
+  it('expose_headers: one set_headers call carries every x-kinference header (5 round trips)', async () => {
     const r = await send('exposed');
     expect(await r.json()).toMatchObject({ served_by: 'pod-b' });
     expect(methods(r, 'access')).toEqual([
+      'kong.request.get_headers',
       'kong.request.get_raw_body',
       'kong.service.set_target',
       'kong.service.request.set_headers',
@@ -173,12 +195,12 @@ describe('kinference plugin PDK calls (real plugin server)', () => {
     expect(h['x-kinference-fallback']).toBeUndefined();
   });
 
-  it('tracing on: get_header(traceparent) → get_raw_body → set_target → set_headers (4), log needs 1', async () => {
+  it('tracing on: get_headers → get_raw_body → set_target → set_headers (4), log needs 1', async () => {
     const incoming = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
     const r = await send('traced', body, { traceparent: incoming });
     expect(await r.json()).toMatchObject({ served_by: 'pod-b' });
     expect(methods(r, 'access')).toEqual([
-      'kong.request.get_header',
+      'kong.request.get_headers',
       'kong.request.get_raw_body',
       'kong.service.set_target',
       'kong.service.request.set_headers',
@@ -190,23 +212,27 @@ describe('kinference plugin PDK calls (real plugin server)', () => {
     expect(methods(r, 'log')).toEqual(['kong.log.serialize']);
   });
 
-  it('shedding (opt-in): get_raw_body → response.exit(429) with Retry-After; nothing after exit', async () => {
+  it('shedding (opt-in): get_headers → get_raw_body → response.exit(429) with Retry-After; nothing after exit', async () => {
     const before = Object.values(pods).reduce((n, p) => n + p.requests.length, fallback.requests.length);
     const r = await send('shed');
     expect(r.status).toBe(429);
     expect(Number(r.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     expect(await r.json()).toMatchObject({ error: { code: 'ttft_slo_exceeded' } });
-    expect(methods(r, 'access')).toEqual(['kong.request.get_raw_body', 'kong.response.exit']);
+    expect(methods(r, 'access')).toEqual([
+      'kong.request.get_headers',
+      'kong.request.get_raw_body',
+      'kong.response.exit',
+    ]);
     expect(Object.values(pods).reduce((n, p) => n + p.requests.length, fallback.requests.length)).toBe(
       before,
     );
   });
 
-  it('a body that is not JSON leaves Kong’s target: one round trip, the service url answers', async () => {
+  it('a body that is not JSON leaves Kong’s target: the service url answers', async () => {
     const r = await send('plain', '{not json');
     expect(r.status).toBe(200);
     expect(await r.json()).toMatchObject({ served_by: 'fallback' });
-    expect(methods(r, 'access')).toEqual(['kong.request.get_raw_body']);
+    expect(methods(r, 'access')).toEqual(['kong.request.get_headers', 'kong.request.get_raw_body']);
   });
 
   it('an exception inside the plugin (a PDK call rejects) fails open to the service url', async () => {
@@ -215,15 +241,90 @@ describe('kinference plugin PDK calls (real plugin server)', () => {
       const r = await send('plain');
       expect(r.status).toBe(200);
       expect(await r.json()).toMatchObject({ served_by: 'fallback' });
-      expect(methods(r, 'access')).toEqual(['kong.request.get_raw_body', 'kong.service.set_target']);
+      expect(methods(r, 'access')).toEqual([
+        'kong.request.get_headers',
+        'kong.request.get_raw_body',
+        'kong.service.set_target',
+      ]);
     } finally {
       faultOn = null;
     }
   });
 
-  it('every access path stays within 4 PDK round trips', async () => {
+  it('a body over max_body_bytes and over client_body_buffer_size is never fetched: no 500, Kong’s target', async () => {
+    const r = await send('small-max', padded(250_000));
+    expect(r.status).toBe(200);
+    expect(await r.json()).toMatchObject({ served_by: 'fallback' });
+    expect(methods(r, 'access')).toEqual(['kong.request.get_headers', 'kong.service.request.set_headers']);
+    expect(fallbackHeader(fallback)).toBe('body_too_large');
+  });
+
+  it('a body within max_body_bytes that nginx spooled to a file is read from it and routed', async () => {
+    const big = padded(2 * BODY_BUFFER);
+    expect(big.length).toBeGreaterThan(BODY_BUFFER);
+    const r = await send('plain', big);
+    expect(r.status).toBe(200);
+    expect(await r.json()).toMatchObject({ served_by: 'pod-b' });
+    const e = events.filter((x) => x.phase === 'access').at(-1)!;
+    expect(e.outcome.kind === 'done' && e.outcome.result.steps[1]).toMatchObject({
+      method: 'kong.request.get_raw_body',
+      args: [8388608],
+    });
+  });
+
+  it('compressed, empty and chunked bodies are not fetched, each with its own reason', async () => {
+    const gz = await fetch(`${gw.url}/exposed/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      body: gzipSync(JSON.stringify(body)),
+    });
+    expect(await gz.json()).toMatchObject({ served_by: 'fallback' });
+    expect(methods(gz, 'access')).toEqual(['kong.request.get_headers', 'kong.service.request.set_headers']);
+    expect(fallbackHeader(fallback)).toBe('body_compressed');
+
+    const empty = await send('exposed', '');
+    expect(await empty.json()).toMatchObject({ served_by: 'fallback' });
+    expect(fallbackHeader(fallback)).toBe('body_empty');
+
+    const bytes = new TextEncoder().encode(JSON.stringify(body));
+    const chunked = await fetch(`${gw.url}/exposed/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: new ReadableStream({
+        start(c) {
+          c.enqueue(bytes);
+          c.close();
+        },
+      }),
+      duplex: 'half',
+    } as RequestInit);
+    expect(await chunked.json()).toMatchObject({ served_by: 'fallback' });
+    expect(methods(chunked, 'access')).toEqual([
+      'kong.request.get_headers',
+      'kong.service.request.set_headers',
+    ]);
+    expect(fallbackHeader(fallback)).toBe('body_length_unknown');
+  });
+
+  it('each fallback reason reaches Kong’s log once, via kong.log.warn in the log phase, without the body', async () => {
+    await send('plain', '{not json, "secret": "do not log me"');
+    await gw.idle();
+    await send('plain', '{not json either');
+    await gw.idle();
+    const lines = logLines.filter((l) => l.includes('fallback body_not_json'));
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(
+      /^\[warn\] \[kinference\] fallback body_not_json, request sent to Kong's target/,
+    );
+    expect(logLines.join('\n')).not.toContain('do not log me');
+    expect(
+      logLines.some((l) => l.includes('fallback body_too_large') && l.includes('max_body_bytes 32768')),
+    ).toBe(true);
+  });
+
+  it('every access path stays within 5 PDK round trips', async () => {
     await waitFor('events recorded', () => events.length > 0);
     for (const e of events.filter((x) => x.phase === 'access' && x.outcome.kind === 'done'))
-      if (e.outcome.kind === 'done') expect(e.outcome.result.steps.length).toBeLessThanOrEqual(4);
+      if (e.outcome.kind === 'done') expect(e.outcome.result.steps.length).toBeLessThanOrEqual(5);
   });
 });
