@@ -3,8 +3,9 @@
  * kong-js-pluginserver loading the built bundle (dist/plugins/kinference), driven over its unix socket by the
  * stand-in's Kong-side RPC client (HandleEvent → PDK Steps → "ret"), with the index in a private real Redis.
  *
- *   1. 64 KB chat body, default config (3 PDK round trips): HandleEvent→"ret" p50/p99 vs the targets.
- *   2. Same body with expose_headers (4 round trips): breakdown into the HandleEvent RPC, the Step carrying the
+ *   1. 64 KB chat body, default config (4 PDK round trips: get_headers, get_raw_body, set_target,
+ *      ctx.shared.set): HandleEvent→"ret" p50/p99 vs the targets.
+ *   2. Same body with expose_headers (5 round trips): breakdown into the HandleEvent RPC, the Step carrying the
  *      body (transfer + kong-pdk's decode + routing), routing alone (x-kinference-route-ms), the other Steps.
  *   3. Body sizes 8 KB … 1 MB: the body Step, split into routing and transfer, next to a replica of kong-pdk's
  *      listener decode (re-concatenating every 64 KiB chunk) to show what the quadratic re-reading costs.
@@ -446,7 +447,7 @@ async function main(): Promise<void> {
         handleEventToRetMs: total,
         meetsTargets: { p50: total.p50 <= TARGET_P50_MS, p99: total.p99 <= TARGET_P99_MS },
         breakdown: {
-          config: 'expose_headers on (4 round trips; routing time read from x-kinference-route-ms)',
+          config: 'expose_headers on (5 round trips; routing time read from x-kinference-route-ms)',
           handleEventRpcMs: stats(bd.handleEvent),
           bodyStepMs: stats(bd.bodyStep),
           routingMs: stats(bd.route),
