@@ -65,6 +65,16 @@ export function exitingEventId(answer: unknown): unknown {
   return typeof method === 'string' && NON_RETURNING.has(method) ? (EventId ?? null) : null;
 }
 
+/**
+ * The event id of a HandleEvent answered "ret" at once (a phase that made no PDK call): kong-pdk deletes an
+ * event on "ret" only in step(), so such an event would stay in the map for good.
+ */
+export function finishedEventId(answer: unknown): unknown {
+  if (typeof answer !== 'object' || answer === null) return null;
+  const { Data, EventId } = answer as { Data?: unknown; EventId?: unknown };
+  return Data === 'ret' ? (EventId ?? null) : null;
+}
+
 /** Patches one kong-pdk Server class; false when it does not look like kong-pdk 0.6's. */
 export function patchServerClass(server: unknown): boolean {
   const proto = (server as { prototype?: Record<string | symbol, unknown> } | null)?.prototype;
@@ -76,7 +86,7 @@ export function patchServerClass(server: unknown): boolean {
     const original = proto[name] as ServerMethod;
     proto[name] = async function (this: EventServer, ...args: unknown[]): Promise<unknown> {
       const answer = await original.apply(this, args);
-      const id = exitingEventId(answer);
+      const id = exitingEventId(answer) ?? (name === 'HandleEvent' ? finishedEventId(answer) : null);
       if (id !== null) this.events?.delete(id);
       return answer;
     };

@@ -60,8 +60,9 @@ export function parseChatBody(
   let json: unknown;
   try {
     json = JSON.parse(text);
-  } catch (e) {
-    return fail('body_not_json', `body is not JSON: ${(e as Error).message.slice(0, 200)}`);
+  } catch {
+    // JSON.parse's message quotes the body: keep prompt text out of spans and logs.
+    return fail('body_not_json', 'body is not JSON');
   }
   return parseChatRequest(json);
 }

@@ -273,7 +273,12 @@ export function createRouter(
     timings: RouteTimings,
   ): Promise<{ pods: PodState[]; indexError: string | null }> {
     // The index just failed or had no pods: do not ask it again on this request.
-    if (reason === 'index_error' || reason === 'index_timeout' || reason === 'no_pods_in_index') {
+    // An index that answered with no pods is current: its pods left, so only model_pods stand in.
+    if (reason === 'no_pods_in_index') {
+      lastKnownPods.delete(model);
+      return { pods: staticPods(model), indexError: null };
+    }
+    if (reason === 'index_error' || reason === 'index_timeout') {
       const known = lastKnownPods.get(model);
       return { pods: known && known.length > 0 ? known : staticPods(model), indexError: null };
     }
@@ -369,7 +374,7 @@ export function createRouter(
         const m = parsed.model ?? null;
         model = m === null ? null : (config.lora_adapters?.[m] ?? m);
         lora = model !== m ? m : null;
-        return bail(parsed.reason, parsed.detail);
+        return await bail(parsed.reason, parsed.detail);
       }
       const req = parsed.request;
       const baseModel = config.lora_adapters?.[req.model];
@@ -380,7 +385,7 @@ export function createRouter(
       try {
         text = resources.template().render(req);
       } catch (e) {
-        return bail('template_error', detailOf(e));
+        return await bail('template_error', detailOf(e));
       }
       let u = performance.now();
       timings.templateMs = u - t;
@@ -394,7 +399,7 @@ export function createRouter(
         promptChars.cached = r.cachedChars;
         promptChars.tokenized = r.tokenizedChars;
       } catch (e) {
-        return bail('tokenizer_error', detailOf(e), Math.ceil(text.length / 4));
+        return await bail('tokenizer_error', detailOf(e), Math.ceil(text.length / 4));
       }
       promptTokens = tokens.length;
       u = performance.now();
@@ -416,13 +421,14 @@ export function createRouter(
       } catch (e) {
         timings.lookupMs = performance.now() - t;
         const timeout = e instanceof LookupTimeout || isKinferenceError(e, 'KINF_ERR_REDIS_TIMEOUT');
-        return bail(timeout ? 'index_timeout' : 'index_error', detailOf(e));
+        return await bail(timeout ? 'index_timeout' : 'index_error', detailOf(e));
       }
       u = performance.now();
       timings.lookupMs = u - t;
       t = u;
 
-      if (lookup.pods.length === 0) return bail('no_pods_in_index', `no pods registered for model ${model}`);
+      if (lookup.pods.length === 0)
+        return await bail('no_pods_in_index', `no pods registered for model ${model}`);
       lastKnownPods.set(
         model,
         lookup.pods.map((p) => p.state),
@@ -464,7 +470,7 @@ export function createRouter(
       );
     } catch (e) {
       // Nothing may escape: a bug here must not turn a servable request into an error.
-      return bail('internal_error', detailOf(e));
+      return await bail('internal_error', detailOf(e));
     }
   }
 

@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { installBinaryJsonShortcut } from '../../../plugins/kinference/kong-pdk-workaround.js';
+import {
+  exitingEventId,
+  finishedEventId,
+  installBinaryJsonShortcut,
+} from '../../../plugins/kinference/kong-pdk-workaround.js';
 
 describe('kong-pdk listener workaround (binary toJSON)', () => {
   it('can be turned off', () => {
@@ -18,5 +22,14 @@ describe('kong-pdk listener workaround (binary toJSON)', () => {
     expect(JSON.stringify({ a: [1, 2], s: 'x', n: null })).toBe('{"a":[1,2],"s":"x","n":null}');
     expect(Object.keys(new Uint8Array(2))).toEqual(['0', '1']);
     expect(Buffer.from('ab').toString()).toBe('ab');
+  });
+});
+
+describe('kong-pdk event cleanup', () => {
+  it('forgets an event answered "ret" by HandleEvent at once, or handing Kong an exit', () => {
+    expect(finishedEventId({ Data: 'ret', EventId: 7 })).toBe(7);
+    expect(finishedEventId({ Data: { Method: 'kong.request.get_headers' }, EventId: 7 })).toBeNull();
+    expect(exitingEventId({ Data: { Method: 'kong.response.exit', Args: [429] }, EventId: 8 })).toBe(8);
+    expect(exitingEventId({ Data: 'ret', EventId: 8 })).toBeNull();
   });
 });

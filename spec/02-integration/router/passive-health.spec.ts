@@ -158,6 +158,15 @@ describe('bodies that are not chat requests are routed on load among healthy pod
     expect(out.target).toEqual({ host: '10.9.9.9', port: 8000, podId: '10.9.9.9:8000' });
   });
 
+  it('a chat request whose pods all left the index goes to model_pods, not to the pods last seen', async () => {
+    const { router, index } = await setup({ model_pods: { [MODEL]: ['10.9.9.9:8000'] } });
+    expect((await router.route(chat('before'))).target?.podId).toMatch(/^pod-/);
+    for (const podId of ['pod-a', 'pod-b', 'pod-c']) await index.removePod({ model: MODEL, podId });
+    const out = await router.route(chat('after'));
+    expect(out.fallbackReason).toBe('no_pods_in_index');
+    expect(out.target?.podId).toBe('10.9.9.9:8000');
+  });
+
   it('falls back to the last known pods, then model_pods, when the index fails', async () => {
     const cfg = qwen3RouterConfig({ redis_timeout_ms: 30, model_pods: { [MODEL]: ['10.9.9.9:8000'] } });
     const res = defaultResources(cfg);
