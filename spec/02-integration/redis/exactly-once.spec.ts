@@ -1,14 +1,17 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { isKinferenceError } from '../../../src/core/errors.js';
 import type { BlockKey } from '../../../src/core/types.js';
 import type { ApplyId, IndexOp, PodRef } from '../../../src/index/kv-index.js';
 import { packEntry } from '../../../src/index/lua/entry.js';
-import { RedisKvIndex, SCRIPTS, type RedisKvIndexOptions } from '../../../src/index/redis-index.js';
+import { RedisKvIndex, SCRIPTS } from '../../../src/index/redis-index.js';
 import { appliedKey, blockRedisKey } from '../../../src/index/redis-keys.js';
 import { applyCalls } from '../../../src/index/script-args.js';
 import { chain } from '../../conformance/chains.js';
 import { waitFor } from '../../helpers/ports.js';
-import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
+import { useRedisIndexes } from '../../helpers/redis-indexes.js';
+
+const fx = useRedisIndexes('once');
+const index = fx.index.bind(fx);
 
 /**
  * A write whose answer is lost (timeout, dropped connection) may have run. The collector retries it under
@@ -18,21 +21,6 @@ const M = 'Qwen/Qwen3-8B';
 const A: PodRef = { model: M, podId: 'pod-a' };
 const keys = chain('exactly once', 12);
 
-let redis: TestRedis;
-let prefixN = 0;
-const open: RedisKvIndex[] = [];
-
-function index(opts: Partial<RedisKvIndexOptions> = {}): RedisKvIndex {
-  const ix = new RedisKvIndex({
-    url: redis.url,
-    keyPrefix: `once${++prefixN}`,
-    lookupTimeoutMs: 5000,
-    ...opts,
-  });
-  open.push(ix);
-  return ix;
-}
-
 async function gpu(ix: RedisKvIndex, k: readonly BlockKey[] = keys): Promise<number> {
   return (await ix.lookup(M, k)).pods.find((p) => p.state.podId === A.podId)?.prefixBlocks.GPU ?? -1;
 }
@@ -41,16 +29,6 @@ function rawBlock(ix: RedisKvIndex, key: BlockKey): Buffer {
   return blockRedisKey(ix.keyBase(M), Buffer.from(key, 'hex'));
 }
 
-beforeAll(async () => {
-  redis = await startRedis();
-});
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((ix) => ix.close()));
-});
-afterAll(async () => {
-  await redis?.stop();
-});
-
 describe('RedisKvIndex: a retried apply counts once', () => {
   it('a write that timed out while Redis was stalled, then retried, is counted once', async () => {
     const ix = index({ commandTimeoutMs: 100 });
@@ -58,7 +36,7 @@ describe('RedisKvIndex: a retried apply counts once', () => {
     await ix.lookup(M, keys); // connected, scripts loaded
     const id: ApplyId = { writer: 'test-w', seq: 1 };
     const store: IndexOp[] = [{ op: 'store', keys: keys.slice(0, 3), tier: 'GPU' }];
-    await redis.client.client('PAUSE', 500, 'ALL');
+    await fx.redis.client.client('PAUSE', 500, 'ALL');
     const e = await ix.apply(A, store, id).then(
       () => null,
       (err: unknown) => err,
@@ -70,11 +48,11 @@ describe('RedisKvIndex: a retried apply counts once', () => {
       return true;
     });
     expect(await gpu(ix)).toBe(3);
-    const [idx] = ((await redis.client.hget(`${ix.keyBase(M)}pods`, A.podId)) ?? '').split(':');
-    expect(await redis.client.get(rawBlock(ix, keys[0]!))).toBe(`${idx}=${packEntry([1, 0, 0], 0)}`);
+    const [idx] = ((await fx.redis.client.hget(`${ix.keyBase(M)}pods`, A.podId)) ?? '').split(':');
+    expect(await fx.redis.client.get(rawBlock(ix, keys[0]!))).toBe(`${idx}=${packEntry([1, 0, 0], 0)}`);
     await ix.apply(A, [{ op: 'remove', keys: keys.slice(0, 3), tier: 'GPU' }], { writer: 'test-w', seq: 2 });
     expect(await gpu(ix)).toBe(0);
-    expect(await redis.client.exists(rawBlock(ix, keys[0]!))).toBe(0);
+    expect(await fx.redis.client.exists(rawBlock(ix, keys[0]!))).toBe(0);
   });
 
   it('an apply split into calls that failed part-way: the retry runs only the parts that did not run', async () => {
@@ -84,11 +62,11 @@ describe('RedisKvIndex: a retried apply counts once', () => {
     const store: IndexOp[] = [{ op: 'store', keys: keys.slice(0, 10), tier: 'GPU' }];
     const calls = applyCalls(ix.keyBase(M), A.podId, 86_400, store, 4, id, null);
     expect(calls).toHaveLength(3);
-    await SCRIPTS.apply.run(redis.client, calls[0]!); // part 1 ran, then the connection dropped
+    await SCRIPTS.apply.run(fx.redis.client, calls[0]!); // part 1 ran, then the connection dropped
     expect(await gpu(ix)).toBe(4);
     await ix.apply(A, store, id); // the retry: parts 1-3
     expect(await gpu(ix)).toBe(10);
-    expect(await redis.client.hget(appliedKey(ix.keyBase(M)), A.podId)).toBe('test-w:7:3');
+    expect(await fx.redis.client.hget(appliedKey(ix.keyBase(M)), A.podId)).toBe('test-w:7:3');
     await ix.apply(A, store, id); // once more: all three skipped
     await ix.apply(A, [{ op: 'remove', keys: keys.slice(0, 10), tier: 'GPU' }], { writer: 'test-w', seq: 8 });
     expect(await gpu(ix)).toBe(0);
@@ -99,7 +77,7 @@ describe('RedisKvIndex: a retried apply counts once', () => {
     await ix.upsertPodState(A, {});
     await ix.lookup(M, keys);
     const id: ApplyId = { writer: 'test-w', seq: 3 };
-    await redis.client.client('PAUSE', 300, 'ALL');
+    await fx.redis.client.client('PAUSE', 300, 'ALL');
     const e = await ix.apply(A, [{ op: 'store', keys: keys.slice(0, 5), tier: 'GPU' }], id).then(
       () => null,
       (err: unknown) => err,
@@ -107,7 +85,7 @@ describe('RedisKvIndex: a retried apply counts once', () => {
     expect(isKinferenceError(e, 'KINF_ERR_REDIS_TIMEOUT')).toBe(true);
     await waitFor('Redis unpaused', async () => (await ix.lookup(M, keys)).pods.length === 1);
     await new Promise((r) => setTimeout(r, 50));
-    expect(await redis.client.hget(appliedKey(ix.keyBase(M)), A.podId)).toBe('test-w:3:1');
+    expect(await fx.redis.client.hget(appliedKey(ix.keyBase(M)), A.podId)).toBe('test-w:3:1');
     expect(await gpu(ix)).toBe(1);
   });
 });

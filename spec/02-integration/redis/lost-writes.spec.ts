@@ -1,11 +1,14 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { isKinferenceError } from '../../../src/core/errors.js';
 import type { IndexLossReason, IndexOp, PodRef } from '../../../src/index/kv-index.js';
 import type { IndexLog } from '../../../src/index/redis-connection.js';
-import { RedisKvIndex, type RedisKvIndexOptions } from '../../../src/index/redis-index.js';
+import { RedisKvIndex } from '../../../src/index/redis-index.js';
 import { chain } from '../../conformance/chains.js';
 import { waitFor } from '../../helpers/ports.js';
-import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
+import { useRedisIndexes } from '../../helpers/redis-indexes.js';
+
+const fx = useRedisIndexes('lost', { verifyIntervalMs: 0 });
+const index = fx.index.bind(fx);
 
 /**
  * Redis can lose what the collector wrote without the collector writing anything wrong: a restart with no
@@ -18,26 +21,10 @@ const B: PodRef = { model: M, podId: 'pod-b' };
 const keys = chain('lost writes', 8);
 const store = (n = 4): IndexOp[] => [{ op: 'store', keys: keys.slice(0, n), tier: 'GPU' }];
 
-let redis: TestRedis;
-let prefixN = 0;
-const open: RedisKvIndex[] = [];
-
 function recordingLog(): IndexLog & { lines: string[] } {
   const lines: string[] = [];
   const rec = (msg: string) => lines.push(msg);
   return { lines, info: rec, warn: rec, error: rec };
-}
-
-function index(opts: Partial<RedisKvIndexOptions> = {}): RedisKvIndex {
-  const ix = new RedisKvIndex({
-    url: redis.url,
-    keyPrefix: `lost${++prefixN}`,
-    lookupTimeoutMs: 5000,
-    verifyIntervalMs: 0,
-    ...opts,
-  });
-  open.push(ix);
-  return ix;
 }
 
 function losses(ix: RedisKvIndex, pod: PodRef): IndexLossReason[] {
@@ -49,30 +36,20 @@ function losses(ix: RedisKvIndex, pod: PodRef): IndexLossReason[] {
 /** DUMP of every key under the index's prefix: what an RDB snapshot taken now would bring back. */
 async function snapshot(prefix: string): Promise<[Buffer, Buffer][]> {
   const out: [Buffer, Buffer][] = [];
-  for (const k of await redis.client.keysBuffer(`${prefix}:*`))
-    out.push([k, (await redis.client.dumpBuffer(k))!]);
+  for (const k of await fx.redis.client.keysBuffer(`${prefix}:*`))
+    out.push([k, (await fx.redis.client.dumpBuffer(k))!]);
   return out;
 }
 
 async function restoreSnapshot(prefix: string, snap: [Buffer, Buffer][]): Promise<void> {
-  const now = await redis.client.keysBuffer(`${prefix}:*`);
-  if (now.length > 0) await redis.client.del(...now);
-  for (const [k, v] of snap) await redis.client.restore(k, 0, v, 'REPLACE');
+  const now = await fx.redis.client.keysBuffer(`${prefix}:*`);
+  if (now.length > 0) await fx.redis.client.del(...now);
+  for (const [k, v] of snap) await fx.redis.client.restore(k, 0, v, 'REPLACE');
 }
 
 async function gpu(ix: RedisKvIndex, pod: PodRef = A): Promise<number> {
   return (await ix.lookup(M, keys)).pods.find((p) => p.state.podId === pod.podId)?.prefixBlocks.GPU ?? -1;
 }
-
-beforeAll(async () => {
-  redis = await startRedis();
-});
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((ix) => ix.close()));
-});
-afterAll(async () => {
-  await redis?.stop();
-});
 
 describe('RedisKvIndex: writes Redis lost are detected', () => {
   it('FLUSHALL under an idle pod: the periodic check reports it once; the rebuild is then tracked again', async () => {
@@ -83,7 +60,7 @@ describe('RedisKvIndex: writes Redis lost are detected', () => {
     await ix.apply(A, store());
     await new Promise((r) => setTimeout(r, 100));
     expect(seen).toEqual([]); // nothing lost, nothing reported
-    await redis.client.flushall();
+    await fx.redis.client.flushall();
     await waitFor('loss reported', () => seen.length > 0);
     expect(seen).toEqual(['missing']);
     expect(log.lines.filter((l) => l.startsWith('Redis no longer holds'))).toHaveLength(1);
@@ -93,7 +70,7 @@ describe('RedisKvIndex: writes Redis lost are detected', () => {
     await new Promise((r) => setTimeout(r, 100));
     expect(seen).toEqual(['missing']);
     expect(await gpu(ix)).toBe(2);
-    await redis.client.flushall();
+    await fx.redis.client.flushall();
     await waitFor('second loss reported', () => seen.length > 1);
     expect(seen).toEqual(['missing', 'missing']);
   });
@@ -103,14 +80,14 @@ describe('RedisKvIndex: writes Redis lost are detected', () => {
     const seen = losses(ix, A);
     await ix.upsertPodState(A, {});
     await ix.apply(A, store());
-    await redis.client.flushall();
+    await fx.redis.client.flushall();
     const e = await ix.apply(A, store(6)).then(
       () => null,
       (err: unknown) => err,
     );
     expect(isKinferenceError(e, 'KINF_ERR_REDIS')).toBe(true);
     expect(String(e)).toMatch(/missing/);
-    expect(await redis.client.dbsize()).toBe(0); // nothing written on top of the hole
+    expect(await fx.redis.client.dbsize()).toBe(0); // nothing written on top of the hole
     expect(seen).toEqual(['missing']);
     await ix.upsertPodState(A, {});
     await ix.apply(A, [{ op: 'clear' }, ...store(3)]); // the rebuild is accepted
@@ -126,10 +103,10 @@ describe('RedisKvIndex: writes Redis lost are detected', () => {
     await ix.upsertPodState(A, {});
     await ix.apply(A, store());
     await ix.upsertPodState(B, {}); // registered, never written: nothing to lose
-    await redis.kill();
+    await fx.redis.kill();
     for (let i = 0; i < 5; i++) await ix.lookup(M, keys).catch(() => {});
     await new Promise((r) => setTimeout(r, 300)); // several reconnection attempts fail meanwhile
-    await redis.restart();
+    await fx.redis.restart();
     await waitFor('loss reported after the reconnection', () => seen.length > 0);
     expect(seen).toEqual(['missing']);
     expect(seenB).toEqual([]);
@@ -207,10 +184,10 @@ describe('RedisKvIndex: writes Redis lost are detected', () => {
   it('a read-only index (the plugin) never checks anything', async () => {
     const ix = index({ verifyIntervalMs: 5, keyPrefix: 'readonly' });
     await ix.lookup(M, keys);
-    await redis.client.config('RESETSTAT');
+    await fx.redis.client.config('RESETSTAT');
     await new Promise((r) => setTimeout(r, 100));
     await ix.lookup(M, keys);
-    const stats = await redis.client.info('commandstats');
+    const stats = await fx.redis.client.info('commandstats');
     expect(stats).not.toMatch(/cmdstat_hmget/);
   });
 });

@@ -1,34 +1,22 @@
 import { createServer, type Server, type Socket } from 'node:net';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { isKinferenceError } from '../../../src/core/errors.js';
 import type { BlockKey } from '../../../src/core/types.js';
 import type { PodRef } from '../../../src/index/kv-index.js';
 import { packEntry } from '../../../src/index/lua/entry.js';
-import { RedisKvIndex, SCRIPTS, type RedisKvIndexOptions } from '../../../src/index/redis-index.js';
+import { RedisKvIndex, SCRIPTS } from '../../../src/index/redis-index.js';
 import { KEY_SUFFIX, blockRedisKey, modelTag } from '../../../src/index/redis-keys.js';
 import { chain } from '../../conformance/chains.js';
 import { freePort, waitFor } from '../../helpers/ports.js';
-import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
+import { useRedisIndexes } from '../../helpers/redis-indexes.js';
+
+const fx = useRedisIndexes('it');
+const index = fx.index.bind(fx);
 
 const M = 'Qwen/Qwen3-8B';
 const A: PodRef = { model: M, podId: 'pod-a' };
 const B: PodRef = { model: M, podId: 'pod-b' };
 const keys = chain('integration prompt', 32);
-
-let redis: TestRedis;
-let prefixN = 0;
-const open: RedisKvIndex[] = [];
-
-function index(opts: Partial<RedisKvIndexOptions> = {}): RedisKvIndex {
-  const ix = new RedisKvIndex({
-    url: redis.url,
-    keyPrefix: `it${++prefixN}`,
-    lookupTimeoutMs: 5000,
-    ...opts,
-  });
-  open.push(ix);
-  return ix;
-}
 
 async function rejection(p: Promise<unknown>): Promise<unknown> {
   try {
@@ -43,46 +31,36 @@ function rawBlockKey(ix: RedisKvIndex, key: BlockKey): Buffer {
   return blockRedisKey(ix.keyBase(M), Buffer.from(key, 'hex'));
 }
 
-beforeAll(async () => {
-  redis = await startRedis();
-});
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((ix) => ix.close()));
-});
-afterAll(async () => {
-  await redis?.stop();
-});
-
 describe('RedisKvIndex scripts', () => {
   it('runs every operation as EVALSHA, never EVAL', async () => {
     const ix = index();
     await ix.upsertPodState(A, {});
     await ix.apply(A, [{ op: 'store', keys, tier: 'GPU' }]);
     await ix.lookup(M, keys); // scripts loaded now
-    await redis.client.config('RESETSTAT');
+    await fx.redis.client.config('RESETSTAT');
     await ix.apply(A, [{ op: 'store', keys, tier: 'GPU' }]);
     await ix.lookup(M, keys);
-    const stats = await redis.client.info('commandstats');
+    const stats = await fx.redis.client.info('commandstats');
     expect(stats).toMatch(/cmdstat_evalsha:calls=2,.*failed_calls=0/);
     expect(stats).not.toMatch(/cmdstat_eval:|cmdstat_script/);
   });
 
   it('recovers from NOSCRIPT (SCRIPT FLUSH) by loading the script and retrying', async () => {
-    await redis.client.script('FLUSH');
+    await fx.redis.client.script('FLUSH');
     const ix = index();
     await ix.upsertPodState(A, {});
     await ix.apply(A, [{ op: 'store', keys, tier: 'GPU' }]);
-    expect(await redis.client.script('EXISTS', SCRIPTS.lookup.sha1, SCRIPTS.apply.sha1)).toEqual([0, 1]);
-    await redis.client.script('FLUSH');
+    expect(await fx.redis.client.script('EXISTS', SCRIPTS.lookup.sha1, SCRIPTS.apply.sha1)).toEqual([0, 1]);
+    await fx.redis.client.script('FLUSH');
     const r = await ix.lookup(M, keys);
     expect(r.pods[0]!.prefixBlocks.GPU).toBe(32);
-    await redis.client.script('FLUSH');
+    await fx.redis.client.script('FLUSH');
     await ix.apply(A, [{ op: 'remove', keys: keys.slice(10), tier: 'GPU' }]);
-    await redis.client.script('FLUSH');
+    await fx.redis.client.script('FLUSH');
     await ix.upsertPodState(B, { running: 1 });
     expect((await ix.lookup(M, keys)).pods.map((p) => p.prefixBlocks.GPU)).toEqual([10, 0]);
     expect(
-      await redis.client.script('EXISTS', SCRIPTS.lookup.sha1, SCRIPTS.upsertPod.sha1, SCRIPTS.apply.sha1),
+      await fx.redis.client.script('EXISTS', SCRIPTS.lookup.sha1, SCRIPTS.upsertPod.sha1, SCRIPTS.apply.sha1),
     ).toEqual([1, 1, 0]);
   });
 });
@@ -95,7 +73,7 @@ describe('RedisKvIndex key layout', () => {
     await ix.apply({ model: 'other-model', podId: 'x' }, [
       { op: 'store', keys: keys.slice(0, 1), tier: 'GPU' },
     ]);
-    const all = (await redis.client.keysBuffer('myapp:kv:*')).map((k) => k.toString('latin1'));
+    const all = (await fx.redis.client.keysBuffer('myapp:kv:*')).map((k) => k.toString('latin1'));
     const mine = all.filter((k) => k.startsWith(`myapp:kv:{${modelTag(M)}}:`));
     expect(mine).toHaveLength(3 + 4); // 3 blocks, pods, seq, applied, one state record
     expect(all.filter((k) => k.includes(`{${modelTag('other-model')}}`))).toHaveLength(1 + 3);
@@ -116,28 +94,28 @@ describe('RedisKvIndex key layout', () => {
     await ix.apply(A, [{ op: 'store', keys: keys.slice(0, 1), tier: 'GPU' }]);
     await ix.apply(B, [{ op: 'clear' }, { op: 'store', keys: keys.slice(0, 1), tier: 'CPU' }]);
     const k0 = rawBlockKey(ix, keys[0]!);
-    expect(await redis.client.type(k0)).toBe('string');
-    expect(await redis.client.object('ENCODING', k0)).toBe('embstr'); // one allocation with its object header
-    const entries = (await redis.client.get(k0))!.split(',').map((e) => e.split('=')[1]);
+    expect(await fx.redis.client.type(k0)).toBe('string');
+    expect(await fx.redis.client.object('ENCODING', k0)).toBe('embstr'); // one allocation with its object header
+    const entries = (await fx.redis.client.get(k0))!.split(',').map((e) => e.split('=')[1]);
     expect(entries.sort()).toEqual([String(packEntry([2, 0, 0], 0)), String(packEntry([0, 1, 0], 1))].sort());
-    expect(await redis.client.get(rawBlockKey(ix, keys[1]!))).toMatch(/^\d+=1$/);
+    expect(await fx.redis.client.get(rawBlockKey(ix, keys[1]!))).toMatch(/^\d+=1$/);
   });
 
   it('sets the block TTL on store and refreshes it; 0 means no TTL', async () => {
     const withTtl = index({ blockTtlSeconds: 600 });
     await withTtl.apply(A, [{ op: 'store', keys: keys.slice(0, 1), tier: 'GPU' }]);
     const k = rawBlockKey(withTtl, keys[0]!);
-    expect(await redis.client.ttl(k)).toBeGreaterThan(590);
-    await redis.client.expire(k, 5);
+    expect(await fx.redis.client.ttl(k)).toBeGreaterThan(590);
+    await fx.redis.client.expire(k, 5);
     await withTtl.apply(B, [{ op: 'store', keys: keys.slice(0, 1), tier: 'GPU' }]);
-    expect(await redis.client.ttl(k)).toBeGreaterThan(590);
-    await redis.client.expire(k, 300);
+    expect(await fx.redis.client.ttl(k)).toBeGreaterThan(590);
+    await fx.redis.client.expire(k, 300);
     await withTtl.apply(B, [{ op: 'remove', keys: keys.slice(0, 1), tier: 'GPU' }]); // A still holds it
-    expect(await redis.client.ttl(k)).toBeGreaterThan(200);
-    expect(await redis.client.ttl(k)).toBeLessThanOrEqual(300);
+    expect(await fx.redis.client.ttl(k)).toBeGreaterThan(200);
+    expect(await fx.redis.client.ttl(k)).toBeLessThanOrEqual(300);
     const noTtl = index({ blockTtlSeconds: 0 });
     await noTtl.apply(A, [{ op: 'store', keys: keys.slice(0, 1), tier: 'GPU' }]);
-    expect(await redis.client.ttl(rawBlockKey(noTtl, keys[0]!))).toBe(-1);
+    expect(await fx.redis.client.ttl(rawBlockKey(noTtl, keys[0]!))).toBe(-1);
   });
 
   it('drops stale entries (cleared epoch, removed pod) when a later write passes their block', async () => {
@@ -150,20 +128,20 @@ describe('RedisKvIndex key layout', () => {
     await ix.apply(C, [{ op: 'store', keys: keys.slice(0, 2), tier: 'GPU' }]);
     const k0 = rawBlockKey(ix, keys[0]!);
     const entries = async (k: Buffer) =>
-      ((await redis.client.get(k)) ?? '').split(',').filter(Boolean).length;
+      ((await fx.redis.client.get(k)) ?? '').split(',').filter(Boolean).length;
     expect(await entries(k0)).toBe(3);
     await ix.apply(A, [{ op: 'clear' }]);
     await ix.removePod(B);
     expect(await entries(k0)).toBe(3); // O(1): nothing touched yet
     await ix.apply(C, [{ op: 'remove', keys: keys.slice(0, 1), tier: 'GPU' }]);
-    expect(await redis.client.exists(k0)).toBe(0); // C's entry removed, A's and B's stale ones dropped
+    expect(await fx.redis.client.exists(k0)).toBe(0); // C's entry removed, A's and B's stale ones dropped
     expect(await entries(rawBlockKey(ix, keys[1]!))).toBe(3); // untouched block: TTL's job
     // an ignored remove (C does not hold it) still drops stale entries it passes
     await ix.apply(C, [{ op: 'remove', keys: keys.slice(5, 6), tier: 'GPU' }]);
     await ix.apply(A, [{ op: 'store', keys: keys.slice(2, 3), tier: 'GPU' }]);
     await ix.apply(A, [{ op: 'clear' }]);
     await ix.apply(C, [{ op: 'remove', keys: keys.slice(2, 3), tier: 'GPU' }]);
-    expect(await redis.client.exists(rawBlockKey(ix, keys[2]!))).toBe(0);
+    expect(await fx.redis.client.exists(rawBlockKey(ix, keys[2]!))).toBe(0);
   });
 });
 
@@ -172,7 +150,7 @@ describe('RedisKvIndex failure behaviour', () => {
     const ix = index({ lookupTimeoutMs: 25 });
     await ix.upsertPodState(A, {});
     await ix.lookup(M, keys); // connected, script loaded
-    await redis.client.client('PAUSE', 400, 'ALL');
+    await fx.redis.client.client('PAUSE', 400, 'ALL');
     const e = await rejection(ix.lookup(M, keys));
     expect(isKinferenceError(e, 'KINF_ERR_REDIS_TIMEOUT')).toBe(true);
     await waitFor('Redis unpaused', async () => (await ix.lookup(M, keys)).pods.length === 1);
@@ -183,14 +161,14 @@ describe('RedisKvIndex failure behaviour', () => {
     await ix.upsertPodState(A, {});
     await ix.apply(A, [{ op: 'store', keys, tier: 'GPU' }]);
     expect((await ix.lookup(M, keys)).pods).toHaveLength(1);
-    await redis.kill();
+    await fx.redis.kill();
     // Far below the 20 s budget: the code says the connection failed, not that the budget ran out.
     for (const p of [ix.lookup(M, keys), ix.lookup(M, keys)]) {
       const e = await rejection(p);
       expect(isKinferenceError(e, 'KINF_ERR_REDIS')).toBe(true);
     }
     expect(isKinferenceError(await rejection(ix.apply(A, [{ op: 'clear' }])), 'KINF_ERR_REDIS')).toBe(true);
-    await redis.restart();
+    await fx.redis.restart();
     // The new server is empty and has no scripts: reconnect, NOSCRIPT, load, retry.
     await waitFor('index back after restart', async () => {
       await ix.upsertPodState(A, {});
@@ -201,8 +179,7 @@ describe('RedisKvIndex failure behaviour', () => {
 
   it('rejects with KINF_ERR_REDIS when nothing listens (first use)', async () => {
     const port = await freePort();
-    const ix = new RedisKvIndex({ url: `redis://127.0.0.1:${port}/0`, lookupTimeoutMs: 20_000 });
-    open.push(ix);
+    const ix = index({ url: `redis://127.0.0.1:${port}/0`, lookupTimeoutMs: 20_000 });
     expect(isKinferenceError(await rejection(ix.lookup(M, keys)), 'KINF_ERR_REDIS')).toBe(true);
     expect(isKinferenceError(await rejection(ix.listPods(M)), 'KINF_ERR_REDIS')).toBe(true);
   });
@@ -216,8 +193,7 @@ describe('RedisKvIndex failure behaviour', () => {
     const port = await freePort();
     await new Promise<void>((r) => blackHole.listen(port, '127.0.0.1', r));
     try {
-      const ix = new RedisKvIndex({ url: `redis://127.0.0.1:${port}/0`, lookupTimeoutMs: 30 });
-      open.push(ix);
+      const ix = index({ url: `redis://127.0.0.1:${port}/0`, lookupTimeoutMs: 30 });
       expect(isKinferenceError(await rejection(ix.lookup(M, keys)), 'KINF_ERR_REDIS_TIMEOUT')).toBe(true);
     } finally {
       for (const s of sockets) s.destroy();
