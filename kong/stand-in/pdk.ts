@@ -155,7 +155,10 @@ export class StandInPdk implements PdkHandler {
       case 'kong.request.get_headers': {
         if (a[0] !== undefined && a[0] !== null && !isInt(a[0], 1, 1000))
           throw new LuaError('max_headers must be a number between 1 and 1000');
-        return { kind: 'multimap', value: headersAsLua(ctx.headers) };
+        return {
+          kind: 'multimap',
+          value: headersAsLua(ctx.headers, typeof a[0] === 'number' ? a[0] : undefined),
+        };
       }
       case 'kong.request.get_method':
         return value(ctx.method);

@@ -64,14 +64,35 @@ export interface RequestContext {
   marks: { accessEnd?: number; balancerEnd?: number; headers?: number; end?: number };
 }
 
+/** kong.request.get_headers() without max_headers (Kong's MAX_HEADERS_DEFAULT, nginx's lua_max_req_headers). */
+export const DEFAULT_MAX_HEADERS = 100;
+
+/**
+ * kong.request.get_header(name): Kong looks only among the first 100 header lines, like get_headers().
+ */
 export function headerFirst(h: HeaderMap, name: string): string | undefined {
-  return h.get(name.toLowerCase())?.[0];
+  const v = headersAsLua(h, DEFAULT_MAX_HEADERS)[name.toLowerCase()];
+  return Array.isArray(v) ? v[0] : v;
 }
 
-/** The shape ngx.req.get_headers() gives Lua: one value → string, repeats → array. */
-export function headersAsLua(h: HeaderMap): Record<string, string | string[]> {
+/**
+ * The shape ngx.req.get_headers(max) gives Lua: one value → string, repeats → array, and only the first
+ * `max` header lines (each repeat is a line; the rest are silently left out, ngx's "truncated" second
+ * value never crosses Kong's bridge). Lines are counted in the map's order: first appearance of each name,
+ * its repeats with it, which is nginx's order unless a client interleaves repeated names.
+ */
+export function headersAsLua(
+  h: HeaderMap,
+  max: number = DEFAULT_MAX_HEADERS,
+): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
-  for (const [k, v] of h) out[k] = v.length === 1 ? v[0]! : [...v];
+  let left = max;
+  for (const [k, v] of h) {
+    if (left <= 0) break;
+    const kept = v.slice(0, left);
+    left -= kept.length;
+    if (kept.length > 0) out[k] = kept.length === 1 ? kept[0]! : kept;
+  }
   return out;
 }
 

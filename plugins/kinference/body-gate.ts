@@ -1,10 +1,16 @@
 import type { FallbackReason } from '../../src/core/fallback.js';
-import type { RequestHeaders } from './pdk.js';
+import { MAX_REQUEST_HEADERS, type RequestHeaders } from './pdk.js';
 
 /** Whether the access phase may fetch the body, decided from the request headers alone. */
 export type BodyGate = { read: true } | { read: false; reason: FallbackReason; detail: string };
 
 const first = (h: RequestHeaders, name: string): string | undefined => h[name]?.[0];
+
+function headerLines(h: RequestHeaders): number {
+  let n = 0;
+  for (const v of Object.values(h)) n += v.length;
+  return n;
+}
 
 /**
  * The body crosses the plugin-server socket only when it is known to be there and at most max_body_bytes:
@@ -17,6 +23,12 @@ export function bodyGate(headers: RequestHeaders, maxBodyBytes: number): BodyGat
   if (encoding && encoding !== 'identity')
     return { read: false, reason: 'body_compressed', detail: `Content-Encoding ${encoding.slice(0, 40)}` };
   const length = first(headers, 'content-length');
+  if (length === undefined && headerLines(headers) >= MAX_REQUEST_HEADERS)
+    return {
+      read: false,
+      reason: 'body_length_unknown',
+      detail: `${MAX_REQUEST_HEADERS} request headers or more: Kong reads only that many, Content-Length may be past them`,
+    };
   if (length === undefined) {
     if (first(headers, 'transfer-encoding') !== undefined)
       return {

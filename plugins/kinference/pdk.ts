@@ -14,6 +14,12 @@ export type SharedValue = string | number | boolean;
 /** Request headers: lower-cased name → values in arrival order. */
 export type RequestHeaders = Record<string, string[]>;
 
+/**
+ * Header lines asked of kong.request.get_headers: its most. Its default, 100, is easily passed by a client
+ * or proxies that add many headers, and the lines past it (Content-Length, traceparent) are dropped silently.
+ */
+export const MAX_REQUEST_HEADERS = 1000;
+
 export interface AccessPdk {
   /**
    * kong.request.get_raw_body(max_allowed_file_size): a body nginx spooled to a temp file is read from it when
@@ -21,6 +27,7 @@ export interface AccessPdk {
    * Kong's bridge cannot pack (fix_raw) — a Lua error, a 500, and an event never stepped again.
    */
   getRawBody(maxFileBytes: number): Promise<Uint8Array | string | undefined>;
+  /** kong.request.get_headers(MAX_REQUEST_HEADERS). */
   getHeaders(): Promise<RequestHeaders>;
   setTarget(host: string, port: number): Promise<void>;
   /** kong.service.request.set_headers: one round trip for any number of upstream headers. */
@@ -49,7 +56,7 @@ function headerMap(v: unknown): RequestHeaders {
 
 export function wrapKong(kong: RawKong): AccessPdk & LogPdk {
   const k = kong as unknown as {
-    request: { getRawBody(maxFile: number): Promise<unknown>; getHeaders(): Promise<unknown> };
+    request: { getRawBody(maxFile: number): Promise<unknown>; getHeaders(max: number): Promise<unknown> };
     service: {
       setTarget(h: string, p: number): Promise<unknown>;
       request: { setHeaders(h: Record<string, string>): Promise<unknown> };
@@ -64,7 +71,7 @@ export function wrapKong(kong: RawKong): AccessPdk & LogPdk {
       return b instanceof Uint8Array || typeof b === 'string' ? b : undefined;
     },
     async getHeaders() {
-      return headerMap(await k.request.getHeaders());
+      return headerMap(await k.request.getHeaders(MAX_REQUEST_HEADERS));
     },
     async setTarget(host, port) {
       await k.service.setTarget(host, port);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { bodyGate } from '../../../plugins/kinference/body-gate.js';
+import { MAX_REQUEST_HEADERS } from '../../../plugins/kinference/pdk.js';
 
 const MAX = 32768;
 
@@ -28,6 +29,16 @@ describe('bodyGate: the body is fetched only when its headers say it is there an
       reason: 'body_length_unknown',
     });
     expect(bodyGate({ 'content-length': ['12abc'] }, MAX)).toMatchObject({ reason: 'body_length_unknown' });
+  });
+
+  it('with as many header lines as Kong reads and no Content-Length among them, the size is unknown, not empty', () => {
+    const many: Record<string, string[]> = {};
+    for (let i = 0; i < MAX_REQUEST_HEADERS - 2; i++) many[`x-h${i}`] = ['1'];
+    many['x-repeated'] = ['a', 'b']; // each repeat is a line
+    expect(bodyGate(many, MAX)).toMatchObject({ read: false, reason: 'body_length_unknown' });
+    delete many['x-h0'];
+    expect(bodyGate(many, MAX)).toMatchObject({ read: false, reason: 'body_empty' });
+    expect(bodyGate({ ...many, 'x-h0': ['1'], 'content-length': ['10'] }, MAX)).toEqual({ read: true });
   });
 
   it('a compressed body is body_compressed, not invalid_utf8; identity is no encoding', () => {

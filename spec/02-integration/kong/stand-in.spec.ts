@@ -167,6 +167,27 @@ describe('Kong stand-in with the real plugin server', () => {
     expect(got.headers['x-probe-missing']).toBe('undefined'); // nil → no Data key → undefined in JS
   });
 
+  it('get_headers reads the first 100 header lines unless told more (up to 1000), like Kong', async () => {
+    const many: Record<string, string> = {};
+    for (let i = 0; i < 120; i++) many[`x-h${String(i).padStart(3, '0')}`] = String(i);
+    const seen = async (cmd: unknown): Promise<Record<string, unknown>> => {
+      await post('/probe', cmd, many);
+      return JSON.parse(String(main.requests.at(-1)!.headers['x-probe-headers'])) as Record<string, unknown>;
+    };
+    const dflt = await seen({ getHeaders: true });
+    expect(Object.keys(dflt)).toHaveLength(100);
+    expect(dflt['x-h000']).toEqual(['0']);
+    expect(dflt['x-h119']).toBeUndefined();
+    const all = await seen({ getHeaders: 1000 });
+    expect(all['x-h119']).toEqual(['119']);
+    expect(all['content-length']).toBeDefined();
+    // get_header searches the same first 100 lines.
+    await post('/probe', { getHeader: 'x-h119' }, many);
+    expect(main.requests.at(-1)!.headers['x-probe-header']).toBe('undefined');
+    const bad = await post('/probe', { getHeaders: 1001 });
+    expect(bad.status).toBe(500);
+  });
+
   it('kong.response.exit answers the client and is never stepped again', async () => {
     const before = main.requests.length;
     const r = await post('/probe', {

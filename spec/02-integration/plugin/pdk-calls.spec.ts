@@ -272,6 +272,19 @@ describe('kinference plugin PDK calls (real plugin server)', () => {
     });
   });
 
+  it('reads past Kong’s default 100 headers: a Content-Length sent after 150 others still routes', async () => {
+    const many: Record<string, string> = {};
+    for (let i = 0; i < 150; i++) many[`x-proxy-${i}`] = String(i);
+    const r = await send('plain', body, many); // fetch adds content-length after these
+    expect(r.status).toBe(200);
+    expect(await r.json()).toMatchObject({ served_by: 'pod-b' });
+    const e = events.filter((x) => x.phase === 'access').at(-1)!;
+    expect(e.outcome.kind === 'done' && e.outcome.result.steps[0]).toMatchObject({
+      method: 'kong.request.get_headers',
+      args: [1000],
+    });
+  });
+
   it('compressed, empty and chunked bodies are not fetched, each with its own reason', async () => {
     const gz = await fetch(`${gw.url}/exposed/v1/chat/completions`, {
       method: 'POST',
