@@ -109,6 +109,8 @@ export class StreamWorker {
   #head = 0;
   #busy = false;
   #resyncing = false;
+  /** The index came back and a recovery resync is queued: until it has run, the pod is not rebuilt. */
+  #recoveryPending = false;
   #stopped = false;
   #lastSeq: number | null = null;
   #drainDone: Promise<void> = Promise.resolve();
@@ -180,6 +182,7 @@ export class StreamWorker {
       },
       recovered: () => {
         this.log.info('index reachable again: clearing and rebuilding pod');
+        this.#recoveryPending = true;
         this.writer.write({ address: this.spec.address, resyncing: true });
         this.#control(() => this.#resync('recovery', null));
       },
@@ -486,7 +489,10 @@ export class StreamWorker {
 
   async #resync(kind: ResyncKind, trigger: SequencedPayload | null): Promise<void> {
     if (kind === 'restart' || kind === 'restart_signal') this.#forgetProcess(kind);
-    else if (kind === 'recovery') this.#clearPod('recovery');
+    else if (kind === 'recovery') {
+      this.#recoveryPending = false;
+      this.#clearPod('recovery');
+    }
     let sameProcess: boolean | null = null;
     // Now either fresh (lastSeq null: nothing ingested since the last clear) or after lastSeq. Fresh, a
     // live seq 0 needs nothing older.
@@ -505,7 +511,9 @@ export class StreamWorker {
       }
     }
     if (trigger !== null && !this.#stopped) this.#afterResync(trigger, sameProcess);
-    this.#setResyncing(false);
+    // The index may have lost this pod's writes meanwhile (dropped queue, suspended writes): what was just
+    // replayed is gone, and the pod stays resyncing until the recovery ahead has rebuilt it.
+    this.#setResyncing(this.queue.suspended || this.#recoveryPending);
   }
 
   /**

@@ -118,4 +118,37 @@ describe('collector against Redis trouble (real Redis, ZMQ)', () => {
     await w.queue.drained();
     expect(await cachedBlocks(index, 'pod-r', tokens)).toBe(0);
   });
+
+  it('Redis loses the pod during a replay: the pod stays resyncing until the recovery has rebuilt it', async () => {
+    const w = await start('pod-l');
+    const tokens = freshTokens(2);
+    await pub!.publish([{ type: 'BlockStored', hashes: hashes(2), parent: null, tokens, blockSize: BS }]);
+    await waitCached(index, 'pod-l', tokens, 2);
+    // Every resyncing flag the worker writes, with how many recovery rebuilds had started by then.
+    const flags: { resyncing: boolean; recoveries: number }[] = [];
+    const upsert = index.upsertPodState.bind(index);
+    index.upsertPodState = (pod, patch) => {
+      if (pod.podId === 'pod-l' && patch.resyncing !== undefined)
+        flags.push({ resyncing: patch.resyncing, recoveries: w.stats.podClears.recovery });
+      return upsert(pod, patch);
+    };
+    try {
+      // A gap starts a replay; while the collector waits for it, Redis loses everything.
+      pub!.beforeReplay = async () => {
+        pub!.beforeReplay = null;
+        await redis.client.flushall();
+        await waitFor('loss found', () => w.queue.losses.missing === 1);
+      };
+      await pub!.publish([{ type: 'AllBlocksCleared' }], { drop: true });
+      await pub!.publish([]);
+      await waitFor('rebuilt', () => w.stats.podClears.recovery === 1 && !w.resyncing, 10_000);
+      await waitCached(index, 'pod-l', tokens, 0); // the replay carried the clear
+      const early = flags.filter((f) => !f.resyncing && f.recoveries === 0);
+      expect(flags.some((f) => f.resyncing)).toBe(true);
+      expect(early).toEqual([]);
+      expect((await index.listPods(MODEL)).find((p) => p.podId === 'pod-l')?.resyncing).toBe(false);
+    } finally {
+      index.upsertPodState = upsert;
+    }
+  });
 });

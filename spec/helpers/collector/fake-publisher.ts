@@ -17,6 +17,8 @@ export class FakeVllmPublisher {
   endpoint = '';
   replayEndpoint = '';
   replayRequests = 0;
+  /** Awaited before each replay is answered: lets a test act while the collector waits on its replay. */
+  beforeReplay: (() => Promise<void>) | null = null;
   #loop: Promise<void> | null = null;
 
   constructor(
@@ -52,6 +54,7 @@ export class FakeVllmPublisher {
         if (frames.length !== 3) continue; // vLLM logs and ignores other shapes
         const [id, , start] = frames as [Buffer, Buffer, Buffer];
         this.replayRequests++;
+        await this.beforeReplay?.();
         const from = Number(start.readBigUInt64BE(0));
         for (const b of this.buffer)
           if (b.seq >= from) await router.send([id, Buffer.alloc(0), seqFrame(b.seq), b.payload]);
