@@ -309,7 +309,8 @@ export class Collector {
             check:
               `vLLM's --kv-events-config needs "enable_kv_cache_events": true, "publisher": "zmq", an "endpoint" ` +
               `bound on the port of ${w.spec.kvEvents}, and a "topic" equal to kv_events_topic ` +
-              `(${JSON.stringify(w.spec.topic)} here; vLLM's default is "", and an empty kv_events_topic hears every topic)`,
+              `(${JSON.stringify(w.spec.topic)} here; vLLM's default is "", and an empty kv_events_topic hears every topic); ` +
+              `prefix caching must be on too (vLLM's default): without it vLLM publishes nothing`,
           },
         );
       else if (verdict === 'heard') log.info('KV events arriving now', { endpoint: w.spec.kvEvents });

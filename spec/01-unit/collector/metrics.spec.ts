@@ -41,7 +41,12 @@ describe('vLLM /metrics', () => {
       ].join('\n'),
     );
     const pod = extractVllmMetrics(parsePromText(text));
-    expect(pod).toMatchObject({ blockSize: 16, numGpuBlocks: 27000, processStartTimeSec: 1.7e9 });
+    expect(pod).toMatchObject({
+      blockSize: 16,
+      numGpuBlocks: 27000,
+      prefixCaching: true,
+      processStartTimeSec: 1.7e9,
+    });
     expect(engineView(pod, 0)).toMatchObject({
       running: 3,
       waiting: 2,

@@ -182,7 +182,36 @@ describe('collector: what an operator relies on (real Redis, ZMQ, HTTP)', () => 
     });
     expect(String(silent()!.check)).toContain('"topic" equal to kv_events_topic');
     expect(String(silent()!.check)).toContain('enable_kv_cache_events');
+    expect(String(silent()!.check)).toContain('prefix caching');
     expect(records.filter((r) => String(r.msg).startsWith('no KV event received'))).toHaveLength(1);
+  });
+
+  it('warns once when a pod runs with prefix caching off, and again only after it was back on', async () => {
+    newIndex();
+    let caching = 'False';
+    const m = await metricsServer(() =>
+      vllmExposition(
+        { '0': { running: 1 } },
+        `vllm:cache_config_info{block_size="16",enable_prefix_caching="${caching}",num_gpu_blocks="100"} 1.0\n`,
+      ),
+    );
+    server = m.server;
+    const { log, records } = recordingLogger();
+    start([{ id: 'pod-p', model: MODEL, address: '127.0.0.1:18024', metrics: m.url }], log);
+    await collector!.start();
+    const warned = (): Record<string, unknown>[] =>
+      records.filter((r) => String(r.msg).startsWith('prefix caching is off'));
+    await waitFor('warning', () => warned().length > 0);
+    for (let i = 0; i < 3; i++) {
+      const seen = collector!.scraper('pod-p')!.lastPod;
+      await waitFor('another scrape', () => collector!.scraper('pod-p')!.lastPod !== seen);
+    }
+    expect(warned()).toHaveLength(1);
+    expect(warned()[0]).toMatchObject({ level: 'warn', pod: 'pod-p', url: m.url });
+    caching = 'True';
+    await waitFor('on again', () => collector!.scraper('pod-p')!.lastPod?.prefixCaching === true);
+    caching = 'False';
+    await waitFor('warned again', () => warned().length === 2);
   });
 
   it('an endpoint ZMQ refuses is reported, not thrown', async () => {

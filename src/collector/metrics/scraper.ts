@@ -65,6 +65,7 @@ export class MetricsScraper {
   #inFlight: Promise<boolean> | null = null;
   #lastStart: number | null = null;
   #warnedBlockSize = false;
+  #warnedNoPrefixCaching = false;
   /** unhealthy_after_failures scrapes in a row failed. */
   #unreachable = false;
   /** Per target: the load series its last scrape lacked (empty: none). */
@@ -152,6 +153,17 @@ export class MetricsScraper {
         },
       );
     }
+
+    if (pod.prefixCaching === false && !this.#warnedNoPrefixCaching) {
+      this.#warnedNoPrefixCaching = true;
+      this.opts.log.warn(
+        'prefix caching is off on this pod: it reuses no cached prompt and publishes no KV events, so routing cannot help it',
+        {
+          url: this.opts.url,
+          check: 'start vLLM without --no-enable-prefix-caching (prefix caching is on by default)',
+        },
+      );
+    } else if (pod.prefixCaching === true) this.#warnedNoPrefixCaching = false;
 
     this.targets.forEach((t, i) => {
       const m = engineView(pod, t.rank);

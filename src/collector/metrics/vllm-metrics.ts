@@ -38,6 +38,8 @@ export interface PodMetrics {
   /** From vllm:cache_config_info's labels. */
   blockSize: number | null;
   numGpuBlocks: number | null;
+  /** enable_prefix_caching ("True"/"False", Python's str of the flag); null when not shown. */
+  prefixCaching: boolean | null;
   /** process_start_time_seconds: changes when the server restarts. */
   processStartTimeSec: number | null;
 }
@@ -105,17 +107,24 @@ function intLabel(v: string | undefined): number | null {
   return Number.isInteger(n) && n > 0 ? n : null;
 }
 
+function boolLabel(v: string | undefined): boolean | null {
+  const t = v?.trim().toLowerCase();
+  return t === 'true' ? true : t === 'false' ? false : null;
+}
+
 /** Picks the series we use out of a scrape. Series split by other labels (model_name, LoRA) are summed. */
 export function extractVllmMetrics(samples: readonly PromSample[]): PodMetrics {
   const engines = new Map<string, EngineMetrics>();
   const ranks = new Map<string, number>();
   let blockSize: number | null = null;
   let numGpuBlocks: number | null = null;
+  let prefixCaching: boolean | null = null;
   let processStartTimeSec: number | null = null;
   for (const s of samples) {
     if (s.name === 'vllm:cache_config_info') {
       blockSize ??= intLabel(s.labels.block_size);
       numGpuBlocks ??= intLabel(s.labels.num_gpu_blocks);
+      prefixCaching ??= boolLabel(s.labels.enable_prefix_caching);
       continue;
     }
     if (s.name === 'process_start_time_seconds') {
@@ -134,7 +143,7 @@ export function extractVllmMetrics(samples: readonly PromSample[]): PodMetrics {
     ranks.set(slot, hit.rank);
     m[hit.field] = (m[hit.field] ?? 0) + s.value;
   }
-  return { engines, blockSize, numGpuBlocks, processStartTimeSec };
+  return { engines, blockSize, numGpuBlocks, prefixCaching, processStartTimeSec };
 }
 
 /** One engine's KV cache in tokens (cache_config_info), the pod's block size if it gives none; null unknown. */
