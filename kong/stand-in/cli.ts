@@ -1,4 +1,5 @@
 import { KinferenceError } from '../../src/core/errors.js';
+import { listenError } from '../../src/util/listen-failure.js';
 import { startGateway, stderrLogger } from './gateway.js';
 
 export interface GatewayCliOptions {
@@ -29,6 +30,9 @@ export async function runGateway(opts: GatewayCliOptions): Promise<void> {
     logger: stderrLogger(opts.logLevel as 'notice'),
     ...(opts.pluginsDir ? { pluginsDir: opts.pluginsDir } : {}),
     ...(opts.prefix ? { prefix: opts.prefix } : {}),
+  }).catch((e: unknown) => {
+    // A busy or foreign --listen address: one line and exit 2, not a stack trace.
+    throw listenError(`--listen ${opts.listen}`, e);
   });
   process.stderr.write(`kinference gateway listening on ${gw.url} (Kong stand-in, ${opts.kongConfig})\n`);
   await new Promise<void>((resolve) => {

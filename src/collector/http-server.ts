@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import { KinferenceError } from '../core/errors.js';
+import { listenError } from '../util/listen-failure.js';
 import type { Collector } from './collector.js';
 
 export interface CollectorServer {
@@ -12,23 +12,6 @@ function splitListen(listen: string): { host: string; port: number } {
   const i = listen.lastIndexOf(':');
   const host = listen.slice(0, i).replace(/^\[|\]$/g, '') || '0.0.0.0';
   return { host, port: Number(listen.slice(i + 1)) };
-}
-
-const LISTEN_FAILURES: Record<string, string> = {
-  EADDRINUSE:
-    'address already in use: another process listens there (pick another port, or 0 for a free one)',
-  EACCES: 'permission denied (ports below 1024 need privileges)',
-  EADDRNOTAVAIL: 'address not available: no interface of this machine has that address',
-  ENOTFOUND: 'host name not found',
-  EAI_AGAIN: 'host name not resolvable right now',
-};
-
-/** A listen failure the operator can fix in the config becomes a config error (`kinference: …`, exit 2). */
-function listenError(listen: string, err: Error & { code?: string }): Error {
-  const why = err.code ? LISTEN_FAILURES[err.code] : undefined;
-  return why
-    ? new KinferenceError('KINF_ERR_CONFIG', `collector.listen ${listen}: ${why}`, { cause: err })
-    : err;
 }
 
 /** GET /metrics (Prometheus text, the collector's own registry) and GET /healthz (JSON, 503 when not ok). */
@@ -52,7 +35,7 @@ export async function startCollectorServer(collector: Collector, listen: string)
   });
   const { host, port } = splitListen(listen);
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (err) => reject(listenError(listen, err)));
+    server.once('error', (err) => reject(listenError(`collector.listen ${listen}`, err)));
     server.listen(port, host, () => resolve());
   });
   const addr = server.address();

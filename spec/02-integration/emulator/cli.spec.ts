@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -74,6 +75,28 @@ describe('kinference emulator (CLI, child process)', () => {
     }
     expect(await emu.exited).toBe(0);
   });
+
+  it.each([
+    ['HTTP port', 0, (port: number) => `127.0.0.1:${port}`],
+    ['KV-event endpoint', 1, (port: number) => `tcp://127.0.0.1:${port}`],
+  ] as const)(
+    "exits 2 naming the address when a pod's %s is taken, without a stack trace",
+    async (_what, i, address) => {
+      const { file, ports } = await fleetFile();
+      const busy = createServer();
+      await new Promise<void>((r) => busy.listen(ports[i], '127.0.0.1', () => r()));
+      try {
+        const emu = run(['--config', file, '--pod', 'a']);
+        expect(await emu.exited).toBe(2);
+        expect(emu.output()).toContain(
+          `kinference: ${file}: ${address(ports[i]!)}: address already in use: another process listens there`,
+        );
+        expect(emu.output()).not.toMatch(/\n\s+at /);
+      } finally {
+        await new Promise((r) => busy.close(r));
+      }
+    },
+  );
 
   it('exits 2 with a message for an unknown profile', async () => {
     const { file } = await fleetFile('no-such-gpu');

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -88,6 +89,40 @@ describe('kinference gateway (CLI)', () => {
     const code = await new Promise<number | null>((resolve) => proc.once('exit', resolve));
     expect(code).toBe(2);
     expect(stderr).toMatch(/_format_version must be "3.0"/);
+  });
+
+  it('fails with a clear message, not a stack trace, when --listen is taken', async () => {
+    const yamlPath = join(dir, 'busy.yaml');
+    writeFileSync(yamlPath, stringify(kongConfigFor(upstream.url, { index: 'memory' })));
+    const port = await freePort();
+    const busy = createServer();
+    await new Promise<void>((r) => busy.listen(port, '127.0.0.1', () => r()));
+    try {
+      const proc = spawn(
+        process.execPath,
+        [
+          '--import',
+          'tsx',
+          'src/cli/main.ts',
+          'gateway',
+          '--kong-config',
+          yamlPath,
+          '--listen',
+          `127.0.0.1:${port}`,
+          '--plugins-dir',
+          plugin.dir,
+        ],
+        { cwd: packageRoot(), stdio: ['ignore', 'ignore', 'pipe'] },
+      );
+      let stderr = '';
+      proc.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+      const code = await new Promise<number | null>((resolve) => proc.once('exit', resolve));
+      expect(code).toBe(2);
+      expect(stderr).toContain(`kinference: --listen 127.0.0.1:${port}: address already in use`);
+      expect(stderr).not.toMatch(/\n\s+at /);
+    } finally {
+      await new Promise((r) => busy.close(r));
+    }
   });
 
   it("accepts the repository's kong/kong.yaml: it parses, and its plugin config passes Kong's and our checks", () => {

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { RunEmulatorOptions } from '../../../emulator/run.js';
+import { failedListenAddress, listenError } from '../../util/listen-failure.js';
 
 export function registerEmulator(program: Command): void {
   program
@@ -13,6 +14,9 @@ export function registerEmulator(program: Command): void {
     .option('--bind-host <host>', 'listen on this host instead of each address host (e.g. 0.0.0.0)')
     .action(async (opts: RunEmulatorOptions) => {
       const { runEmulator } = await import('../../../emulator/run.js');
-      await runEmulator(opts);
+      await runEmulator(opts).catch((e: unknown) => {
+        // A pod's HTTP port or KV-event endpoint that cannot be bound: `kinference: <file>: <address>: …`.
+        throw listenError(`${opts.config}: ${failedListenAddress(e) ?? 'listen'}`, e);
+      });
     });
 }
