@@ -10,8 +10,16 @@ export interface Logger {
   child(fields: Record<string, unknown>): Logger;
 }
 
-function errorFields(v: unknown): unknown {
-  return v instanceof Error ? { name: v.name, message: v.message, code: (v as { code?: unknown }).code } : v;
+function errorFields(v: unknown, depth = 0): unknown {
+  if (!(v instanceof Error)) return v;
+  const out: Record<string, unknown> = {
+    name: v.name,
+    message: v.message,
+    code: (v as { code?: unknown }).code,
+  };
+  // fetch() says only "fetch failed"; why (ECONNREFUSED, ENOTFOUND for a mistyped host…) is in its cause.
+  if (v.cause !== undefined && depth < 3) out.cause = errorFields(v.cause, depth + 1);
+  return out;
 }
 
 export function createLogger(

@@ -40,7 +40,12 @@ export async function runCollector(configPath: string): Promise<void> {
     address: server.address,
     redis: fleet.redis_url.replace(/\/\/[^@/]*@/, '//***@'),
   });
-  await collector.start();
+  await collector.start().catch((e: unknown) => {
+    // Unusable Kubernetes credentials: `kinference: <file>: …`, exit 2, as for the listen address.
+    throw isKinferenceError(e, 'KINF_ERR_CONFIG')
+      ? new KinferenceError(e.code, `${configPath}: ${e.message}`, { cause: e })
+      : e;
+  });
 
   await new Promise<void>((resolve) => {
     const shutdown = (signal: string): void => {

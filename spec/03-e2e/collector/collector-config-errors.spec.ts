@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,13 +7,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../helpers/ports.js';
 
 /** `kinference collector --config <yaml>` as an operator runs it: exit code and stderr. */
-function runCollector(config: string): Promise<{ code: number | null; stderr: string }> {
+function runCollector(
+  config: string,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve) => {
     const p = spawn(
       process.execPath,
       ['--import', 'tsx', 'src/cli/main.ts', 'collector', '--config', config],
       {
         stdio: ['ignore', 'ignore', 'pipe'],
+        env,
       },
     );
     let stderr = '';
@@ -101,6 +105,59 @@ describe('kinference collector: configuration errors are one message and exit 2,
     expect(code).toBe(2);
     expect(stderr).toBe(
       `kinference: ${file}: collector.listen 127.0.0.1:${busyPort}: address already in use: another process listens there (pick another port, or 0 for a free one)\n`,
+    );
+  });
+
+  describe('kubernetes: discovery without usable credentials', () => {
+    const k8sFleet = (collector: string[] = []): string =>
+      [
+        'redis_url: redis://127.0.0.1:1/0',
+        'models:',
+        '  M/test: { tokenizer: "tiktoken:o200k_base", chat_template: chatml, block_size: 16 }',
+        'kubernetes: { namespace: llm, service: vllm, model: M/test }',
+        'collector:',
+        '  listen: 127.0.0.1:0',
+        ...collector.map((l) => `  ${l}`),
+        '',
+      ].join('\n');
+    // No KUBECONFIG and an empty HOME: only an explicit kubeconfig or in-cluster credentials could apply.
+    const bareEnv = (): NodeJS.ProcessEnv => {
+      const env: NodeJS.ProcessEnv = { ...process.env, HOME: dir };
+      delete env.KUBECONFIG;
+      return env;
+    };
+
+    it('a collector.kubeconfig file that does not exist', async () => {
+      const file = join(dir, 'k8s-missing.yaml');
+      const kc = join(dir, 'no-such-kubeconfig');
+      writeFileSync(file, k8sFleet([`kubeconfig: ${kc}`]));
+      const { code, stderr } = await runCollector(file, bareEnv());
+      expect(code).toBe(2);
+      expect(stderr).toContain(`kinference: ${file}: kubernetes: collector.kubeconfig ${kc}: ENOENT`);
+      expect(stderr).not.toMatch(/\n\s+at /);
+    });
+
+    it('a kubeconfig without a current cluster', async () => {
+      const file = join(dir, 'k8s-nocluster.yaml');
+      const kc = join(dir, 'kubeconfig-empty');
+      writeFileSync(kc, 'apiVersion: v1\nkind: Config\n');
+      writeFileSync(file, k8sFleet());
+      const { code, stderr } = await runCollector(file, { ...bareEnv(), KUBECONFIG: kc });
+      expect(code).toBe(2);
+      expect(stderr).toContain(`kinference: ${file}: kubernetes: ${kc}: no current cluster`);
+      expect(stderr).not.toMatch(/\n\s+at /);
+    });
+
+    it.skipIf(existsSync('/var/run/secrets/kubernetes.io/serviceaccount/token'))(
+      'no kubeconfig anywhere and not in a cluster',
+      async () => {
+        const file = join(dir, 'k8s-none.yaml');
+        writeFileSync(file, k8sFleet());
+        const { code, stderr } = await runCollector(file, bareEnv());
+        expect(code).toBe(2);
+        expect(stderr).toContain(`kinference: ${file}: kubernetes: no credentials: set collector.kubeconfig`);
+        expect(stderr).not.toMatch(/\n\s+at /);
+      },
     );
   });
 });

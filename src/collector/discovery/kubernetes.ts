@@ -6,12 +6,50 @@ import {
   type V1EndpointSlice,
 } from '@kubernetes/client-node';
 import type { ObjectCache } from '@kubernetes/client-node';
+import { existsSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { KinferenceError } from '../../core/errors.js';
 import type { Logger } from '../logger.js';
 import type { PodSpec } from '../pods.js';
 import type { Discovery } from './discovery.js';
 import { podsFromEndpointSlices, type KubernetesSection } from './endpoint-slices.js';
 
 const SERVICE_LABEL = 'kubernetes.io/service-name';
+const IN_CLUSTER_TOKEN = '/var/run/secrets/kubernetes.io/serviceaccount/token';
+
+/**
+ * The credentials for `kubernetes:` discovery: `path`, else $KUBECONFIG, ~/.kube/config, in-cluster. A missing
+ * or unusable kubeconfig is a config error: client-node would throw "No active cluster!" with a stack trace,
+ * or, with no credentials at all, fall back to http://localhost:8080 and fail every 2 s with a TLS message.
+ */
+export function loadKubeConfig(path: string | undefined): KubeConfig {
+  const kc = new KubeConfig();
+  const envKubeconfig = process.env.KUBECONFIG || undefined; // client-node ignores an empty one too
+  const source = path ?? envKubeconfig ?? join(homedir(), '.kube', 'config');
+  const inCluster = path === undefined && envKubeconfig === undefined && !existsSync(source);
+  if (inCluster && !existsSync(IN_CLUSTER_TOKEN))
+    throw new KinferenceError(
+      'KINF_ERR_CONFIG',
+      'kubernetes: no credentials: set collector.kubeconfig or KUBECONFIG, create ~/.kube/config, or run ' +
+        `in a pod with a service account (${IN_CLUSTER_TOKEN})`,
+    );
+  const where = path !== undefined ? `collector.kubeconfig ${path}` : inCluster ? 'in-cluster' : source;
+  try {
+    if (path !== undefined) kc.loadFromFile(path);
+    else kc.loadFromDefault();
+  } catch (e) {
+    throw new KinferenceError('KINF_ERR_CONFIG', `kubernetes: ${where}: ${(e as Error).message}`, {
+      cause: e,
+    });
+  }
+  if (!kc.getCurrentCluster())
+    throw new KinferenceError(
+      'KINF_ERR_CONFIG',
+      `kubernetes: ${where}: no current cluster (check current-context and its cluster)`,
+    );
+  return kc;
+}
 
 /**
  * Follows the EndpointSlices of one Service with @kubernetes/client-node's informer (list, then watch
@@ -31,9 +69,7 @@ export class KubernetesDiscovery implements Discovery {
   ) {}
 
   async start(onChange: (pods: PodSpec[]) => void): Promise<void> {
-    const kc = new KubeConfig();
-    if (this.kubeconfigPath) kc.loadFromFile(this.kubeconfigPath);
-    else kc.loadFromDefault();
+    const kc = loadKubeConfig(this.kubeconfigPath);
     const api = kc.makeApiClient(DiscoveryV1Api);
     const { namespace, service } = this.k8s;
     const labelSelector = `${SERVICE_LABEL}=${service}`;
