@@ -132,6 +132,13 @@ async function podTokens(
   return json.tokens as number[];
 }
 
+/** fetch() rejects with "fetch failed" alone; the reason (ECONNREFUSED, ENOTFOUND…) is its cause. */
+function describeFetchError(e: unknown): string {
+  const msg = e instanceof Error ? e.message : String(e);
+  const cause = e instanceof Error ? e.cause : undefined;
+  return cause instanceof Error ? `${msg}: ${cause.message}` : msg;
+}
+
 /** Renders + tokenizes each sample with our tokenizer and compares with each pod's /tokenize. */
 export async function verifyTokenizer(opts: VerifyOptions): Promise<VerifyResult[]> {
   const cfg = loadFleetConfig(opts.config);
@@ -162,7 +169,7 @@ export async function verifyTokenizer(opts: VerifyOptions): Promise<VerifyResult
           ...base,
           ...compareTokens(ours, []),
           theirs_count: 0,
-          error: `pod: ${(e as Error).message}`,
+          error: `pod: ${describeFetchError(e)}`,
         });
         continue;
       }
@@ -185,7 +192,8 @@ export function formatTable(results: VerifyResult[]): string {
       r.pod,
       r.model,
       r.sample,
-      r.match ? 'match' : 'MISMATCH',
+      // A pod that did not answer says nothing about the tokenizer: not a MISMATCH.
+      r.match ? 'match' : r.error !== undefined ? 'ERROR' : 'MISMATCH',
       String(r.first_mismatch ?? '-'),
       `${r.ours_count}/${r.theirs_count}`,
       r.error ?? '',

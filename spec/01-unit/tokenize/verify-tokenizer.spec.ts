@@ -123,6 +123,46 @@ describe('kinference verify-tokenizer', () => {
     });
   });
 
+  it('calls an unreachable pod an ERROR with its cause, not a tokenizer MISMATCH', async () => {
+    const port = await freePort(); // nothing listens there
+    const cfg = join(dir, 'down.yaml');
+    writeFileSync(
+      cfg,
+      [
+        'redis_url: redis://127.0.0.1:6379/0',
+        'models:',
+        `  ${MODEL}:`,
+        `    tokenizer: hf:${QWEN_DIR}/tokenizer.json`,
+        `    chat_template: hf:${QWEN_DIR}/tokenizer_config.json`,
+        'pods:',
+        `  - { id: pod-down, model: ${MODEL}, address: "127.0.0.1:${port}" }`,
+        '',
+      ].join('\n'),
+    );
+    const err = (await cli(['--config', cfg, '--format', 'table']).catch((e: unknown) => e)) as {
+      code: number;
+      stdout: string;
+    };
+    expect(err.code).toBe(1);
+    const rows = err.stdout.trim().split('\n').slice(1);
+    expect(rows).toHaveLength(3);
+    for (const row of rows) {
+      expect(row.split('\t')[3]).toBe('ERROR');
+      expect(row).toMatch(/pod: fetch failed: .*ECONNREFUSED/);
+    }
+  });
+
+  it('rejects an unknown --format instead of printing JSON', async () => {
+    const err = (await cli(['--config', goodCfg, '--format', 'tabel']).catch((e: unknown) => e)) as {
+      code: number;
+      stdout: string;
+      stderr: string;
+    };
+    expect(err.code).not.toBe(0);
+    expect(err.stdout).toBe('');
+    expect(err.stderr).toMatch(/'tabel' is invalid\. Allowed choices are json, table/);
+  });
+
   it('compareTokens finds the first difference', () => {
     expect(compareTokens([1, 2, 3], [1, 2, 3])).toEqual({
       match: true,

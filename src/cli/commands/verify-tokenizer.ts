@@ -1,4 +1,4 @@
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 
 export function registerVerifyTokenizer(program: Command): void {
   program
@@ -9,7 +9,12 @@ export function registerVerifyTokenizer(program: Command): void {
     .requiredOption('--config <file.yaml>', 'fleet configuration (models, pods)')
     .option('--pod <id>', 'check only this pod (default: the first pod of each model)')
     .option('--body <request.json>', 'a chat-completions body to check instead of the built-in samples')
-    .option('--format <json|table>', 'report format on stdout', 'json')
+    // Choices: a typo such as `--format tabel` is an error, not silently JSON.
+    .addOption(
+      new Option('--format <json|table>', 'report format on stdout')
+        .choices(['json', 'table'])
+        .default('json'),
+    )
     .action(async (opts: { config: string; pod?: string; body?: string; format: string }) => {
       const { verifyTokenizer, formatTable } = await import('../../tokenize/verify-tokenizer.js');
       const results = await verifyTokenizer(opts);
