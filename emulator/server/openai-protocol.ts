@@ -33,10 +33,14 @@ function optInt(body: Json, key: string, min: number): Parsed<number | null> {
   return { ok: true, value: v };
 }
 
+export const COMPLETIONS_DEFAULT_MAX_TOKENS = 16;
+
 /** Reads the sampling fields the emulator honours; others (temperature, top_p, seed, stop…) are accepted and ignored. */
 export function parseSamplingParams(body: Json, chat: boolean): Parsed<SamplingParams> {
   const maxKeys = chat ? ['max_completion_tokens', 'max_tokens'] : ['max_tokens'];
-  let maxTokens: number | null = null;
+  // CompletionRequest.max_tokens defaults to 16 (OpenAI's legacy default); an explicit null, and chat's
+  // unset max_tokens, run to max_model_len.
+  let maxTokens: number | null = !chat && !('max_tokens' in body) ? COMPLETIONS_DEFAULT_MAX_TOKENS : null;
   for (const k of maxKeys) {
     const r = optInt(body, k, 1);
     if (!r.ok) return r;
@@ -106,7 +110,10 @@ export interface Usage {
   cachedTokens: number;
 }
 
-/** UsageInfo(prompt_tokens, total_tokens, completion_tokens, prompt_tokens_details). */
+/**
+ * UsageInfo(prompt_tokens, total_tokens, completion_tokens, prompt_tokens_details). `details` is false for
+ * continuous_usage_stats chunks: vLLM builds those without prompt_tokens_details, only the final usage has it.
+ */
 export function usageJson(u: Usage, details: boolean, nullDetails: boolean): Json {
   const out: Json = {
     prompt_tokens: u.promptTokens,

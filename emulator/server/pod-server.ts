@@ -448,10 +448,11 @@ export class EmulatedPod {
     let completion = 0;
     let cached = 0;
     let out = '';
-    const usage = (nullDetails: boolean) =>
+    // final: the usage chunk or body (prompt_tokens_details when enabled); otherwise a continuous-usage chunk.
+    const usage = (final: boolean, nullDetails = false) =>
       usageJson(
         { promptTokens: prompt, completionTokens: completion, cachedTokens: cached },
-        details,
+        final && details,
         nullDetails,
       );
     // Streaming headers go out once, at submit or with the first chunk if the engine emits during submit.
@@ -486,7 +487,7 @@ export class EmulatedPod {
           onFinish: (f: FinishedRequest) => {
             done = true;
             if (f.reason !== 'abort') {
-              if (g.sp.includeUsage) write(sse(usageChunk(head, g.chat, usage(false))));
+              if (g.sp.includeUsage) write(sse(usageChunk(head, g.chat, usage(true))));
               write('data: [DONE]\n\n');
             }
             res.end();
@@ -508,8 +509,8 @@ export class EmulatedPod {
             done = true;
             if (f.reason === 'abort') return void res.end();
             const body = g.chat
-              ? chatResponse(head, out, f.reason, usage(true))
-              : completionResponse(head, out, f.reason, usage(true));
+              ? chatResponse(head, out, f.reason, usage(true, true))
+              : completionResponse(head, out, f.reason, usage(true, true));
             sendJson(res, 200, body);
           },
           onError: (message: string) => {

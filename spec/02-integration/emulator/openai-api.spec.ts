@@ -129,6 +129,47 @@ describe('emulated vLLM OpenAI API (live, real HTTP)', () => {
       1, 2, 3,
     ]);
     expect(chunks.at(-1)?.usage?.completion_tokens).toBe(3);
+
+    // CompletionRequest.max_tokens defaults to 16 (chat's runs to max_model_len).
+    const dflt = await postJson(`${base}/v1/completions`, { model: MODEL, prompt: 'abc', ignore_eos: true });
+    expect(dflt.status).toBe(200);
+    expect((dflt.json.usage as { completion_tokens: number }).completion_tokens).toBe(16);
+    expect((dflt.json.choices as { finish_reason: string }[])[0]?.finish_reason).toBe('length');
+  });
+
+  it('puts prompt_tokens_details on the final usage chunk only, not on continuous usage chunks', async () => {
+    const body = {
+      model: MODEL,
+      messages: [
+        { role: 'system', content: SYSTEM },
+        { role: 'user', content: 'Continuous usage, please.' },
+      ],
+      max_tokens: 3,
+      ignore_eos: true,
+      stream: true,
+      stream_options: { include_usage: true, continuous_usage_stats: true },
+    };
+    const read = async () => {
+      const res = await fetch(`${base}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      const lines = (await res.text()).split('\n\n').filter((l) => l.startsWith('data: {'));
+      return lines.map(
+        (l) => JSON.parse(l.slice(6)) as { choices: unknown[]; usage?: Record<string, unknown> },
+      );
+    };
+    await read();
+    const chunks = await read(); // the repeat hits the cache
+    const final = chunks.at(-1)!;
+    expect(final.choices).toEqual([]);
+    expect(final.usage?.prompt_tokens_details).toMatchObject({ cached_tokens: expect.any(Number) });
+    const continuous = chunks.slice(0, -1);
+    expect(continuous).toHaveLength(4); // role chunk + 3 tokens
+    for (const c of continuous)
+      expect(Object.keys(c.usage ?? {})).toEqual(['prompt_tokens', 'total_tokens', 'completion_tokens']);
+    expect(continuous[0]?.usage?.completion_tokens).toBe(0);
   });
 
   it('serves LoRA adapters as models, /v1/models, /health and /version', async () => {
