@@ -40,12 +40,33 @@ const ERROR_BODY_CHARS = 300;
 const agent = new Agent({ keepAlive: true, maxSockets: 256 });
 
 interface Chunk {
-  choices?: { delta?: { content?: string | null } }[];
+  choices?: {
+    delta?: {
+      content?: string | null;
+      reasoning?: string | null;
+      reasoning_content?: string | null;
+      tool_calls?: unknown[] | null;
+    };
+    /** /v1/completions streams text, not a delta. */
+    text?: string | null;
+  }[];
+  /** vLLM reports a failure inside a 200 stream as `data: {"error": …}` before [DONE]. */
+  error?: unknown;
   usage?: {
     prompt_tokens?: number;
     completion_tokens?: number;
     prompt_tokens_details?: { cached_tokens?: number } | null;
   } | null;
+}
+
+function errorMessage(e: unknown): string {
+  if (typeof e === 'object' && e !== null) {
+    const o = e as { message?: unknown; type?: unknown; code?: unknown };
+    const m = o.message || o.type || o.code;
+    if (m !== undefined && m !== null && m !== '') return String(m).slice(0, ERROR_BODY_CHARS);
+    return JSON.stringify(e).slice(0, ERROR_BODY_CHARS);
+  }
+  return String(e).slice(0, ERROR_BODY_CHARS);
 }
 
 /** POSTs an OpenAI streaming chat body and times the SSE stream; the clock is performance.now(). */
@@ -75,28 +96,54 @@ export function streamChat(
     let errorBody = '';
     let buf = '';
     let streamed = 0;
-    const onLine = (line: string): void => {
-      if (!line.startsWith('data: ')) return;
-      const data = line.slice(6).trim();
-      if (data === '[DONE]') return;
-      let c: Chunk;
-      try {
-        c = JSON.parse(data) as Chunk;
-      } catch {
+    let streamError: string | null = null;
+    let doneSeen = false;
+    const onLine = (raw: string): void => {
+      // GuideLLM's extract_line_data: "data:" lines only; nothing after [DONE] or an error counts.
+      const line = raw.trim();
+      if (doneSeen || streamError !== null || !line.startsWith('data:')) return;
+      const data = line.slice(5).trim();
+      if (data === '[DONE]') {
+        doneSeen = true;
         return;
       }
-      const content = c.choices?.[0]?.delta?.content;
-      if (typeof content === 'string' && content.length > 0) {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(data);
+      } catch {
+        // json.loads raises there: the request is errored.
+        streamError = `unparsable stream line: ${data.slice(0, 80)}`;
+        return;
+      }
+      if (typeof parsed !== 'object' || parsed === null) return;
+      const c = parsed as Chunk;
+      // GuideLLM's _check_streaming_error: an error payload fails the request, whatever came before it.
+      if (c.error !== undefined && c.error !== null && c.error !== false && c.error !== '') {
+        streamError = `stream error: ${errorMessage(c.error)}`;
+        return;
+      }
+      // GuideLLM's add_streaming_line: a line counts as a token iteration when it carries content,
+      // reasoning (reasoning models' TTFT is the first reasoning token), tool-call deltas, or completion text.
+      const choice = c.choices?.[0];
+      const delta = choice?.delta;
+      const content = delta?.content ?? choice?.text;
+      const reasoning = delta?.reasoning || delta?.reasoning_content;
+      const calls = delta?.tool_calls;
+      const toolCalls = Array.isArray(calls) && calls.length > 0;
+      const hasContent = typeof content === 'string' && content.length > 0;
+      if (hasContent || (typeof reasoning === 'string' && reasoning.length > 0) || toolCalls) {
         const now = performance.now();
         t.firstTokenMs ??= now;
         t.lastTokenMs = now;
-        t.text += content;
+        if (hasContent) t.text += content;
         streamed++;
       }
       if (c.usage) {
+        // GuideLLM keeps the last usage object whole: vLLM's continuous usage chunks carry no
+        // prompt_tokens_details, its final usage chunk does (when the hit is non-zero).
         t.outputTokens = c.usage.completion_tokens ?? t.outputTokens;
         t.promptTokens = c.usage.prompt_tokens ?? t.promptTokens;
-        t.cachedTokens = c.usage.prompt_tokens_details?.cached_tokens ?? t.cachedTokens;
+        t.cachedTokens = c.usage.prompt_tokens_details?.cached_tokens ?? 0;
       }
     };
     let settled = false;
@@ -148,9 +195,10 @@ export function streamChat(
           t.endMs = performance.now();
           // GuideLLM prefers the server's usage count, else the streamed iterations.
           if (t.outputTokens === 0) t.outputTokens = streamed;
-          t.ok = t.status === 200 && t.firstTokenMs !== null;
+          t.ok = t.status === 200 && t.firstTokenMs !== null && streamError === null;
           if (t.status !== 200)
             t.error = `HTTP ${t.status}: ${errorBody.slice(0, ERROR_BODY_CHARS).trim() || '(no body)'}`;
+          else if (streamError !== null) t.error = streamError;
           else if (!t.ok) t.error = 'the stream ended without a token';
           resolve(t);
         });

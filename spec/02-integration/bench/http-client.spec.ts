@@ -18,10 +18,60 @@ function chat(req: IncomingMessage, res: ServerResponse): void {
       return;
     }
     res.writeHead(200, { 'content-type': 'text/event-stream' });
+    const variant = VARIANTS[req.url ?? ''];
+    if (variant) {
+      void (async () => {
+        // A number pauses the stream that long (ms); a string goes out verbatim.
+        for (const o of variant)
+          if (typeof o === 'number') await sleep(o);
+          else res.write(`data: ${typeof o === 'string' ? o : JSON.stringify(o)}\n\n`);
+        res.end('data: [DONE]\n\n');
+      })();
+      return;
+    }
     // /slow: a long prefill, nothing for 600 ms after the headers.
     setTimeout(() => stream(res, req.url === '/stall'), req.url === '/slow' ? 600 : 0);
   });
 }
+
+/** Streams as vLLM sends them in other cases (GuideLLM's handlers read them all). */
+const VARIANTS: Record<string, unknown[]> = {
+  // vLLM's create_streaming_error_response: a failure after some tokens, inside the 200 stream.
+  '/midstream-error': [
+    { choices: [{ delta: { role: 'assistant', content: '' } }] },
+    { choices: [{ delta: { content: 'a' } }] },
+    { error: { message: 'EngineCore restarted', type: 'InternalServerError', code: 500 } },
+  ],
+  // A reasoning model behind --reasoning-parser: the first tokens arrive as reasoning deltas.
+  '/reasoning': [
+    { choices: [{ delta: { role: 'assistant', content: '' } }] },
+    { choices: [{ delta: { reasoning_content: 'hmm' } }] },
+    { choices: [{ delta: { reasoning: ' so' } }] },
+    200,
+    { choices: [{ delta: { content: 'x' } }] },
+    { choices: [], usage: { prompt_tokens: 5, completion_tokens: 3 } },
+  ],
+  // Reasoning only (the budget ran out while thinking): still a successful request with tokens.
+  '/reasoning-only': [
+    { choices: [{ delta: { reasoning_content: 'hmm' } }] },
+    { choices: [], usage: { prompt_tokens: 5, completion_tokens: 1 } },
+  ],
+  // /v1/completions streams choices[].text.
+  '/v1/completions': [
+    { object: 'text_completion', choices: [{ index: 0, text: 'p' }] },
+    { object: 'text_completion', choices: [{ index: 0, text: 'q' }] },
+    { choices: [], usage: { prompt_tokens: 2, completion_tokens: 2 } },
+  ],
+  // Continuous usage, then a final usage chunk without details: the last usage object counts.
+  '/usage-last': [
+    {
+      choices: [{ delta: { content: 'a' } }],
+      usage: { prompt_tokens: 9, completion_tokens: 1, prompt_tokens_details: { cached_tokens: 8 } },
+    },
+    { choices: [], usage: { prompt_tokens: 9, completion_tokens: 1 } },
+  ],
+  '/garbage': [{ choices: [{ delta: { content: 'a' } }] }, '{not json'],
+};
 
 function stream(res: ServerResponse, stall: boolean): void {
   const chunk = (o: unknown): boolean => res.write(`data: ${JSON.stringify(o)}\n\n`);
@@ -87,6 +137,29 @@ describe('streamChat as bench:load uses it', () => {
       status: 503,
       error: 'HTTP 503: {"error":{"message":"no capacity"}}',
     });
+  });
+
+  it('reads streams as GuideLLM does: errors in the stream, reasoning and completion tokens, last usage', async () => {
+    const failed = await streamChat('127.0.0.1', port, '{}', '/midstream-error');
+    expect(failed).toMatchObject({ ok: false, status: 200, error: 'stream error: EngineCore restarted' });
+    expect(failed.firstTokenMs).not.toBeNull();
+
+    // TTFT is the first reasoning delta, not the first content delta (that is GuideLLM's TTFOT).
+    const reasoning = await streamChat('127.0.0.1', port, '{}', '/reasoning');
+    expect(reasoning).toMatchObject({ ok: true, text: 'x', outputTokens: 3 });
+    expect(reasoning.lastTokenMs! - reasoning.firstTokenMs!).toBeGreaterThanOrEqual(150);
+    const thinking = await streamChat('127.0.0.1', port, '{}', '/reasoning-only');
+    expect(thinking).toMatchObject({ ok: true, text: '', outputTokens: 1, error: null });
+
+    const comp = await streamChat('127.0.0.1', port, '{}', '/v1/completions');
+    expect(comp).toMatchObject({ ok: true, text: 'pq', outputTokens: 2, error: null });
+
+    const usage = await streamChat('127.0.0.1', port, '{}', '/usage-last');
+    expect(usage).toMatchObject({ ok: true, promptTokens: 9, cachedTokens: 0 });
+
+    const garbage = await streamChat('127.0.0.1', port, '{}', '/garbage');
+    expect(garbage.ok).toBe(false);
+    expect(garbage.error).toMatch(/unparsable stream line/);
   });
 
   it('speaks HTTPS to a server with a certificate the agent trusts', async () => {
