@@ -1,6 +1,6 @@
 import { Rng } from '../rng.js';
 import type { RequestRecord } from '../types.js';
-import { percentileSorted } from './percentile.js';
+import { nearestRankSorted, percentileSorted } from './percentile.js';
 
 /**
  * Paired hierarchical bootstrap (bench.md §5). Level 1 resamples runs (trials), level 2 resamples clusters
@@ -50,13 +50,14 @@ function statsOf(values: number[], stats: readonly Statistic[]): number[] {
 function ciOf(samples: number[]): [number, number] {
   const s = Float64Array.from(samples.filter(Number.isFinite)).sort();
   if (s.length === 0) return [Number.NaN, Number.NaN];
-  return [percentileSorted(s, 0.025), percentileSorted(s, 0.975)];
+  // The interval's ends are plain nearest ranks of the resampled changes (not a GuideLLM metric).
+  return [nearestRankSorted(s, 0.025), nearestRankSorted(s, 0.975)];
 }
 
 /** A statistic of one arm's values (sorted ascending). */
 export type Statistic = (sorted: Float64Array) => number;
 
-/** The q-quantile (nearest rank, GuideLLM's rule). */
+/** The q-quantile by GuideLLM's rule (the point estimates use the same). */
 export const percentileOf =
   (q: number): Statistic =>
   (s) =>
@@ -193,6 +194,6 @@ export function bootstrapRateRatio(
     baseline,
     treatment,
     ratio: baseline > 0 ? treatment / baseline : null,
-    ci95: [fin(percentileSorted(s, 0.025)), fin(percentileSorted(s, 0.975))],
+    ci95: [fin(nearestRankSorted(s, 0.025)), fin(nearestRankSorted(s, 0.975))],
   };
 }

@@ -34,14 +34,17 @@ export function inMeasureWindow(r: RequestRecord, windowStartMs: number, windowE
   );
 }
 
-/** Requests that failed and were started inside the measure window (the gateway's 429s among them). */
+/**
+ * Requests that failed within the measure window (the gateway's 429s among them): GuideLLM reports its
+ * errored requests with the same overlap rule as the successful ones (get_within_range on each list).
+ */
 export function erroredInWindow(
   records: readonly RequestRecord[],
   windowStartMs: number,
   windowEndMs: number,
 ): RequestRecord[] {
   return records.filter(
-    (r) => r.status === 'errored' && r.startMs >= windowStartMs && r.startMs <= windowEndMs,
+    (r) => r.status === 'errored' && r.endMs !== null && r.endMs >= windowStartMs && r.startMs <= windowEndMs,
   );
 }
 

@@ -2,7 +2,12 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { bootstrapQuantileChange, bootstrapRateRatio } from '../../../bench/lib/stats/bootstrap.js';
 import { goodputPerMin, meetsSlo } from '../../../bench/lib/stats/goodput.js';
-import { inMeasureWindow, requestMetrics, summarizeRequests } from '../../../bench/lib/stats/metrics.js';
+import {
+  erroredInWindow,
+  inMeasureWindow,
+  requestMetrics,
+  summarizeRequests,
+} from '../../../bench/lib/stats/metrics.js';
 import { percentile, summarize, weightedPercentile } from '../../../bench/lib/stats/percentile.js';
 import type { RequestRecord } from '../../../bench/lib/types.js';
 
@@ -30,7 +35,7 @@ function rec(
 }
 
 describe('nearest-rank percentiles (GuideLLM rule)', () => {
-  it('takes the lower middle value for an even-sized median and never interpolates', () => {
+  it('takes a sample value, never interpolating (the lower middle of 4)', () => {
     expect(percentile([4, 1, 3, 2], 0.5)).toBe(2);
     expect(percentile([1, 2, 3], 0.5)).toBe(2);
     expect(
@@ -41,6 +46,26 @@ describe('nearest-rank percentiles (GuideLLM rule)', () => {
     ).toBe(95);
     expect(percentile([7], 0.999)).toBe(7);
     expect(Number.isNaN(percentile([], 0.5))).toBe(true);
+  });
+
+  it("reproduces GuideLLM's float running sum: where q·n is whole, the cdf can fall a hair short of q", () => {
+    // Values from numpy: np.cumsum(np.ones(n)/n), then searchsorted(cdf, q, side="left").
+    const ranks = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
+    expect(percentile(ranks(12), 0.5)).toBe(7); // 6 × (1/12) sums to 0.49999999999999994
+    expect(percentile(ranks(194), 0.5)).toBe(98);
+    expect(percentile(ranks(240), 0.95)).toBe(229);
+    expect(percentile(ranks(10), 0.9)).toBe(10);
+    expect(percentile(ranks(200), 0.5)).toBe(100); // here the sum is exact: the lower middle
+    // Equal values merge before the sum (np.unique), which changes the running sum.
+    expect(percentile([...ranks(5), ...ranks(5), 6, 7], 0.5)).toBe(3);
+    // Weighted as GuideLLM weights ITL: 12 requests with 255 decode intervals each.
+    expect(
+      weightedPercentile(
+        ranks(12).map((value) => ({ value, weight: 255 })),
+        0.5,
+      ),
+    ).toBe(7);
+    expect(summarize(ranks(12)).median).toBe(7);
   });
 
   it('weights move the percentile to where the cumulative weight reaches q', () => {
@@ -108,6 +133,16 @@ describe('GuideLLM request metrics', () => {
     expect(inMeasureWindow(rec({ startMs: 300, ttft: 5 }), 60, 300)).toBe(true);
     expect(inMeasureWindow(rec({ startMs: 301, ttft: 5 }), 60, 300)).toBe(false);
     expect(inMeasureWindow(rec({ startMs: 0, ttft: 5, out: 2 }), 60, 300)).toBe(false);
+    // Errored requests by the same overlap rule (GuideLLM filters its errored list the same way).
+    const failed = (startMs: number, endMs: number): RequestRecord => ({
+      ...rec({ startMs, ttft: 1 }),
+      status: 'errored',
+      firstTokenMs: null,
+      lastTokenMs: null,
+      endMs,
+    });
+    const errs = [failed(40, 70), failed(50, 55), failed(300, 301), failed(301, 302)];
+    expect(erroredInWindow(errs, 60, 300).map((r) => r.startMs)).toEqual([40, 300]);
   });
 
   it('weights ITL by output_tokens − 1', () => {
