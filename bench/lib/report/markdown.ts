@@ -27,7 +27,7 @@ export function toMarkdown(
       (s.concurrency.length > 0
         ? `capacity: concurrency ${s.concurrency.join('/')}, windows ${s.capacityWindows.warmupS}/${s.capacityWindows.measureS}/${s.capacityWindows.cooldownS} s. `
         : 'no capacity profile. ') +
-      `Percentiles nearest-rank (GuideLLM). CIs: paired hierarchical bootstrap (trials → clusters), ${s.bootstrapResamples} resamples, 95% percentile intervals.`,
+      `Percentiles as GuideLLM computes them (nearest rank on the running sum of the weights, float for float). CIs: paired hierarchical bootstrap (trials → clusters), ${s.bootstrapResamples} resamples, 95% percentile intervals.`,
     '',
   );
   L.push(
