@@ -119,10 +119,10 @@ export class KvEventPublisher {
       } catch {
         return; // socket closed
       }
-      // vLLM ignores (and logs) anything but exactly [identity, "", start_seq].
-      if (msg.length !== 3 || (msg[1] as Buffer).length !== 0) continue;
+      // vLLM ignores (and logs) any request that is not 3 frames; it reads neither the delimiter nor the
+      // start frame's length (int.from_bytes of whatever is there).
+      if (msg.length !== 3) continue;
       const start = parseSeqFrame(msg[2] as Buffer);
-      if (start === null) continue;
       const identity = msg[0] as Buffer;
       const snapshot = this.#buffer.slice(this.#bufferStart).filter((b) => b.seq >= start);
       for (const b of snapshot)

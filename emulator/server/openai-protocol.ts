@@ -51,6 +51,9 @@ export function parseSamplingParams(body: Json, chat: boolean): Parsed<SamplingP
   }
   const minTokens = optInt(body, 'min_tokens', 0);
   if (!minTokens.ok) return minTokens;
+  // SamplingParams._verify_args, word for word (a ValueError, so a 400).
+  if (maxTokens !== null && (minTokens.value ?? 0) > maxTokens)
+    return bad(`min_tokens must be less than or equal to max_tokens=${maxTokens}, got ${minTokens.value}.`);
   const n = optInt(body, 'n', 1);
   if (!n.ok) return n;
   if ((n.value ?? 1) !== 1) return bad('the vLLM emulator supports only n=1', 'n');

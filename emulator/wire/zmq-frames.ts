@@ -13,8 +13,12 @@ export function seqFrame(seq: bigint): Buffer {
   return b;
 }
 
-/** Reads a replay request's start sequence; null when the frame is not 8 bytes. */
-export function parseSeqFrame(frame: Uint8Array): bigint | null {
-  if (frame.length !== 8) return null;
-  return Buffer.from(frame.buffer, frame.byteOffset, 8).readBigUInt64BE();
+/**
+ * Reads a replay request's start sequence as vLLM does, `int.from_bytes(frame, "big")`: unsigned, any
+ * length (an empty frame is 0, more than 8 bytes can exceed every sequence).
+ */
+export function parseSeqFrame(frame: Uint8Array): bigint {
+  let v = 0n;
+  for (const b of frame) v = (v << 8n) | BigInt(b);
+  return v;
 }

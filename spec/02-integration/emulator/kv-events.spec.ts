@@ -210,12 +210,19 @@ describe.each(['map', 'array'] as const)('KV events over ZMQ, %s encoding', (for
     const mid = (frames.at(-1) as Frame).seq - 2n;
     const tail = await replay(router, ['', seq8(mid)]);
     expect(tail[0]?.seq).toBe(mid);
-    // Anything but [identity, "", start_seq] is ignored; the socket keeps serving.
+    // A request of other than 3 frames is ignored; the socket keeps serving.
     const d = new Dealer({ linger: 0 });
     d.connect(router);
     await d.send(['', seq8(0n), 'extra']);
     d.close();
     expect((await replay(router, ['', seq8(mid)]))[0]?.seq).toBe(mid);
+    // Like vLLM's int.from_bytes(start, "big"): any length (empty = 0), and the delimiter is not read.
+    const short = Buffer.alloc(2);
+    short.writeUInt16BE(Number(mid));
+    expect((await replay(router, ['', short]))[0]?.seq).toBe(mid);
+    expect((await replay(router, ['', Buffer.alloc(0)]))[0]?.seq).toBe(0n);
+    expect((await replay(router, ['not-empty', seq8(mid)]))[0]?.seq).toBe(mid);
+    expect(await replay(router, ['', Buffer.alloc(9, 0xff)])).toEqual([]);
   });
 
   it('restarts the sequence at 0 when the pod restarts', async () => {

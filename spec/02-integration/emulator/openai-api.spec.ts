@@ -240,6 +240,16 @@ describe('emulated vLLM OpenAI API (live, real HTTP)', () => {
     expect((tooLong.json.error as { message: string }).message).toMatch(
       /maximum context length is 32768 tokens/,
     );
+    // vLLM's SamplingParams check; /v1/completions' max_tokens defaults to 16.
+    const minOverMax = await postJson(`${base}/v1/completions`, {
+      model: MODEL,
+      prompt: 'hi',
+      min_tokens: 17,
+    });
+    expect(minOverMax.status).toBe(400);
+    expect(minOverMax.json).toMatchObject({
+      error: { message: 'min_tokens must be less than or equal to max_tokens=16, got 17.', code: 400 },
+    });
     const badJson = await fetch(`${base}/v1/completions`, { method: 'POST', body: '{' });
     expect(badJson.status).toBe(400);
     expect((await badJson.json()) as object).toMatchObject({ error: { type: 'BadRequestError', code: 400 } });
