@@ -124,7 +124,8 @@ function checkFleet(cfg: FleetConfig, source: string): void {
   const ids = new Set<string>();
   const addresses = new Set<string>();
   (cfg.pods ?? []).forEach((p, i) => {
-    if (!(p.model in cfg.models)) problems.push(`  pods.${i}.model: "${p.model}" is not listed under models`);
+    if (!Object.hasOwn(cfg.models, p.model))
+      problems.push(`  pods.${i}.model: "${p.model}" is not listed under models`);
     if (ids.has(p.id)) problems.push(`  pods.${i}.id: duplicate pod id "${p.id}"`);
     if (addresses.has(p.address)) problems.push(`  pods.${i}.address: duplicate address "${p.address}"`);
     ids.add(p.id);
@@ -136,7 +137,7 @@ function checkFleet(cfg: FleetConfig, source: string): void {
     if (p.metrics && !URL.canParse(p.metrics))
       problems.push(`  pods.${i}.metrics: not a valid URL (got "${p.metrics}")`);
   });
-  if (cfg.kubernetes && !(cfg.kubernetes.model in cfg.models))
+  if (cfg.kubernetes && !Object.hasOwn(cfg.models, cfg.kubernetes.model))
     problems.push(`  kubernetes.model: "${cfg.kubernetes.model}" is not listed under models`);
   if (cfg.kubernetes && cfg.kubernetes.kv_events_port === cfg.kubernetes.kv_events_replay_port)
     problems.push('  kubernetes.kv_events_replay_port: the same port as kv_events_port');
@@ -177,7 +178,8 @@ export function loadFleetConfig(path: string): FleetConfig {
 
 /** The model a request names: a base model, or the base model of a LoRA adapter. */
 export function resolveModel(cfg: FleetConfig, name: string): { model: string; lora: string | null } | null {
-  if (name in cfg.models) return { model: name, lora: null };
+  // Own keys only: a request naming "toString" is not a model of every fleet.
+  if (Object.hasOwn(cfg.models, name)) return { model: name, lora: null };
   for (const [model, m] of Object.entries(cfg.models))
     if (m.lora_adapters?.includes(name)) return { model, lora: name };
   return null;

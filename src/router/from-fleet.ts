@@ -8,7 +8,7 @@ import { KinferenceError } from '../core/errors.js';
  * exactly the decision the plugin would make with the same settings.
  */
 export function pluginConfigFromFleet(fleet: FleetConfig, model: string, source: string): PluginConfig {
-  const m = fleet.models[model];
+  const m = Object.hasOwn(fleet.models, model) ? fleet.models[model] : undefined;
   if (!m)
     throw new KinferenceError('KINF_ERR_CONFIG', `${source}: model "${model}" is not listed under models`);
   const loraAdapters: Record<string, string> = {};

@@ -114,6 +114,14 @@ function splitAddress(address: string): { host: string; port: number } | null {
 
 const NO_PREFIX = { GPU: 0, CPU: 0, STORAGE: 0 } as const;
 
+/**
+ * `rec[key]` for config maps keyed by request-supplied names: a model named "constructor" or "__proto__"
+ * must not find Object.prototype's members (a function as the base model, `.map` of a function).
+ */
+function own<T>(rec: Readonly<Record<string, T>> | undefined, key: string): T | undefined {
+  return rec !== undefined && Object.hasOwn(rec, key) ? rec[key] : undefined;
+}
+
 /** A bounded, prompt-free description of what went wrong. */
 /** The error's message, prefixed with its KINF_ERR_* code when it has one, so a log line can be looked up. */
 function detailOf(e: unknown): string {
@@ -179,7 +187,7 @@ export function createRouter(
   }
 
   function staticPods(model: string): PodState[] {
-    return (config.model_pods?.[model] ?? []).map((address) => ({
+    return (own(config.model_pods, model) ?? []).map((address) => ({
       ...defaultPodState({ model, podId: address }),
       address,
     }));
@@ -372,12 +380,12 @@ export function createRouter(
       timings.parseMs = t - t0;
       if (!parsed.ok) {
         const m = parsed.model ?? null;
-        model = m === null ? null : (config.lora_adapters?.[m] ?? m);
+        model = m === null ? null : (own(config.lora_adapters, m) ?? m);
         lora = model !== m ? m : null;
         return await bail(parsed.reason, parsed.detail);
       }
       const req = parsed.request;
-      const baseModel = config.lora_adapters?.[req.model];
+      const baseModel = own(config.lora_adapters, req.model);
       model = baseModel ?? req.model;
       lora = baseModel ? req.model : null;
 

@@ -37,6 +37,11 @@ describe('fleet config', () => {
     expect(resolveModel(c, 'sql')).toEqual({ model: 'Qwen/Qwen3-8B', lora: 'sql' });
     expect(resolveModel(c, 'Qwen/Qwen3-8B')).toEqual({ model: 'Qwen/Qwen3-8B', lora: null });
     expect(resolveModel(c, 'nope')).toBeNull();
+    // A request's model name is looked up among the file's models only, not Object.prototype's members.
+    for (const name of ['toString', 'constructor', '__proto__']) expect(resolveModel(c, name)).toBeNull();
+    expect(
+      errorOf(() => parseFleetConfig({ ...good, pods: [{ ...good.pods[0], model: 'toString' }] }, 'f', '/')),
+    ).toContain('pods.0.model: "toString" is not listed under models');
   });
 
   it('names the file, the field and what was expected', () => {

@@ -187,6 +187,24 @@ describe('router pipeline (real tokenizer, real template, both indexes)', () => 
     expect(out.target).toEqual({ host: '10.9.9.9', port: 8000, podId: '10.9.9.9:8000' });
   });
 
+  it('a model named like an Object member ("constructor", "__proto__") is just an unknown model', async () => {
+    for (const lora of [true, false]) {
+      const cfg = qwen3RouterConfig({
+        model_pods: { [MODEL]: ['10.9.9.9:8000'] },
+        ...(lora ? { lora_adapters: { 'sql-lora': MODEL } } : {}),
+      });
+      const router = createRouter(cfg, defaultResources(cfg));
+      for (const model of ['constructor', 'toString', '__proto__', 'hasOwnProperty']) {
+        const out = await router.route(JSON.stringify({ model, messages: [{ role: 'user', content: 'q' }] }));
+        expect(out.model).toBe(model);
+        expect(out.lora).toBeNull();
+        expect(out.fallbackReason).toBe('no_pods_in_index');
+        expect(out.target).toBeNull();
+      }
+      await router.close();
+    }
+  });
+
   it('sheds with 429 only when opted in and every pod is over the SLO because of its queue', async () => {
     const cfg = config({ shed_ttft_slo_ms: 2000 });
     const res = defaultResources(cfg);
