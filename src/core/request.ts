@@ -32,6 +32,20 @@ export type ParseResult =
   { ok: true; request: ChatRequest } | { ok: false; reason: FallbackReason; detail: string; model?: string };
 
 const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool', 'function']);
+
+/** Media part types vLLM accepts (chat_utils MM_PARSER_MAP), plus OpenAI's `file`. */
+const MEDIA_PARTS = new Set([
+  'image_url',
+  'input_image',
+  'image_pil',
+  'image_embeds',
+  'audio_url',
+  'input_audio',
+  'audio_embeds',
+  'video_url',
+  'video_embeds',
+  'file',
+]);
 const MAX_MESSAGES = 100_000;
 
 function fail(reason: FallbackReason, detail: string, model?: string): ParseResult {
@@ -97,18 +111,20 @@ export function parseChatRequest(json: unknown): ParseResult {
       const parts: { type: 'text'; text: string }[] = [];
       for (let j = 0; j < content.length; j++) {
         const p: unknown = content[j];
-        if (!isRecord(p) || typeof p.type !== 'string')
+        if (!isRecord(p))
+          return fail('body_not_chat', `messages[${i}].content[${j}] is not an object`, model);
+        if (typeof p.type !== 'string') {
+          // vLLM infers a media part's type from its key (`{"image_url": …}`).
+          const media = Object.keys(p).find((k) => MEDIA_PARTS.has(k));
+          if (media !== undefined)
+            return fail('multimodal_content', `messages[${i}].content[${j}] is ${media}`, model);
           return fail('body_not_chat', `messages[${i}].content[${j}] has no type`, model);
+        }
         if (p.type === 'text') {
           if (typeof p.text !== 'string')
             return fail('body_not_chat', `messages[${i}].content[${j}].text must be a string`, model);
           parts.push({ type: 'text', text: p.text });
-        } else if (
-          p.type === 'image_url' ||
-          p.type === 'input_audio' ||
-          p.type === 'video_url' ||
-          p.type === 'file'
-        )
+        } else if (MEDIA_PARTS.has(p.type))
           // vLLM mixes multimodal hashes into block keys; we cannot predict them, so route on load.
           return fail('multimodal_content', `messages[${i}].content[${j}] is ${p.type}`, model);
         else

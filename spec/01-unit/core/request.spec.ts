@@ -57,6 +57,16 @@ describe('chat request parsing', () => {
       'multimodal_content',
     ],
     [
+      'untyped image part (vLLM infers its type from the key)',
+      { model: 'm', messages: [{ role: 'user', content: [{ image_url: 'http://x/y.png' }] }] },
+      'multimodal_content',
+    ],
+    [
+      'untyped part that is no media',
+      { model: 'm', messages: [{ role: 'user', content: [{ text: 'q' }] }] },
+      'body_not_chat',
+    ],
+    [
       'tools not an array',
       { model: 'm', messages: [{ role: 'user', content: 'x' }], tools: {} },
       'body_not_chat',
@@ -71,6 +81,19 @@ describe('chat request parsing', () => {
     expect(r.ok).toBe(false);
     if (!r.ok) expect(r.reason).toBe(reason);
   });
+
+  // Every media part vLLM accepts (chat_utils MM_PARSER_MAP): the right reason on the span, not body_not_chat.
+  it.each(['input_image', 'image_pil', 'image_embeds', 'audio_url', 'audio_embeds', 'video_embeds'])(
+    '%s part → multimodal_content',
+    (type) => {
+      const r = parseChatRequest({
+        model: 'm',
+        messages: [{ role: 'user', content: [{ type: 'text', text: 'q' }, { type }] }],
+      });
+      expect(r.ok).toBe(false);
+      if (!r.ok) expect(r.reason).toBe('multimodal_content');
+    },
+  );
 
   it('reads the answer limit: max_completion_tokens over max_tokens, only positive integers', () => {
     const limit = (extra: Record<string, unknown>): number | undefined => {
