@@ -68,7 +68,8 @@ export class ExternalPlugin {
     if (plugin.instanceName) cfg.plugin_instance_name = plugin.instanceName;
     cfg.__plugin_id = plugin.id;
     cfg.__ws_id = workspaceId;
-    cfg.__key__ = `plugins:${plugin.name}:${plugin.routeId ?? ''}:${plugin.serviceId ?? ''}::${workspaceId}`;
+    // DAO:cache_key(name, route, service, consumer, nil, ws): seven fields (kong/db/dao/init.lua).
+    cfg.__key__ = `plugins:${plugin.name}:${plugin.routeId ?? ''}:${plugin.serviceId ?? ''}:::${workspaceId}`;
     cfg.__seq__ = this.#seq++;
     return cfg;
   }

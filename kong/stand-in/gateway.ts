@@ -318,7 +318,8 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
       route: match.route,
       service: match.service,
       target: null,
-      upstreamHost: null,
+      // The router sets upstream_host to the client's Host for preserve_host; plugins may overwrite it.
+      upstreamHost: match.route.preserveHost ? (req.headers.host ?? null) : null,
       upstreamMethod: req.method ?? 'GET',
       upstreamPath: match.upstreamPath,
       upstreamQuery: url.search.slice(1),
@@ -379,7 +380,10 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
             continue;
           }
           if (!b.ext.hasPhase('log')) continue;
-          await runPhase(b, ctx, 'log');
+          const outcome = await runPhase(b, ctx, 'log');
+          // A Lua error in the log timer abandons the event; Kong only logs it.
+          if (outcome.kind === 'done' && outcome.result.end === 'pdk_error')
+            log('err', `[${b.entity.name}] log phase: ${outcome.result.error ?? 'PDK error'}`);
         } catch (e) {
           log('err', `[${b.entity.name}] log phase: ${e instanceof Error ? e.message : String(e)}`);
         }

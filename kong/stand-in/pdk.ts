@@ -55,7 +55,23 @@ function headerValues(v: unknown, fn: string, name: string): string[] {
       );
     return s.replace(/[\r\n]+/g, ' ');
   };
-  return Array.isArray(v) ? v.map(one) : [one(v)];
+  // validate_header(s): numbers and booleans are fine alone, but an array must hold only strings
+  // (kong/pdk/private/checks.lua).
+  const inArray = (x: unknown): string => {
+    const s = luaStr(x);
+    if (s === undefined)
+      throw new LuaError(
+        `${fn}: invalid header value in array "${name}": got ${luaType(x)}, expected string`,
+      );
+    return s.replace(/[\r\n]+/g, ' ');
+  };
+  return Array.isArray(v) ? v.map(inArray) : [one(v)];
+}
+
+function luaType(x: unknown): string {
+  if (x === null || x === undefined) return 'nil';
+  if (Array.isArray(x) || typeof x === 'object') return 'table';
+  return typeof x;
 }
 
 function isInt(v: unknown, lo: number, hi: number): v is number {
@@ -101,6 +117,25 @@ function exitOutcome(status: number, body: unknown, headers: unknown, fn: string
   return { kind: 'exit', status, body: bytes, headers: h };
 }
 
+/**
+ * Kong runs an external plugin's `log` in a timer (native_timer_at) with a snapshot of the request
+ * (runloop/plugin_servers/plugin.lua build_phases). exposed_api answers from that snapshot; every other PDK
+ * function that reads ngx.var or ngx.req raises there ("API disabled in the context of ngx.timer", kong#8598).
+ */
+const NO_REQUEST_IN_TIMER = new Set([
+  'kong.request.get_method',
+  'kong.request.get_path',
+  'kong.request.get_raw_query',
+  'kong.request.get_query',
+  'kong.request.get_scheme',
+  'kong.request.get_host',
+  'kong.request.get_port',
+  'kong.request.get_http_version',
+  'kong.client.get_ip',
+  'kong.client.get_forwarded_ip',
+  'kong.nginx.get_var',
+]);
+
 export class StandInPdk implements PdkHandler {
   readonly #ctx: RequestContext;
   readonly #env: PdkEnv;
@@ -114,6 +149,8 @@ export class StandInPdk implements PdkHandler {
     try {
       if (ACCESS_ONLY.has(method) && this.#env.phase !== 'access')
         throw new LuaError(`${method}: function cannot be called in ${this.#env.phase} phase`);
+      if (NO_REQUEST_IN_TIMER.has(method) && this.#env.phase === 'log')
+        throw new LuaError(`${method}: API disabled in the context of ngx.timer`);
       return this.#dispatch(method, args);
     } catch (e) {
       if (e instanceof LuaError) return { kind: 'error', message: e.message };
@@ -153,6 +190,8 @@ export class StandInPdk implements PdkHandler {
         return value(headerFirst(ctx.headers, name.replace(/_/g, '-')));
       }
       case 'kong.request.get_headers': {
+        // In the log timer exposed_api returns the saved ngx.req.get_headers(): 100 lines, the argument ignored.
+        if (this.#env.phase === 'log') return { kind: 'multimap', value: headersAsLua(ctx.headers) };
         if (a[0] !== undefined && a[0] !== null && !isInt(a[0], 1, 1000))
           throw new LuaError('max_headers must be a number between 1 and 1000');
         return {
@@ -220,8 +259,8 @@ export class StandInPdk implements PdkHandler {
       }
       case 'kong.service.request.clear_header': {
         const name = headerName(a[0], method);
+        // ngx.req.clear_header only: $upstream_host, which becomes the Host sent, is left as it is.
         ctx.headers.delete(name);
-        if (name === 'host') ctx.upstreamHost = null;
         return nil;
       }
       case 'kong.service.request.set_headers': {
@@ -307,7 +346,8 @@ export class StandInPdk implements PdkHandler {
       case 'kong.log.set_serialize_value': {
         const k = luaStr(a[0]);
         if (k === undefined) throw new LuaError('key must be a string');
-        ctx.serializeExtras[k] = a[1] ?? null;
+        // In the log timer the serializer output was already saved (and Kong's own loggers ran): no effect.
+        if (this.#env.phase !== 'log') ctx.serializeExtras[k] = a[1] ?? null;
         return nil;
       }
       case 'kong.log.debug':

@@ -105,11 +105,12 @@ export async function proxyToUpstream(
   const headers: Record<string, string[]> = dropHopByHop(ctx.headers);
   // Host: preserve_host keeps the client's; set_target (or a set_header('host')) sets upstream_host; else the
   // service host, with the port when it is not the default.
+  // Host is $upstream_host: the router sets it for preserve_host, set_target / set_header('host') overwrite it
+  // later in access; empty, it is the balancer's host with any non-default port (runloop/handler.lua
+  // access.after, runloop/balancer/init.lua set_host_header).
   headers.host = [
-    ctx.route.preserveHost
-      ? (ctx.headers.get('host')?.[0] ?? ctx.host)
-      : (ctx.upstreamHost ??
-        (ctx.service.port === defaultPort ? ctx.service.host : `${ctx.service.host}:${ctx.service.port}`)),
+    ctx.upstreamHost ??
+      (ctx.service.port === defaultPort ? ctx.service.host : `${ctx.service.host}:${ctx.service.port}`),
   ];
   const xff = ctx.headers.get('x-forwarded-for')?.[0];
   headers['x-forwarded-for'] = [xff ? `${xff}, ${ctx.clientIp}` : ctx.clientIp];
@@ -143,7 +144,8 @@ export async function proxyToUpstream(
       const settle = (v: IncomingMessage | AttemptError): void => {
         if (settled) return;
         settled = true;
-        if (isAttemptError(v)) Object.assign(tryRec, { state: 'failed', code: v.status });
+        // nginx's $upstream_status: 502 for a failed connection, 504 for a timeout, else the answer's status.
+        (ctx.upstreamStatuses ??= []).push(isAttemptError(v) ? v.status : (v.statusCode ?? 502));
         resolve(v);
       };
       const req = send({
@@ -184,8 +186,16 @@ export async function proxyToUpstream(
     });
 
   let up: IncomingMessage | AttemptError = await attempt();
-  for (let retry = 0; retry < ctx.retries && isAttemptError(up) && up.retryable; retry++)
+  for (let retry = 0; retry < ctx.retries && isAttemptError(up) && up.retryable; retry++) {
+    // Kong.balancer on a retry records the previous try's get_last_failure() (kong/init.lua).
+    Object.assign(ctx.tries[ctx.tries.length - 1]!, { state: 'failed', code: up.status });
     up = await attempt();
+  }
+  // header_filter: the last try is marked only when the answer is a 5xx and no retry is left
+  // (runloop/handler.lua header_filter.before), whether Kong or the upstream produced it.
+  const finalStatus = isAttemptError(up) ? up.status : (up.statusCode ?? 502);
+  if (finalStatus > 499 && ctx.tries.length > ctx.retries)
+    Object.assign(ctx.tries[ctx.tries.length - 1]!, { state: 'failed', code: finalStatus });
 
   if (isAttemptError(up)) {
     ctx.marks.headers = performance.now() - ctx.startedAtPerf;

@@ -41,7 +41,10 @@ export interface RequestContext {
   service: ServiceEntity;
   /** balancer_data host/port after kong.service.set_target; null = the service's own host. */
   target: { host: string; port: number } | null;
-  /** ngx.var.upstream_host when set (set_target sets it to the bare host, §7 #15). */
+  /**
+   * ngx.var.upstream_host when set: the client's Host for a preserve_host route (the router), then the bare
+   * host of set_target (§7 #15) or the value of set_header('host'), whichever came last.
+   */
   upstreamHost: string | null;
   upstreamMethod: string;
   upstreamPath: string;
@@ -60,6 +63,8 @@ export interface RequestContext {
     source: 'service' | 'exit' | 'error';
   } | null;
   upstreamStatus: number | null;
+  /** nginx's $upstream_status, one status per try (502 failed connection, 504 timeout); absent: no try. */
+  upstreamStatuses?: number[];
   /** ms marks relative to startedAtPerf (Kong's ctx.KONG_* timestamps). */
   marks: { accessEnd?: number; balancerEnd?: number; headers?: number; end?: number };
 }
@@ -156,7 +161,12 @@ export function serialize(ctx: RequestContext, workspaceId: string): Record<stri
     workspace: workspaceId,
     source: ctx.response?.source === 'service' ? 'service' : 'kong',
   };
-  if (ctx.upstreamStatus !== null) out.upstream_status = String(ctx.upstreamStatus);
+  // `var.upstream_status or ctx.buffered_status or ""` (kong/pdk/log.lua): every try, "" when none was made.
+  out.upstream_status = ctx.upstreamStatuses?.length
+    ? ctx.upstreamStatuses.join(', ')
+    : ctx.upstreamStatus !== null
+      ? String(ctx.upstreamStatus)
+      : '';
   for (const [k, v] of Object.entries(ctx.serializeExtras)) setDotted(out, k, v);
   return out;
 }

@@ -35,19 +35,30 @@ function matchPath(route: RouteEntity, path: string): Candidate | null {
   return best;
 }
 
-/** Kong's path join (path_handling "v0"): service path + the rest of the request path. */
+/**
+ * Kong's path join for path_handling "v0" (kong/router/utils.lua get_upstream_uri_v0): the service path
+ * (default "/") joined with the request path, or with what follows the matched prefix when strip_path is
+ * on; a trailing slash of the request is kept when nothing follows the prefix.
+ */
 export function upstreamPath(
   servicePath: string | null,
   route: RouteEntity,
   requestPath: string,
   matched: string,
 ): string {
-  const rest = route.stripPath ? requestPath.slice(matched.length) : requestPath;
-  if (servicePath === null) return rest.startsWith('/') ? rest : `/${rest}`;
-  if (rest === '' || rest === '/') return servicePath === '' ? '/' : servicePath;
-  if (servicePath.endsWith('/') && rest.startsWith('/')) return servicePath + rest.slice(1);
-  if (!servicePath.endsWith('/') && !rest.startsWith('/')) return `${servicePath}/${rest}`;
-  return servicePath + rest;
+  const base = servicePath ?? '/';
+  const postfix = requestPath.slice(matched.length);
+  if (base.endsWith('/')) {
+    if (!route.stripPath) return base + requestPath.slice(1);
+    if (postfix === '') {
+      if (base === '/') return '/';
+      return requestPath.endsWith('/') ? base : base.slice(0, -1);
+    }
+    return postfix.startsWith('/') ? base.slice(0, -1) + postfix : base + postfix;
+  }
+  if (!route.stripPath) return requestPath === '/' ? base : base + requestPath;
+  if (postfix === '') return requestPath.length > 1 && requestPath.endsWith('/') ? `${base}/` : base;
+  return postfix.startsWith('/') ? base + postfix : `${base}/${postfix}`;
 }
 
 export function matchRoute(

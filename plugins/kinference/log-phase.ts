@@ -10,7 +10,7 @@ export interface Serialized {
   upstream_status?: string;
   response?: { status?: number; headers?: Record<string, string | string[]> };
   request?: { headers?: Record<string, string | string[]> };
-  /** One entry per balancer try; only a retried try gets state/code in Kong (the stand-in marks each). */
+  /** One entry per balancer try; a retried try gets state/code, the last one only on a 5xx with no retry left. */
   tries?: { ip?: string; port?: number; state?: string; code?: number }[];
 }
 
@@ -30,7 +30,7 @@ function lastUpstreamStatus(v: string | undefined): number | undefined {
 /**
  * What the pod the plugin chose did with the request, for the router's passive health. Kong puts the
  * status nginx recorded in `upstream_status` (502 when the connection failed, 504 on a timeout, else what
- * the pod answered); the stand-in leaves it out for a failed try and marks the try `state: "failed"`.
+ * the pod answered; kong/pdk/log.lua); were it empty, the last try's `state: "failed"` still tells.
  * No try at all: the request never left Kong (another plugin answered it), so nothing is known.
  */
 export function upstreamReport(s: Serialized): UpstreamReport | null {

@@ -108,4 +108,21 @@ describe('route matching', () => {
     expect(upstreamPath('/api', route, '/v1/z', '/v1')).toBe('/api/z');
     expect(upstreamPath('/api', route, '/v1z', '/v1')).toBe('/api/z');
   });
+
+  it('keeps or drops a trailing slash as Kong’s v0 path join does (router/utils.lua)', () => {
+    const strip = cfg.routes[0]!;
+    const keep = { ...strip, stripPath: false };
+    // strip_path: nothing after the prefix → the service path, with a slash only if the request ended with one
+    expect(upstreamPath('/api/', strip, '/v1', '/v1')).toBe('/api');
+    expect(upstreamPath('/api/', strip, '/v1/', '/v1/')).toBe('/api/');
+    expect(upstreamPath('/api', strip, '/v1/', '/v1/')).toBe('/api/');
+    expect(upstreamPath('/api', strip, '/v1/', '/v1')).toBe('/api/');
+    expect(upstreamPath('/api/', strip, '/v1/x', '/v1')).toBe('/api/x');
+    expect(upstreamPath('/api/', strip, '/v1x', '/v1')).toBe('/api/x');
+    expect(upstreamPath(null, strip, '/v1/', '/v1')).toBe('/');
+    // no strip_path: the whole request path after the service path
+    expect(upstreamPath('/api/', keep, '/v1/x', '/v1')).toBe('/api/v1/x');
+    expect(upstreamPath('/api', keep, '/', '/')).toBe('/api');
+    expect(upstreamPath('/api', keep, '/v1/', '/v1')).toBe('/api/v1/');
+  });
 });

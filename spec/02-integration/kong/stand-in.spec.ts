@@ -73,6 +73,12 @@ beforeAll(async () => {
               plugins: [{ name: 'probe', config: { report_url: `${sink.url}/report`, limit: 7 } }],
             },
             { name: 'plain', paths: ['/plain'], strip_path: true },
+            {
+              name: 'preserve',
+              paths: ['/preserve'],
+              preserve_host: true,
+              plugins: [{ name: 'probe', config: {} }],
+            },
           ],
         },
         {
@@ -123,6 +129,8 @@ describe('Kong stand-in with the real plugin server', () => {
     expect(config).toHaveProperty('__key__');
     expect(typeof config.__seq__).toBe('number');
     expect(config).not.toHaveProperty('service_id'); // nil in Lua → absent from cjson
+    // DAO:cache_key(name, route, service, consumer, nil, ws): seven fields
+    expect(config.__key__).toBe(`plugins:probe:${String(config.route_id)}::::${String(config.__ws_id)}`);
   });
 
   it('sends unset optional fields as JSON null', async () => {
@@ -151,6 +159,48 @@ describe('Kong stand-in with the real plugin server', () => {
     expect(lastAccess().outcome).toMatchObject({ kind: 'done', result: { end: 'ret' } });
     const steps = (lastAccess().outcome as { result: { steps: { method: string }[] } }).result.steps;
     expect(steps.map((s) => s.method)).toEqual(['kong.request.get_raw_body', 'kong.service.set_target']);
+  });
+
+  it('the Host sent is $upstream_host: set_target overrides preserve_host, clear_header leaves it', async () => {
+    const routed = await post('/preserve', { target: { host: '127.0.0.1', port: other.port } });
+    expect(await routed.json()).toMatchObject({ served_by: 'other' });
+    expect(other.requests.at(-1)!.headers.host).toBe('127.0.0.1');
+    await post('/preserve', {});
+    expect(main.requests.at(-1)!.headers.host).toBe(new URL(gw.url).host); // the client's, port and all
+  });
+
+  it('header values in an array must be strings, as Kong’s validate_headers wants: else 500', async () => {
+    expect((await post('/probe', { headers: { 'x-a': ['1', '2'] } })).status).toBe(200);
+    expect(main.requests.at(-1)!.headers['x-a']).toBe('1, 2');
+    expect((await post('/probe', { headers: { 'x-a': 3 } })).status).toBe(200);
+    const r = await post('/probe', { headers: { 'x-a': [1] } });
+    expect(r.status).toBe(500);
+    expect((lastAccess().outcome as { result: { error: string } }).result.error).toMatch(
+      /invalid header value in array "x-a": got number/,
+    );
+  });
+
+  it('in the log timer, PDK calls that read the live request raise; saved data still answers', async () => {
+    const logOf = async (shared: unknown): Promise<GatewayEvent['outcome']> => {
+      const r = await post('/probe', { shared });
+      const id = r.headers.get('x-kong-request-id');
+      await gw.idle();
+      const e = events.find((x) => x.phase === 'log' && x.requestId === id);
+      if (!e) throw new Error('no log event');
+      return e.outcome;
+    };
+    for (const call of ['request.getPath', 'request.getMethod', 'nginx.getVar', 'client.getIp'])
+      expect(await logOf({ logCall: call, logArgs: call === 'nginx.getVar' ? ['uri'] : [] })).toMatchObject({
+        kind: 'done',
+        result: { end: 'pdk_error', error: expect.stringMatching(/ngx\.timer/) as unknown },
+      });
+    for (const call of ['request.getHeader', 'response.getStatus', 'request.getHeaders'])
+      expect(
+        await logOf({ logCall: call, logArgs: call === 'request.getHeaders' ? [5000] : ['host'] }),
+      ).toMatchObject({
+        kind: 'done',
+        result: { end: 'ret' },
+      });
   });
 
   it('answers get_headers through StepMultiMap with every value an array', async () => {
@@ -269,6 +319,71 @@ describe('Kong stand-in with the real plugin server', () => {
     expect(await r.json()).toMatchObject({
       message: 'An invalid response was received from the upstream server',
     });
+  });
+
+  it('serialize() shows nginx’s upstream_status for every try and Kong’s try states', async () => {
+    const entryFor = async (r: Response): Promise<Record<string, unknown>> => {
+      const id = r.headers.get('x-kong-request-id');
+      await gw.idle();
+      const lines = readFileSync(join(prefix, 'access.log'), 'utf8').trim().split('\n');
+      const e = lines
+        .map((l) => JSON.parse(l) as { request: { id: string } })
+        .find((x) => x.request.id === id);
+      if (!e) throw new Error(`no file-log line for ${String(id)}`);
+      return e as unknown as Record<string, unknown>;
+    };
+    // refused twice (retries: 1): the retry records the first failure, header_filter the last
+    const dead = await entryFor(await fetch(`${gw.url}/dead`));
+    expect(dead.upstream_status).toBe('502, 502');
+    expect(dead.tries).toEqual([
+      expect.objectContaining({ ip: '127.0.0.1', port: 1, state: 'failed', code: 502 }),
+      expect.objectContaining({ ip: '127.0.0.1', port: 1, state: 'failed', code: 502 }),
+    ]);
+    const ok = await entryFor(await post('/plain/x', {}));
+    expect(ok.upstream_status).toBe('200');
+    expect((ok.tries as Record<string, unknown>[])[0]).not.toHaveProperty('state');
+    // never proxied: no try, and Kong's serializer still has the field, empty
+    const exit = await entryFor(await post('/probe', { exit: { status: 403, body: 'no' } }));
+    expect(exit.upstream_status).toBe('');
+    expect(exit.tries).toEqual([]);
+  });
+
+  it('marks the last try failed for a 5xx answer only when no retry was left (Kong’s header_filter)', async () => {
+    const failing = await startServer((_req, res) => {
+      res.writeHead(503, { 'content-length': '0' });
+      res.end();
+    });
+    const p2 = mkdtempSync(join(tmpdir(), 'kinf-tries-'));
+    const g = await startGateway({
+      kongConfig: {
+        _format_version: '3.0',
+        services: [
+          { name: 'r0', url: failing.url, retries: 0, routes: [{ paths: ['/r0'] }] },
+          { name: 'r2', url: failing.url, retries: 2, routes: [{ paths: ['/r2'] }] },
+        ],
+        plugins: [{ name: 'file-log', config: { path: join(p2, 'access.log') } }],
+      },
+      port: 0,
+      pluginServers: [],
+      logger: () => undefined,
+    });
+    try {
+      for (const path of ['/r0', '/r2']) expect((await fetch(g.url + path)).status).toBe(503);
+      await g.idle();
+      const [r0, r2] = readFileSync(join(p2, 'access.log'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as { upstream_status: string; tries: Record<string, unknown>[] });
+      expect(r0!.upstream_status).toBe('503');
+      expect(r0!.tries).toEqual([expect.objectContaining({ state: 'failed', code: 503 })]);
+      expect(r2!.upstream_status).toBe('503'); // an HTTP answer is not retried (proxy_next_upstream error timeout)
+      expect(r2!.tries).toHaveLength(1);
+      expect(r2!.tries[0]).not.toHaveProperty('state');
+    } finally {
+      await g.close();
+      await failing.close();
+      rmSync(p2, { recursive: true, force: true });
+    }
   });
 
   it('strip_path and the service path build the upstream URI', async () => {
