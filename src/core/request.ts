@@ -1,3 +1,4 @@
+import { mayHavePythonNumbers, parsePythonJson } from './python-json.js';
 import type { FallbackReason } from './fallback.js';
 import { isRecord } from './is-record.js';
 
@@ -78,7 +79,38 @@ export function parseChatBody(
     // JSON.parse's message quotes the body: keep prompt text out of spans and logs.
     return fail('body_not_json', 'body is not JSON');
   }
-  return parseChatRequest(json);
+  return parseChatRequest(withPythonNumbers(json, text));
+}
+
+/**
+ * The tools and tool calls as vLLM's json.loads reads their numbers (python-json.ts): the template prints
+ * them, so `1.0` must stay `1.0`. Only those parts, only when the body may hold such a number, and the
+ * plain parse when the second one fails (lossless-json refuses duplicate keys, where Python keeps the last).
+ */
+function withPythonNumbers(json: unknown, text: string): unknown {
+  if (!isRecord(json)) return json;
+  const messages = Array.isArray(json.messages) ? (json.messages as unknown[]) : [];
+  const calls = messages.some((m) => isRecord(m) && Array.isArray(m.tool_calls));
+  const tools = Array.isArray(json.tools) && json.tools.length > 0;
+  if ((!calls && !tools) || !mayHavePythonNumbers(text)) return json;
+  let py: unknown;
+  try {
+    py = parsePythonJson(text);
+  } catch {
+    return json;
+  }
+  if (!isRecord(py)) return json;
+  const pyMessages = Array.isArray(py.messages) ? (py.messages as unknown[]) : [];
+  return {
+    ...json,
+    ...(tools ? { tools: py.tools } : {}),
+    messages: messages.map((m, i) => {
+      const p = pyMessages[i];
+      return isRecord(m) && Array.isArray(m.tool_calls) && isRecord(p)
+        ? { ...m, tool_calls: p.tool_calls }
+        : m;
+    }),
+  };
 }
 
 /** Validates an OpenAI chat-completions body. Never throws. */

@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { KinferenceError } from '../core/errors.js';
+import { restorePythonNumbers } from '../core/python-json.js';
 import { createChatmlTemplate } from './chat-template/chatml.js';
 import { createHarmonyTemplate } from './chat-template/harmony.js';
 import { createHfTemplate } from './chat-template/hf-jinja.js';
@@ -28,6 +29,9 @@ export function loadChatTemplate(spec: string): ChatTemplate {
       'KINF_ERR_TEMPLATE_SPEC',
       `chat template "${spec}": expected chatml, harmony, llama3, none or hf:<path to tokenizer_config.json>`,
     );
+  // Numbers the request carried in Python's text (core/python-json.ts) get that text back, whoever printed them.
+  const raw = t;
+  t = { spec: raw.spec, render: (req) => restorePythonNumbers(raw.render(req)) };
   templates.set(spec, t);
   return t;
 }

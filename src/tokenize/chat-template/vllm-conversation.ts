@@ -1,6 +1,7 @@
 import type { ChatMessage, ChatRequest } from '../../core/request.js';
 import { messageText } from './content.js';
 import { isRecord } from '../../core/is-record.js';
+import { parsePythonJson } from '../../core/python-json.js';
 
 /**
  * The messages and tools vLLM hands a Jinja chat template (entrypoints/chat_utils.py): content as a string
@@ -16,9 +17,14 @@ function parsedArguments(args: unknown): unknown {
   if (args === undefined || args === null || args === '') return {};
   if (typeof args !== 'string') return args;
   try {
-    return JSON.parse(args);
+    // json.loads, as vLLM: a `1.0` in the arguments stays a float when the template prints it back.
+    return parsePythonJson(args);
   } catch {
-    return args;
+    try {
+      return JSON.parse(args); // a duplicate key: Python keeps the last, as JSON.parse does
+    } catch {
+      return args;
+    }
   }
 }
 
