@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { withPythonNumbers } from '../../src/core/request.js';
 import { errorJson, type ErrorType, type Json } from './openai-protocol.js';
 
 export const MAX_BODY_BYTES = 64 * 1024 * 1024;
@@ -17,7 +18,9 @@ export async function readJsonBody(req: IncomingMessage): Promise<BodyResult> {
   }
   let v: unknown;
   try {
-    v = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    const text = Buffer.concat(chunks).toString('utf8');
+    // json.loads, as vLLM: the template prints tool numbers back as Python does (core/python-json.ts).
+    v = withPythonNumbers(JSON.parse(text), text);
   } catch (e) {
     return { ok: false, status: 400, message: `invalid JSON body: ${(e as Error).message}` };
   }

@@ -87,7 +87,7 @@ export function parseChatBody(
  * them, so `1.0` must stay `1.0`. Only those parts, only when the body may hold such a number, and the
  * plain parse when the second one fails (lossless-json refuses duplicate keys, where Python keeps the last).
  */
-function withPythonNumbers(json: unknown, text: string): unknown {
+export function withPythonNumbers(json: unknown, text: string): unknown {
   if (!isRecord(json)) return json;
   const messages = Array.isArray(json.messages) ? (json.messages as unknown[]) : [];
   const calls = messages.some((m) => isRecord(m) && Array.isArray(m.tool_calls));

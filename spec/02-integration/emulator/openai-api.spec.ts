@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseChatRequest } from '../../../src/core/request.js';
+import { parseChatBody, parseChatRequest } from '../../../src/core/request.js';
 import { loadChatTemplate, loadTokenizer } from '../../../src/tokenize/index.js';
 import { waitFor } from '../../helpers/ports.js';
 import { LORA, MODEL, postJson, startTestFleet, type TestFleet } from './emulator-fleet.js';
@@ -215,6 +215,38 @@ describe('emulated vLLM OpenAI API (live, real HTTP)', () => {
       max_tokens: 1,
     });
     expect(r.usage?.prompt_tokens).toBe(want.length);
+  });
+
+  it('reads tool numbers as json.loads does: the router and the pod tokenize a `1.0` alike', async () => {
+    const m = f.config.models[MODEL]!;
+    const tok = loadTokenizer(m.tokenizer);
+    const tpl = loadChatTemplate(m.chat_template);
+    const text = JSON.stringify({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Scale it.' }],
+      tools: [
+        {
+          type: 'function',
+          function: {
+            name: 'scale',
+            parameters: { type: 'object', properties: { f: { type: 'number', default: 'F' } } },
+          },
+        },
+      ],
+      add_generation_prompt: true,
+    }).replace('"F"', '1.0');
+    const routed = parseChatBody(text);
+    if (!routed.ok) throw new Error(routed.detail);
+    const want = await tok.encode(tpl.render(routed.request));
+    const res = await fetch(`${base}/tokenize`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: text,
+    });
+    const got = (await res.json()) as { tokens: number[] };
+    expect(got.tokens).toEqual(want);
+    const de = await postJson(`${base}/detokenize`, { tokens: got.tokens });
+    expect(String(de.json.prompt)).toContain('"default": 1.0}');
   });
 
   it('answers errors in vLLM shape', async () => {
