@@ -285,6 +285,14 @@ function mean(xs: number[]): number {
   return xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : Number.NaN;
 }
 
+/**
+ * An arm's goodput against random's: `2.72×`; `∞` when random has none and the arm some; `–` when both have
+ * none (0/0 says nothing).
+ */
+export function ratioText(est: { ratio: number | null; treatment: number }): string {
+  return est.ratio !== null ? `${est.ratio.toFixed(2)}×` : est.treatment > 0 ? '∞' : '–';
+}
+
 const pct = (x: number): string => `${x >= 0 ? '+' : '−'}${Math.abs(x * 100).toFixed(1)}%`;
 
 function checkTargets(
@@ -335,10 +343,7 @@ function checkTargets(
         out.push({
           name,
           target: `≥ ${min}×`,
-          measured:
-            r === null
-              ? `∞ (random ${est.baseline.toFixed(1)} → ${est.treatment.toFixed(1)} req/min${where})`
-              : `${r.toFixed(2)}× (${est.baseline.toFixed(1)} → ${est.treatment.toFixed(1)} req/min${where})`,
+          measured: `${ratioText(est)} (random ${est.baseline.toFixed(1)} → ${est.treatment.toFixed(1)} req/min${where})`,
           met: r === null ? est.treatment > 0 : r >= min,
         });
       };

@@ -1,6 +1,6 @@
 import { profileLabel, type ArmName, type WorkloadName } from '../types.js';
 import { latencyProfile } from '../schedule.js';
-import type { BenchResults } from './analyze.js';
+import { ratioText, type BenchResults } from './analyze.js';
 
 const s2 = (ms: number): string => (Number.isFinite(ms) ? (ms / 1000).toFixed(2) : '–');
 const pct = (x: number): string =>
@@ -82,10 +82,7 @@ export function toMarkdown(
     );
     const ratioOf = (vr: (typeof r.goodput)[number]['vsRandom']): [string, string] =>
       vr
-        ? [
-            vr.ratio === null ? '∞' : `${vr.ratio.toFixed(2)}×`,
-            `[${vr.ci95[0]?.toFixed(2) ?? '–'}, ${vr.ci95[1]?.toFixed(2) ?? '∞'}]`,
-          ]
+        ? [ratioText(vr), `[${vr.ci95[0]?.toFixed(2) ?? '–'}, ${vr.ci95[1]?.toFixed(2) ?? '∞'}]`]
         : ['1×', ''];
     for (const g of r.goodput.filter((g) => g.workload === w)) {
       const [load, loadCi] = ratioOf(g.vsRandomAtPeakLoad);

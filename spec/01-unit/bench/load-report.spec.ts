@@ -7,6 +7,7 @@ import {
   type LoadResultsFile,
 } from '../../../bench/lib/load/report.js';
 import type { LoadRun } from '../../../bench/lib/load/run-load.js';
+import { ratioText } from '../../../bench/lib/report/analyze.js';
 import type { Slo } from '../../../bench/lib/stats/goodput.js';
 import type { Profile, RequestRecord } from '../../../bench/lib/types.js';
 import { PUBLISHED_SHAPES } from '../../../bench/lib/workload/workloads.js';
@@ -169,5 +170,13 @@ describe('bench:load comparison of two sweeps', () => {
     expect(() =>
       compareLoads(sweep([cell(1, [run(reqs(2))])]), sweep([cell(2, [run(reqs(2))])]), 100),
     ).toThrow('no profile in common with as many runs: concurrent@1 vs concurrent@2');
+  });
+});
+
+describe('goodput ratio text', () => {
+  it('is ∞ only when random has none and the arm some; 0 against 0 is no ratio', () => {
+    expect(ratioText({ ratio: 2.718, treatment: 32 })).toBe('2.72×');
+    expect(ratioText({ ratio: null, treatment: 31.4 })).toBe('∞');
+    expect(ratioText({ ratio: null, treatment: 0 })).toBe('–');
   });
 });
