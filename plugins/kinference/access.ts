@@ -2,7 +2,13 @@ import { randomBytes } from 'node:crypto';
 import type { PluginConfig } from '../../src/config/plugin-config.js';
 import type { FallbackReason } from '../../src/core/fallback.js';
 import type { RouteOutcome, Router } from '../../src/router/index.js';
-import { decisionAttributes, type DecisionTracer, type RouteSpan } from '../../src/telemetry/index.js';
+import {
+  ATTR_KINFERENCE_PLUGIN_ERROR,
+  ATTR_KINFERENCE_TARGET,
+  decisionAttributes,
+  type DecisionTracer,
+  type RouteSpan,
+} from '../../src/telemetry/index.js';
 import { bodyGate } from './body-gate.js';
 import { logOnce } from './log-once.js';
 import type { PendingDecisions } from './pending.js';
@@ -106,17 +112,23 @@ export async function runAccess(pdk: AccessPdk, deps: PhaseDeps): Promise<void> 
   const { config, tracer } = deps;
   const startMs = deps.now();
   const headers = await pdk.getHeaders();
-  const incoming = tracer ? headers.traceparent?.[0] : undefined;
+  // W3C Trace Context: a request carrying several traceparent headers has none we can trust (new trace).
+  const tp = headers.traceparent;
+  const incoming = tracer && tp?.length === 1 ? tp[0] : undefined;
   const outcome = await routeRequest(pdk, deps, headers);
   reportFallback(outcome);
   const span = tracer ? startSpan(tracer, incoming, startMs, decisionAttributes(outcome)) : null;
+  let targetSet = false;
   try {
     if (outcome.shed) {
       const r = shedResponse({ ...outcome, shed: outcome.shed });
       pdk.exit(r.status, r.body, r.headers);
       return;
     }
-    if (outcome.target) await pdk.setTarget(outcome.target.host, outcome.target.port);
+    if (outcome.target) {
+      await pdk.setTarget(outcome.target.host, outcome.target.port);
+      targetSet = true;
+    }
     const headers: Record<string, string> = {};
     if (span) headers.traceparent = span.traceparent;
     if (config.expose_headers) Object.assign(headers, exposedHeaders(outcome));
@@ -128,6 +140,18 @@ export async function runAccess(pdk: AccessPdk, deps: PhaseDeps): Promise<void> 
       deps.pending.put(id, { outcome, span: span?.ref ?? null, accessEndMs: deps.now() });
       if (!span) await pdk.ctxSharedSet(CTX_DECISION_KEY, id);
     }
+  } catch (e) {
+    // Kong will not send it to the pod (set_target never took): nothing will release its reservation but us.
+    if (outcome.target && !targetSet) deps.router.observe(outcome, null);
+    // The caller fails open; the span must not claim a pod Kong will not use, nor look like a success.
+    if (span) {
+      span.setAttributes({
+        [ATTR_KINFERENCE_PLUGIN_ERROR]: describe(e),
+        [ATTR_KINFERENCE_TARGET]: targetSet ? 'pod' : 'kong-default',
+      });
+      span.fail(e);
+    }
+    throw e;
   } finally {
     span?.end(deps.now());
   }

@@ -18,7 +18,7 @@ import {
 import { toKongSchema } from '../../src/config/to-kong-schema.js';
 import { validateConfig } from '../../src/config/validate.js';
 import { getRouter } from '../../src/router/index.js';
-import { getDecisionTracer } from '../../src/telemetry/index.js';
+import { getDecisionTracer, shutdownAllTracers } from '../../src/telemetry/index.js';
 import { runAccess, type PhaseDeps } from './access.js';
 import { installBinaryJsonShortcut, installExitEventCleanup } from './kong-pdk-workaround.js';
 import { runLog } from './log-phase.js';
@@ -49,6 +49,27 @@ function watchExports(endpoint: string): void {
       logOnce('otlp', `span export failed (otlp_endpoint ${[...otlpEndpoints].join(', ')}): ${describe(e)}`),
     );
   otlpEndpoints.add(endpoint);
+}
+
+/** How long an exiting plugin server waits for its last spans to reach otlp_endpoint. */
+const EXIT_FLUSH_MS = 2000;
+let exitFlushInstalled = false;
+
+/**
+ * Kong stops the plugin server with SIGTERM (kong.md §4.1), and Node's default is to die at once: the spans
+ * still in the batch processor (up to its schedule delay) were lost on every restart or deploy. Flush them,
+ * bounded, then die of the same signal so Kong still sees a signal exit. Installed with the first tracer.
+ */
+function flushSpansOnExit(): void {
+  if (exitFlushInstalled) return;
+  exitFlushInstalled = true;
+  for (const signal of ['SIGTERM', 'SIGINT'] as const)
+    process.once(signal, () => {
+      void shutdownAllTracers(EXIT_FLUSH_MS).finally(() => {
+        // Someone else handles the signal too: leave the exit to them.
+        if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+      });
+    });
 }
 
 /** Hands queued diagnostics to Kong (log phase, off the request path); stderr if Kong will not take them. */
@@ -90,7 +111,10 @@ class KinferencePlugin {
     if (this.#deps || !this.#config) return this.#deps;
     installBinaryJsonShortcut();
     const config = this.#config;
-    if (config.otlp_endpoint) watchExports(config.otlp_endpoint);
+    if (config.otlp_endpoint) {
+      watchExports(config.otlp_endpoint);
+      flushSpansOnExit();
+    }
     this.#deps = {
       config,
       router: getRouter(config),

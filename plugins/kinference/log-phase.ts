@@ -80,7 +80,8 @@ export async function runLog(pdk: LogPdk, deps: PhaseDeps): Promise<void> {
   const observe = measured && streaming && upstreamStatus === 200 && p.outcome.target !== null;
   // Every outcome releases its reservation; only a streamed first byte is a TTFT worth learning from; a
   // failed connection or gateway error keeps the pod out of the next decisions for a while.
-  deps.router.observe(p.outcome, observe ? actualMs : null, p.outcome.target ? upstreamReport(s) : null);
+  const report = p.outcome.target ? upstreamReport(s) : null;
+  deps.router.observe(p.outcome, observe ? actualMs : null, report);
 
   if (deps.tracer && p.span && measured) {
     const predicted = p.outcome.decision.chosen?.predictedTtftMs;
@@ -95,6 +96,8 @@ export async function runLog(pdk: LogPdk, deps: PhaseDeps): Promise<void> {
     if (upstreamStatus !== undefined && Number.isFinite(upstreamStatus))
       attrs[A.ATTR_HTTP_RESPONSE_STATUS_CODE] = upstreamStatus;
     if (p.outcome.target) attrs[A.ATTR_KINFERENCE_CHOSEN_POD_ID] = p.outcome.target.podId;
-    deps.tracer.recordTtft(p.span, p.accessEndMs, p.accessEndMs + actualMs, attrs);
+    // A gateway error from the chosen pod is an error in Jaeger too, not just a status code to look for.
+    const error = report?.failed ? report.detail : undefined;
+    deps.tracer.recordTtft(p.span, p.accessEndMs, p.accessEndMs + actualMs, attrs, error);
   }
 }

@@ -1,6 +1,7 @@
 import {
   ROOT_CONTEXT,
   SpanKind,
+  SpanStatusCode,
   trace,
   type Attributes,
   type Context,
@@ -9,7 +10,7 @@ import {
   type TextMapSetter,
   type Tracer,
 } from '@opentelemetry/api';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { getNumberFromEnv, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import {
@@ -34,7 +35,7 @@ export interface TracingOptions {
   serviceVersion: string;
   /** Ratio for traces without a parent; a parent's sampled flag is followed (parent-based). */
   sampleRatio: number;
-  /** BatchSpanProcessor delay between exports (default 500 ms). */
+  /** BatchSpanProcessor delay between exports (default: OTEL_BSP_SCHEDULE_DELAY, else 500 ms). */
   scheduledDelayMs?: number;
 }
 
@@ -51,12 +52,21 @@ export interface RouteSpan {
   readonly traceparent: string;
   readonly sampled: boolean;
   setAttributes(attrs: Attributes): void;
+  /** Marks the span as failed (status ERROR, an `exception` event), e.g. when the plugin glue threw. */
+  fail(error: unknown): void;
   end(endTimeMs?: number): void;
 }
 
 export interface DecisionTracer {
   startRoute(incomingTraceparent: string | undefined, startTimeMs: number, attrs?: Attributes): RouteSpan;
-  recordTtft(parent: SpanRef, startTimeMs: number, endTimeMs: number, attrs: Attributes): void;
+  /** `error`: what went wrong upstream (status ERROR on the span); absent when the pod answered normally. */
+  recordTtft(
+    parent: SpanRef,
+    startTimeMs: number,
+    endTimeMs: number,
+    attrs: Attributes,
+    error?: string,
+  ): void;
   flush(): Promise<void>;
   shutdown(): Promise<void>;
 }
@@ -87,10 +97,11 @@ class SdkDecisionTracer implements DecisionTracer {
       sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(opts.sampleRatio) }),
       spanProcessors: [
         new BatchSpanProcessor(exporter, {
-          scheduledDelayMillis: opts.scheduledDelayMs ?? 500,
-          maxQueueSize: 4096,
-          maxExportBatchSize: 512,
-          exportTimeoutMillis: 10_000,
+          // The standard OTEL_BSP_* variables win over our defaults (passing a value hides them from the SDK).
+          scheduledDelayMillis: opts.scheduledDelayMs ?? getNumberFromEnv('OTEL_BSP_SCHEDULE_DELAY') ?? 500,
+          maxQueueSize: getNumberFromEnv('OTEL_BSP_MAX_QUEUE_SIZE') ?? 4096,
+          maxExportBatchSize: getNumberFromEnv('OTEL_BSP_MAX_EXPORT_BATCH_SIZE') ?? 512,
+          exportTimeoutMillis: getNumberFromEnv('OTEL_BSP_EXPORT_TIMEOUT') ?? 10_000,
         }),
       ],
     });
@@ -118,15 +129,30 @@ class SdkDecisionTracer implements DecisionTracer {
       traceparent: carrier.traceparent ?? `00-${sc.traceId}-${sc.spanId}-0${sc.traceFlags & 1}`,
       sampled: (sc.traceFlags & 1) === 1,
       setAttributes: (a) => void span.setAttributes(a),
+      fail: (e) => {
+        const message = (e instanceof Error ? e.message : String(e)).slice(0, 300);
+        span.recordException(e instanceof Error ? e : message);
+        span.setStatus({ code: SpanStatusCode.ERROR, message });
+      },
       end: (t) => span.end(t),
     };
   }
 
-  recordTtft(parent: SpanRef, startTimeMs: number, endTimeMs: number, attrs: Attributes): void {
+  recordTtft(
+    parent: SpanRef,
+    startTimeMs: number,
+    endTimeMs: number,
+    attrs: Attributes,
+    error?: string,
+  ): void {
     const ctx = trace.setSpanContext(ROOT_CONTEXT, { ...parent, isRemote: false });
-    this.#tracer
-      .startSpan(SPAN_TTFT, { kind: SpanKind.INTERNAL, startTime: startTimeMs, attributes: attrs }, ctx)
-      .end(endTimeMs);
+    const span = this.#tracer.startSpan(
+      SPAN_TTFT,
+      { kind: SpanKind.INTERNAL, startTime: startTimeMs, attributes: attrs },
+      ctx,
+    );
+    if (error !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: error });
+    span.end(endTimeMs);
   }
 
   flush(): Promise<void> {
@@ -162,8 +188,19 @@ export async function flushAllTracers(): Promise<void> {
   await Promise.all([...tracers.values()].map((t) => t.flush()));
 }
 
-export async function shutdownAllTracers(): Promise<void> {
+/**
+ * Exports what is buffered and stops every tracer. With `timeoutMs`, gives up waiting after that long (a dead
+ * or slow OTLP endpoint must not hold up a process that is asked to exit).
+ */
+export async function shutdownAllTracers(timeoutMs?: number): Promise<void> {
   const all = [...tracers.values()];
   tracers.clear();
-  await Promise.allSettled(all.map((t) => t.shutdown()));
+  const done = Promise.allSettled(all.map((t) => t.shutdown()));
+  if (timeoutMs === undefined) {
+    await done;
+    return;
+  }
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([done, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
+  clearTimeout(timer);
 }

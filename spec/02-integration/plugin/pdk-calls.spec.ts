@@ -5,6 +5,7 @@ import type { BlockKey } from '../../../src/core/types.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { waitFor } from '../../helpers/ports.js';
 import { startNamedUpstream, startSink, type Sink, type TestServer } from '../kong/test-servers.js';
+import { decodeSpans } from '../telemetry/otlp.js';
 import {
   buildPlugin,
   chatBody,
@@ -249,6 +250,44 @@ describe('kinference plugin PDK calls (real plugin server)', () => {
     } finally {
       faultOn = null;
     }
+  });
+
+  it('a set_target that rejects leaves no reservation behind on the pod the request never reached', async () => {
+    const predicted = async (): Promise<number> => {
+      const r = await send('exposed');
+      expect(await r.json()).toMatchObject({ served_by: 'pod-b' });
+      await gw.idle(); // its log phase has released its own reservation
+      return Number(pods['pod-b']!.requests.at(-1)!.headers['x-kinference-predicted-ttft-ms']);
+    };
+    const before = await predicted();
+    faultOn = 'kong.service.set_target';
+    try {
+      for (let i = 0; i < 4; i++)
+        expect(await (await send('exposed')).json()).toMatchObject({ served_by: 'fallback' });
+    } finally {
+      faultOn = null;
+    }
+    await gw.idle();
+    expect(await predicted()).toBe(before);
+  });
+
+  it('tracing on: a PDK call that rejects marks the span failed, with Kong’s target, not the pod', async () => {
+    const trace = '0af7651916cd43dd8448eb211c8031ee';
+    faultOn = 'kong.service.set_target';
+    try {
+      const r = await send('traced', body, { traceparent: `00-${trace}-b7ad6b7169203331-01` });
+      expect(await r.json()).toMatchObject({ served_by: 'fallback' });
+    } finally {
+      faultOn = null;
+    }
+    const route = await waitFor('route span', () =>
+      decodeSpans(sink.bodies).find((s) => s.traceId === trace && s.name === 'kinference.route'),
+    );
+    expect(route.status.code).toBe(2); // STATUS_CODE_ERROR
+    expect(route.status.message).toContain('injected fault');
+    expect(route.attributes['kinference.plugin.error']).toContain('injected fault');
+    expect(route.attributes['kinference.target']).toBe('kong-default');
+    expect(route.events.map((e) => e.name)).toContain('exception');
   });
 
   it('a body over max_body_bytes and over client_body_buffer_size is never fetched: no 500, Kong’s target', async () => {

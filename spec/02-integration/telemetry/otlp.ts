@@ -18,6 +18,9 @@ export interface DecodedSpan {
   endMs: number;
   attributes: Record<string, unknown>;
   resource: Record<string, unknown>;
+  /** OTLP status code: 0 unset, 1 ok, 2 error. */
+  status: { code: number; message: string | undefined };
+  events: { name: string; attributes: Record<string, unknown> }[];
 }
 
 function value(v: AnyValue): unknown {
@@ -54,6 +57,14 @@ export function decodeSpans(bodies: unknown[]): DecodedSpan[] {
             endMs: Number(BigInt(String(s.endTimeUnixNano)) / 1_000_000n),
             attributes: attrs(s.attributes as never),
             resource,
+            status: {
+              code: Number((s.status as { code?: number } | undefined)?.code ?? 0),
+              message: (s.status as { message?: string } | undefined)?.message,
+            },
+            events: ((s.events ?? []) as { name: string; attributes?: never }[]).map((e) => ({
+              name: e.name,
+              attributes: attrs(e.attributes),
+            })),
           });
     }
   }

@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../../../kong/stand-in/index.js';
 import { SPAN_ROUTE, SPAN_TTFT } from '../../../src/telemetry/attributes.js';
@@ -15,6 +16,7 @@ import {
 } from '../plugin/harness.js';
 import {
   startNamedUpstream,
+  startServer,
   startSink,
   startSseUpstream,
   type Sink,
@@ -35,6 +37,9 @@ let plugin: BuiltPlugin;
 let gw: Gateway;
 let sink: Sink;
 let fallback: TestServer;
+/** The only pod of SICK_MODEL: answers every request 503, as an overloaded vLLM does. */
+let sick: TestServer;
+const SICK_MODEL = 'sick-model';
 const pods: Record<string, SseUpstream> = {};
 const CLIENT_TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 const CLIENT_SPAN = '00f067aa0ba902b7';
@@ -62,6 +67,11 @@ beforeAll(async () => {
     startNamedUpstream('fallback'),
   ]);
   for (const id of ['pod-a', 'pod-b']) pods[id] = await startSseUpstream(id);
+  sick = await startServer((_req, res) => {
+    res.writeHead(503, { 'content-type': 'application/json' });
+    res.end('{"error":{"message":"overloaded"}}');
+  });
+  await seedIndex(redis.url, PREFIX, SICK_MODEL, [{ id: 'pod-sick', address: `127.0.0.1:${sick.port}` }]);
   const keys = await keysFor(config(), body);
   await seedIndex(redis.url, PREFIX, 'test-model', [
     { id: 'pod-a', address: `127.0.0.1:${pods['pod-a']!.port}`, holds: keys.slice(0, 3) },
@@ -79,6 +89,7 @@ afterAll(async () => {
     redis?.stop(),
     sink?.close(),
     fallback?.close(),
+    sick?.close(),
     ...Object.values(pods).map((p) => p.close()),
   ]);
   plugin?.cleanup();
@@ -144,5 +155,80 @@ describe('plugin tracing (OTLP/HTTP from the plugin server)', () => {
     // fallback "least-loaded": the model is known, so a pod is still chosen on load alone
     expect(route!.attributes['kinference.target']).toBe('pod');
     expect(route!.attributes['kinference.candidates.cached_tokens']).toEqual([0, 0]);
+  });
+
+  it('marks the TTFT span failed when the chosen pod answers with a gateway error', async () => {
+    const trace = 'dddddddddddddddddddddddddddddddf';
+    const r = await fetch(gw.url + CHAT_PATH, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', traceparent: `00-${trace}-${CLIENT_SPAN}-01` },
+      body: JSON.stringify({ ...body, model: SICK_MODEL }),
+    });
+    expect(r.status).toBe(503);
+    await r.text();
+    await gw.idle();
+    const spans = await spansOf(trace, [SPAN_ROUTE, SPAN_TTFT]);
+    const ttft = spans.find((s) => s.name === SPAN_TTFT)!;
+    expect(ttft.attributes['http.response.status_code']).toBe(503);
+    expect(ttft.status).toEqual({ code: 2, message: 'gateway error 503' });
+    // The decision itself went as planned.
+    expect(spans.find((s) => s.name === SPAN_ROUTE)!.status.code).toBe(0);
+  });
+
+  it('starts a new trace when the request carries two traceparent headers (W3C: neither can be trusted)', async () => {
+    const other = 'bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbc';
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = request(gw.url + CHAT_PATH, {
+        method: 'POST',
+        // An array sends two header lines, as two proxies that each added one would.
+        headers: {
+          'content-type': 'application/json',
+          traceparent: [`00-${CLIENT_TRACE}-${CLIENT_SPAN}-01`, `00-${other}-${CLIENT_SPAN}-01`],
+        },
+      });
+      req.on('response', (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      });
+      req.on('error', reject);
+      req.end(JSON.stringify(body));
+    });
+    expect(status).toBe(200);
+    const upstreamTp = String(pods['pod-b']!.requests.at(-1)!.headers.traceparent);
+    const [, traceId, spanId] = /^00-([0-9a-f]{32})-([0-9a-f]{16})-01$/.exec(upstreamTp) ?? [];
+    expect(traceId).toBeDefined();
+    expect([CLIENT_TRACE, other]).not.toContain(traceId);
+    const [route] = await spansOf(traceId!, [SPAN_ROUTE]);
+    expect(route!.spanId).toBe(spanId);
+    expect(route!.parentSpanId).toBeUndefined();
+  });
+
+  it('exports the spans still batched when Kong stops the plugin server (SIGTERM)', async () => {
+    // A batch delay far past the test: only the exit flush can deliver these spans.
+    process.env.OTEL_BSP_SCHEDULE_DELAY = '600000';
+    let gw2: Gateway;
+    try {
+      gw2 = await startPluginGateway(plugin, fallback.url, config());
+    } finally {
+      delete process.env.OTEL_BSP_SCHEDULE_DELAY;
+    }
+    const trace = 'cccccccccccccccccccccccccccccccd';
+    try {
+      const r = await fetch(gw2.url + CHAT_PATH, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', traceparent: `00-${trace}-${CLIENT_SPAN}-01` },
+        body: JSON.stringify(body),
+      });
+      expect(r.status).toBe(200);
+      await r.text();
+      await gw2.idle();
+      expect(decodeSpans(sink.bodies).filter((x) => x.traceId === trace)).toEqual([]);
+    } finally {
+      await gw2.close();
+    }
+    const spans = await spansOf(trace, [SPAN_ROUTE, SPAN_TTFT]);
+    expect(spans.find((s) => s.name === SPAN_TTFT)!.parentSpanId).toBe(
+      spans.find((s) => s.name === SPAN_ROUTE)!.spanId,
+    );
   });
 });

@@ -1,3 +1,4 @@
+import { createServer, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SPAN_ROUTE, SPAN_TTFT } from '../../../src/telemetry/attributes.js';
 import { getDecisionTracer, shutdownAllTracers } from '../../../src/telemetry/tracer.js';
@@ -90,5 +91,28 @@ describe('decision tracer (OTLP/HTTP)', () => {
     };
     expect(getDecisionTracer(o)).toBe(getDecisionTracer({ ...o }));
     expect(getDecisionTracer(o)).not.toBe(getDecisionTracer({ ...o, sampleRatio: 0.25 }));
+  });
+
+  it('shuts down within the given bound when the OTLP endpoint accepts but never answers', async () => {
+    const sockets = new Set<Socket>();
+    const blackhole = createServer((c) => void sockets.add(c));
+    await new Promise<void>((resolve) => blackhole.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (blackhole.address() as { port: number }).port;
+      const tracer = getDecisionTracer({
+        endpoint: `http://127.0.0.1:${port}/v1/traces`,
+        serviceName: 'slow',
+        serviceVersion: '1.0.0',
+        sampleRatio: 1,
+      });
+      tracer.startRoute(undefined, Date.now()).end();
+      const t0 = Date.now();
+      await shutdownAllTracers(300);
+      // The SDK alone would wait out its 10 s export timeout.
+      expect(Date.now() - t0).toBeLessThan(2000);
+    } finally {
+      for (const c of sockets) c.destroy();
+      await new Promise<void>((resolve) => blackhole.close(() => resolve()));
+    }
   });
 });
