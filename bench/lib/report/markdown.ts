@@ -82,7 +82,13 @@ export function toMarkdown(
     );
     const ratioOf = (vr: (typeof r.goodput)[number]['vsRandom']): [string, string] =>
       vr
-        ? [ratioText(vr), `[${vr.ci95[0]?.toFixed(2) ?? '–'}, ${vr.ci95[1]?.toFixed(2) ?? '∞'}]`]
+        ? [
+            ratioText(vr),
+            // 0 against 0 has no interval either.
+            vr.ratio === null && vr.treatment <= 0
+              ? '–'
+              : `[${vr.ci95[0]?.toFixed(2) ?? '–'}, ${vr.ci95[1]?.toFixed(2) ?? '∞'}]`,
+          ]
         : ['1×', ''];
     for (const g of r.goodput.filter((g) => g.workload === w)) {
       const [load, loadCi] = ratioOf(g.vsRandomAtPeakLoad);
