@@ -2,7 +2,7 @@ import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../../../kong/stand-in/index.js';
 import { SPAN_ROUTE, SPAN_TTFT } from '../../../src/telemetry/attributes.js';
-import { waitFor } from '../../helpers/ports.js';
+import { freePort, waitFor } from '../../helpers/ports.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import {
   buildPlugin,
@@ -40,6 +40,8 @@ let fallback: TestServer;
 /** The only pod of SICK_MODEL: answers every request 503, as an overloaded vLLM does. */
 let sick: TestServer;
 const SICK_MODEL = 'sick-model';
+/** The only pod of DEAD_MODEL: nothing listens on its port (a crashed vLLM). */
+const DEAD_MODEL = 'dead-model';
 const pods: Record<string, SseUpstream> = {};
 const CLIENT_TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 const CLIENT_SPAN = '00f067aa0ba902b7';
@@ -72,6 +74,9 @@ beforeAll(async () => {
     res.end('{"error":{"message":"overloaded"}}');
   });
   await seedIndex(redis.url, PREFIX, SICK_MODEL, [{ id: 'pod-sick', address: `127.0.0.1:${sick.port}` }]);
+  await seedIndex(redis.url, PREFIX, DEAD_MODEL, [
+    { id: 'pod-dead', address: `127.0.0.1:${await freePort()}` },
+  ]);
   const keys = await keysFor(config(), body);
   await seedIndex(redis.url, PREFIX, 'test-model', [
     { id: 'pod-a', address: `127.0.0.1:${pods['pod-a']!.port}`, holds: keys.slice(0, 3) },
@@ -173,6 +178,23 @@ describe('plugin tracing (OTLP/HTTP from the plugin server)', () => {
     expect(ttft.status).toEqual({ code: 2, message: 'gateway error 503' });
     // The decision itself went as planned.
     expect(spans.find((s) => s.name === SPAN_ROUTE)!.status.code).toBe(0);
+  });
+
+  it('marks the TTFT span failed when the chosen pod refuses the connection', async () => {
+    const trace = 'dddddddddddddddddddddddddddddde0';
+    const r = await fetch(gw.url + CHAT_PATH, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', traceparent: `00-${trace}-${CLIENT_SPAN}-01` },
+      body: JSON.stringify({ ...body, model: DEAD_MODEL }),
+    });
+    expect(r.status).toBe(502);
+    await r.text();
+    await gw.idle();
+    const spans = await spansOf(trace, [SPAN_ROUTE, SPAN_TTFT]);
+    const ttft = spans.find((s) => s.name === SPAN_TTFT)!;
+    expect(ttft.status.code).toBe(2);
+    expect(ttft.attributes['http.response.status_code']).toBe(502);
+    expect(ttft.attributes['kinference.chosen.pod_id']).toBe('pod-dead');
   });
 
   it('starts a new trace when the request carries two traceparent headers (W3C: neither can be trusted)', async () => {
