@@ -90,6 +90,7 @@ export interface EngineOverrides {
   noneHash?: Uint8Array;
   eosTokenId?: number;
   outputVocab?: readonly number[];
+  reserveFullIsl?: boolean;
 }
 
 /** Engine options for a profile, with any field overridden (block size 16 and seed 1 by default). */
@@ -108,5 +109,6 @@ export function engineOptionsFor(profile: EngineProfile, o: EngineOverrides = {}
   if (o.hashSeed !== undefined) opts.hashSeed = o.hashSeed;
   if (o.noneHash !== undefined) opts.noneHash = o.noneHash;
   if (o.outputVocab !== undefined) opts.outputVocab = o.outputVocab;
+  if (o.reserveFullIsl !== undefined) opts.reserveFullIsl = o.reserveFullIsl;
   return opts;
 }

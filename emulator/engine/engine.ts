@@ -36,6 +36,11 @@ export interface EngineOptions {
   eosTokenId: number;
   /** Token ids output is sampled from (decodable words for the live server); must not hold EOS. */
   outputVocab?: readonly number[];
+  /**
+   * vLLM's `scheduler_reserve_full_isl` (default true): a waiting request is admitted only when blocks for
+   * its whole sequence are free, not just for its first chunk. False gives the older first-chunk check.
+   */
+  reserveFullIsl?: boolean;
 }
 
 export interface EngineSnapshot {
@@ -84,6 +89,7 @@ export class Engine {
   readonly #eos: number;
   readonly #vocab: readonly number[];
   readonly #eosProbability: number;
+  readonly #reserveFullIsl: boolean;
   readonly #requests = new Map<string, EngineRequest>();
   #waiting: EngineRequest[] = [];
   #running: EngineRequest[] = [];
@@ -111,6 +117,7 @@ export class Engine {
     this.#vocab = (opts.outputVocab ?? DEFAULT_VOCAB).filter((t) => t !== opts.eosTokenId);
     if (this.#vocab.length === 0) throw new RangeError('outputVocab needs at least one non-EOS token');
     this.#eosProbability = 1 / Math.max(1, opts.meanOutputTokens);
+    this.#reserveFullIsl = opts.reserveFullIsl ?? true;
     this.noneHash =
       opts.noneHash !== undefined
         ? Buffer.from(opts.noneHash)
@@ -306,7 +313,7 @@ export class Engine {
         const eventIndex = pool.pendingEventCount;
         const hit = this.#kv.getComputedBlocks(req);
         const n = Math.min(req.numTokens - hit.numTokens, budget);
-        if (this.#kv.allocateSlots(req, n, hit) === null) break;
+        if (this.#kv.allocateSlots(req, n, hit, this.#reserveFullIsl) === null) break;
         this.#waiting.shift();
         this.#running.push(req);
         req.status = 'running';

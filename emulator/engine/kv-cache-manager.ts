@@ -47,18 +47,32 @@ export class KvCacheManager {
 
   /**
    * Allocates blocks for `numNewTokens` more tokens (after any new prefix hit), or returns null when the
-   * pool cannot supply them. Newly full blocks are cached immediately (BlockStored), before the forward pass.
+   * pool cannot supply them (or, with `fullSequenceMustFit`, the blocks for all of the request's tokens).
+   * Newly full blocks are cached immediately (BlockStored), before the forward pass.
    */
-  allocateSlots(req: EngineRequest, numNewTokens: number, hit: ComputedBlocks = NO_HIT): KvBlock[] | null {
+  allocateSlots(
+    req: EngineRequest,
+    numNewTokens: number,
+    hit: ComputedBlocks = NO_HIT,
+    fullSequenceMustFit = false,
+  ): KvBlock[] | null {
     if (numNewTokens <= 0) throw new Error('allocateSlots needs numNewTokens > 0');
     const numComputed = req.numComputedTokens + hit.numTokens;
     const numNeedSlot = Math.min(numComputed + numNewTokens, this.maxModelLen);
     const have = this.#reqBlocks.get(req.id) ?? [];
-    const required = Math.ceil(numNeedSlot / this.blockSize);
-    const numNew = Math.max(0, required - hit.blocks.length - have.length);
+    const blocksToAllocate = (numTokens: number): number =>
+      Math.max(0, Math.ceil(numTokens / this.blockSize) - hit.blocks.length - have.length);
+    const numNew = blocksToAllocate(numNeedSlot);
     // A hit on a free cached block takes it out of the free queue, so it costs a free block too.
     let evictableHits = 0;
     for (const b of hit.blocks) if (b.refCnt === 0) evictableHits++;
+    // vLLM's scheduler_reserve_full_isl (default on): admit only if the whole sequence fits, not just
+    // this chunk, so a long prompt does not prefill a few chunks and then preempt itself.
+    if (
+      fullSequenceMustFit &&
+      blocksToAllocate(Math.min(req.numTokens, this.maxModelLen)) + evictableHits > this.pool.numFreeBlocks
+    )
+      return null;
     if (numNew + evictableHits > this.pool.numFreeBlocks) return null;
 
     let blocks = this.#reqBlocks.get(req.id);

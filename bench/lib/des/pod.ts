@@ -11,6 +11,8 @@ export interface PodSpec {
   blockSize: number;
   eosTokenId: number;
   outputVocab: readonly number[];
+  /** vLLM's scheduler_reserve_full_isl; off = admission by first chunk, as vLLM before it (2026-03). */
+  reserveFullIsl?: boolean;
 }
 
 /** Per-request progress seen from step outcomes: what the oracle's forward model starts from. */
@@ -63,6 +65,7 @@ export class SimPod {
       hashSeed: `bench/${id}/${seed}`,
       eosTokenId: spec.eosTokenId,
       outputVocab: spec.outputVocab,
+      ...(spec.reserveFullIsl !== undefined ? { reserveFullIsl: spec.reserveFullIsl } : {}),
     });
   }
 

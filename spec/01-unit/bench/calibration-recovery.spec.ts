@@ -7,7 +7,8 @@ import { engineView, extractVllmMetrics } from '../../../src/collector/metrics/v
 import { MemoryKvIndex } from '../../../src/index/memory-index.js';
 
 // The collector's calibration on the real emulator engine, through its /metrics text: an overload (16k
-// prompts on a 35k-token cache, so vLLM preempts and recomputes) must not leave the pod looking slow, and
+// prompts on a 35k-token cache, admitted by first chunk as vLLM did before scheduler_reserve_full_isl, so
+// each prefills a few chunks, preempts itself and recomputes) must not leave the pod looking slow, and
 // once the load is gone a few prefills that run alone must bring the estimate back to the pod's own cost.
 describe('collector calibration through an overload and after it', () => {
   const profile = engineProfile('l40s-27b-fp8');
@@ -21,6 +22,7 @@ describe('collector calibration through an overload and after it', () => {
         blockSize: 16,
         eosTokenId: 2,
         outputVocab: Array.from({ length: 500 }, (_, i) => 1000 + i),
+        reserveFullIsl: false,
       },
       7,
     );

@@ -102,6 +102,49 @@ describe('engine scheduler and prefix cache (vLLM V1 behaviours)', () => {
     expect(os.slice(0, preIdx + 1).some((s) => s.scheduled.some((w) => w.requestId === 'c'))).toBe(false);
   });
 
+  it('admits a waiting request only when its whole prompt fits (scheduler_reserve_full_isl)', () => {
+    // 11 GPU blocks = 10 usable. a takes 6 blocks for its prompt and grows to 7; b's prompt needs 6 more.
+    const run = (reserveFullIsl?: boolean) => {
+      const e = toyEngine({
+        kvCapacityTokens: 44,
+        maxNumBatchedTokens: 16,
+        ...(reserveFullIsl === undefined ? {} : { reserveFullIsl }),
+      });
+      e.addRequest({ id: 'a', promptTokenIds: prompt(24, 50), maxTokens: 4, ignoreEos: true }, 0);
+      e.addRequest({ id: 'b', promptTokenIds: prompt(24, 51), maxTokens: 1 }, 0);
+      const os = steps(drain(e));
+      const stepOf = (pred: (s: StepOutcome) => boolean) => os.findIndex(pred);
+      return {
+        bAdmitted: stepOf((s) => s.admitted.some((a) => a.requestId === 'b')),
+        aDone: stepOf((s) => s.finished.some((f) => f.requestId === 'a')),
+        preemptions: os.flatMap((s) => s.preempted),
+      };
+    };
+    // Default (vLLM ≥ the full-ISL change): b waits for a to finish instead of prefilling a chunk first.
+    const full = run();
+    expect(full.preemptions).toEqual([]);
+    expect(full.bAdmitted).toBe(full.aDone + 1);
+    // The older first-chunk check admits b beside a, then preempts it when a's decode needs a block.
+    const chunk = run(false);
+    expect(chunk.bAdmitted).toBe(1);
+    expect(chunk.preemptions).toContain('b');
+  });
+
+  it('counts prefix-hit blocks as already there in the full-sequence admission check', () => {
+    // 10 usable blocks; a holds 6. b shares a's first 5 blocks, so it needs only 1 new block to fit.
+    const e = toyEngine({ kvCapacityTokens: 44, maxNumBatchedTokens: 64 });
+    const p = prompt(24, 52);
+    e.addRequest({ id: 'a', promptTokenIds: p, maxTokens: 8, ignoreEos: true }, 0);
+    e.advanceTo(1);
+    e.addRequest({ id: 'b', promptTokenIds: [...p.slice(0, 20), 9, 9, 9, 9], maxTokens: 1 }, 1);
+    const os = drain(e);
+    const b = admittedOf(os, 'b');
+    expect(b?.cachedTokens).toBe(20);
+    const bStep = steps(os).findIndex((s) => s.admitted.some((x) => x.requestId === 'b'));
+    const aDone = steps(os).findIndex((s) => s.finished.some((f) => f.requestId === 'a'));
+    expect(bStep).toBeLessThan(aDone);
+  });
+
   it('blocks the head of the line: a small request behind a big one waits', () => {
     // 9 GPU blocks = 8 usable.
     const e = toyEngine({ kvCapacityTokens: 36, maxNumBatchedTokens: 64 });
