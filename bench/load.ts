@@ -11,6 +11,7 @@ import {
   LOAD_USAGE,
   parseLoadArgs,
   randomSalt,
+  recordedCommand,
   UsageError,
   type CompareOptions,
   type LoadOptions,
@@ -27,11 +28,6 @@ import { LoadFailure, measureSlo, runLoad } from './lib/load/run-load.js';
 import { gitCommit } from './lib/main.js';
 import { loadTextSynth } from './lib/setup.js';
 import { profileDurationS, profileLabel, type RequestRecord } from './lib/types.js';
-
-function command(argv: string[]): string {
-  const safe = argv.map((a, i) => (argv[i - 1] === '--header' ? `${a.split(':')[0]}: …` : a));
-  return ['npm run bench:load --', ...safe].join(' ');
-}
 
 const tenth = (x: number): number => Math.round(x * 10) / 10;
 const roundTimes = (r: RequestRecord): RequestRecord => ({
@@ -51,14 +47,20 @@ function redact(url: URL): string {
 
 async function compare(o: CompareOptions, argv: string[]): Promise<void> {
   const read = (f: string): LoadResultsFile => {
-    const x = JSON.parse(readFileSync(f, 'utf8')) as LoadResultsFile;
-    if (x.meta?.tool !== 'bench:load') throw new LoadFailure(`${f}: not a bench:load results file`);
+    let x: LoadResultsFile | null;
+    try {
+      x = JSON.parse(readFileSync(f, 'utf8')) as LoadResultsFile | null;
+    } catch (e) {
+      // A missing or unreadable file is said plainly, not as a stack trace.
+      throw new LoadFailure(`${f}: ${(e as Error).message}`);
+    }
+    if (x?.meta?.tool !== 'bench:load') throw new LoadFailure(`${f}: not a bench:load results file`);
     return x;
   };
   const [a, b] = [read(o.compare[0]), read(o.compare[1])];
   let md: string;
   try {
-    md = comparisonMarkdown(compareLoads(a, b, o.resamples), a, b, command(argv));
+    md = comparisonMarkdown(compareLoads(a, b, o.resamples), a, b, recordedCommand(argv));
   } catch (e) {
     throw new LoadFailure(`cannot compare ${o.compare[0]} with ${o.compare[1]}: ${(e as Error).message}`);
   }
@@ -73,7 +75,10 @@ async function compare(o: CompareOptions, argv: string[]): Promise<void> {
 
 async function load(o: LoadOptions, argv: string[]): Promise<number> {
   const wall0 = performance.now();
-  const synth = await loadTextSynth(o.tokenizerJson);
+  // A tokenizer that cannot be read is a wrong option, said as one, not a stack trace.
+  const synth = await loadTextSynth(o.tokenizerJson).catch((e: unknown) => {
+    throw new UsageError(`--tokenizer ${o.tokenizerJson ?? '(bundled)'}: ${(e as Error).message}`);
+  });
   const slo = await measureSlo(o, synth);
   console.error(`SLO: TTFT ≤ ${(slo.ttftMs / 1000).toFixed(2)} s (${slo.basis}), ITL ≤ ${slo.itlMs} ms`);
 
@@ -149,7 +154,7 @@ async function load(o: LoadOptions, argv: string[]): Promise<number> {
   const results: LoadResultsFile = {
     meta: {
       tool: 'bench:load',
-      command: command(argv),
+      command: recordedCommand(argv),
       date: new Date().toISOString(),
       commit: gitCommit(),
       url: redact(o.url),

@@ -88,6 +88,12 @@ export async function driveLoad(o: DriveOptions): Promise<LoadRunResult> {
   setMaxListeners(0, endOfRun.signal);
   const t0 = performance.now();
   const virt = (realMs: number): number => (realMs - t0) * k;
+  // When sending stopped early: the measure window ends there, so the rates count only what ran.
+  let stoppedAtMs = o.signal?.aborted ? 0 : Number.POSITIVE_INFINITY;
+  const onStop = (): void => {
+    stoppedAtMs = virt(performance.now());
+  };
+  o.signal?.addEventListener('abort', onStop, { once: true });
 
   /** One request from client worker `worker`; resolves with the Retry-After in real ms after a 429. */
   const sendOne = async (worker: number): Promise<number | null> => {
@@ -163,21 +169,30 @@ export async function driveLoad(o: DriveOptions): Promise<LoadRunResult> {
     for (let i = 0; i < profile.streams; i++)
       track(
         (async (): Promise<void> => {
-          while (virt(performance.now()) < durationMs && !o.signal?.aborted) {
+          while (virt(performance.now()) < durationMs && !o.signal?.aborted && !endOfRun.signal.aborted) {
             const retryMs = await sendOne(workerOfStream(profile, i));
             if (retryMs !== null) await sleep(retryMs);
           }
         })(),
       );
   }
-  const endWait = durationMs / k - (performance.now() - t0);
-  if (endWait > 0 && !o.signal?.aborted) await abortableSleep(endWait, o.signal);
+  // Timers count from the event loop's cached clock, which can lag performance.now() by what ran since: a
+  // timer may fire early. Wait until the run's clock says it is over, or a cancelled request reads as failed.
+  for (
+    let endWait = durationMs / k - (performance.now() - t0);
+    endWait > 0 && !o.signal?.aborted;
+    endWait = durationMs / k - (performance.now() - t0)
+  )
+    await abortableSleep(Math.max(1, endWait), o.signal);
   if (o.cancelAtEnd && !o.signal?.aborted) endOfRun.abort();
   await Promise.all([...inflight]);
+  o.signal?.removeEventListener('abort', onStop);
+  const windowStartMs = o.profile.warmupS * 1000;
   return {
     records,
-    windowStartMs: o.profile.warmupS * 1000,
-    windowEndMs: durationMs - o.profile.cooldownS * 1000,
+    windowStartMs,
+    // Stopped before the window opened: an empty window, nothing measured.
+    windowEndMs: Math.max(windowStartMs, Math.min(durationMs - o.profile.cooldownS * 1000, stoppedAtMs)),
     durationMs,
     wallMs: performance.now() - t0,
   };

@@ -83,6 +83,37 @@ export function randomSalt(): string {
   return Array.from(randomBytes(6), (b) => String.fromCharCode(97 + (b % 26))).join('');
 }
 
+const shellWord = (a: string): string => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`);
+
+/** `user:password@` out of a URL given on the command line (kept as given when it is not one). */
+function withoutCredentials(v: string): string {
+  try {
+    const u = new URL(v);
+    if (!u.username && !u.password) return v;
+    u.username = '';
+    u.password = '';
+    return u.href;
+  } catch {
+    return v;
+  }
+}
+
+/**
+ * The command line as the results record it: header values and URL credentials left out, in either form
+ * (`--header V` or `--header=V`), and quoted so it can be pasted back into a shell.
+ */
+export function recordedCommand(argv: readonly string[]): string {
+  const safe = argv.map((a, i) => {
+    const prev = argv[i - 1];
+    if (prev === '--header') return `${a.split(':')[0]}: …`;
+    if (prev === '--url') return withoutCredentials(a);
+    if (a.startsWith('--header=')) return `${a.split(':')[0]}: …`;
+    if (a.startsWith('--url=')) return `--url=${withoutCredentials(a.slice('--url='.length))}`;
+    return a;
+  });
+  return ['npm run bench:load --', ...safe.map(shellWord)].join(' ');
+}
+
 function num(name: string, v: string | undefined, min: number, integer = false): number | undefined {
   if (v === undefined) return undefined;
   const x = Number(v);

@@ -76,7 +76,11 @@ export interface LoadResultsFile {
   cells: LoadCell[];
 }
 
+/** A run stopped (Ctrl-C) before its measure window opened has an empty one: it measured nothing. */
+const hasWindow = (run: LoadRun): boolean => run.windowEndMs > run.windowStartMs;
+
 function windowed(run: LoadRun): RequestRecord[] {
+  if (!hasWindow(run)) return [];
   return run.records.filter((r) => inMeasureWindow(r, run.windowStartMs, run.windowEndMs));
 }
 
@@ -91,15 +95,17 @@ export function summarizeLoad(
   for (const run of runs) for (const [k, n] of Object.entries(run.errors)) errors[k] = (errors[k] ?? 0) + n;
   let errored = 0;
   let rejected429 = 0;
-  for (const run of runs) {
+  for (const run of runs.filter(hasWindow)) {
     const shed = new Set(run.rejected);
     for (const r of erroredInWindow(run.records, run.windowStartMs, run.windowEndMs)) {
       if (shed.has(r.key)) rejected429++;
       else errored++;
     }
   }
+  // Rates over the runs that had a window (each its own length: a stopped run's ends where it stopped).
+  const timed = runs.filter(hasWindow);
   const mean = (f: (run: LoadRun) => number): number =>
-    runs.length ? runs.reduce((s, run) => s + f(run), 0) / runs.length : Number.NaN;
+    timed.length ? timed.reduce((s, run) => s + f(run), 0) / timed.length : Number.NaN;
   const promptSum = measured.reduce((s, r) => s + r.promptTokens, 0);
   const cachedSum = measured.reduce((s, r) => s + r.cachedTokens, 0);
   return {
@@ -122,6 +128,8 @@ export function summarizeLoad(
 
 const s2 = (ms: number): string => (Number.isFinite(ms) ? (ms / 1000).toFixed(2) : '–');
 const ms0 = (ms: number): string => (Number.isFinite(ms) ? ms.toFixed(0) : '–');
+// JSON keeps NaN as null.
+const f1 = (x: number | null): string => (x !== null && Number.isFinite(x) ? x.toFixed(1) : '–');
 
 export function loadMarkdown(f: LoadResultsFile): string {
   const m = f.meta;
@@ -150,11 +158,15 @@ export function loadMarkdown(f: LoadResultsFile): string {
       `| E2E (s) | ${s2(x.e2e_ms.percentiles.p50)} | ${s2(x.e2e_ms.percentiles.p95)} | ${s2(x.e2e_ms.percentiles.p99)} | ${s2(x.e2e_ms.mean)} |`,
       '',
       `Requests: ${s.sent} sent, ${s.measured} measured, ${s.incomplete} incomplete, ${s.errored} failed, ` +
-        `${s.rejected429} answered 429. Goodput ${s.goodputPerMin.toFixed(1)}/min within the SLO, throughput ` +
-        `${s.throughputPerMin.toFixed(1)}/min.`,
-      `Prompt tokens as the server counted them: mean ${Math.round(s.promptTokensMean).toLocaleString('en')} ` +
-        `(the content sent: ${Math.round(s.expectedPromptTokensMean).toLocaleString('en')}); cached: ` +
-        (s.cachedShare === null ? 'not reported.' : `${(s.cachedShare * 100).toFixed(1)}% of prompt tokens.`),
+        `${s.rejected429} answered 429. Goodput ${f1(s.goodputPerMin)}/min within the SLO, throughput ` +
+        `${f1(s.throughputPerMin)}/min.`,
+      s.measured === 0
+        ? 'Prompt tokens as the server counted them: none measured.'
+        : `Prompt tokens as the server counted them: mean ${Math.round(s.promptTokensMean).toLocaleString('en')} ` +
+            `(the content sent: ${Math.round(s.expectedPromptTokensMean).toLocaleString('en')}); cached: ` +
+            (s.cachedShare === null
+              ? 'not reported.'
+              : `${(s.cachedShare * 100).toFixed(1)}% of prompt tokens.`),
     );
     for (const w of cellWarnings(c)) lines.push('', `**Warning:** ${w}`);
     const errs = Object.entries(s.errors).sort((a, b) => b[1] - a[1]);
@@ -174,7 +186,7 @@ export function loadMarkdown(f: LoadResultsFile): string {
     for (const c of f.cells) {
       const s = c.summary;
       lines.push(
-        `| ${profileLabel(c.profile)} | ${s.goodputPerMin.toFixed(1)} | ${s.throughputPerMin.toFixed(1)} | ${s2(s.metrics.ttft_ms.percentiles.p50)} | ${s2(s.metrics.ttft_ms.percentiles.p95)} | ${s.rejected429} |`,
+        `| ${profileLabel(c.profile)} | ${f1(s.goodputPerMin)} | ${f1(s.throughputPerMin)} | ${s2(s.metrics.ttft_ms.percentiles.p50)} | ${s2(s.metrics.ttft_ms.percentiles.p95)} | ${s.rejected429} |`,
       );
     }
   }
@@ -282,13 +294,19 @@ export function compareLoads(a: LoadResultsFile, b: LoadResultsFile, resamples: 
       );
       return [];
     }
+    // A run cut short measured a shorter window and fewer of the paired requests: no like-for-like figures.
+    const cut = [...ca.runs, ...cb.runs].find((r) => r.aborted);
+    if (cut) {
+      notes.push(`${profileLabel(ca.profile)}: a run stopped early (${cut.aborted}): not compared`);
+      return [];
+    }
     return [[ca, cb] as const];
   });
   if (pairs.length === 0)
     throw new Error(
       `no profile in common with as many runs: ${a.cells.map((c) => profileLabel(c.profile)).join(', ')} vs ${b.cells
         .map((c) => profileLabel(c.profile))
-        .join(', ')} (windows included)`,
+        .join(', ')} (windows included)${notes.length > 0 ? `; ${notes.join('; ')}` : ''}`,
     );
   for (const [label, f, other] of [
     ['baseline', a, b],

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { parseLoadArgs, UsageError, type LoadOptions } from '../../../bench/lib/load/options.js';
+import {
+  parseLoadArgs,
+  recordedCommand,
+  UsageError,
+  type LoadOptions,
+} from '../../../bench/lib/load/options.js';
 
 const base = ['--url', 'http://kong:8000/v1/chat/completions', '--model', 'm', '--workload', 'multiturn'];
 const parse = (...extra: string[]): LoadOptions => parseLoadArgs([...base, ...extra]) as LoadOptions;
@@ -98,6 +103,27 @@ describe('bench:load options', () => {
     expect(() =>
       parseLoadArgs(['--url', 'http://x/', '--model', 'm', '--workload', 'chat', '--rate', '1']),
     ).toThrow('--workload: one of control, shared-prefix, multiturn');
+  });
+
+  it('records the command without header values or URL credentials, in either form, quoted for a shell', () => {
+    const argv = [
+      '--url',
+      'https://alice:s3cret@kong.example.com/v1/chat/completions',
+      '--url=http://bob:hunter2@x/v1',
+      '--header',
+      'Authorization: Bearer tok1',
+      '--header=X-Api-Key: tok2',
+      '--salt',
+      "it's",
+      '--rate',
+      '0.5',
+    ];
+    const cmd = recordedCommand(argv);
+    expect(cmd).not.toMatch(/s3cret|hunter2|tok1|tok2|alice|bob/);
+    expect(cmd).toBe(
+      'npm run bench:load -- --url https://kong.example.com/v1/chat/completions --url=http://x/v1 ' +
+        "--header 'Authorization: …' '--header=X-Api-Key: …' --salt 'it'\\''s' --rate 0.5",
+    );
   });
 
   it('--compare takes exactly two files', () => {

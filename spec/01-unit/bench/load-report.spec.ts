@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   compareLoads,
+  loadMarkdown,
   loadWarnings,
   summarizeLoad,
   type LoadCell,
@@ -103,6 +104,29 @@ describe('bench:load summary', () => {
       'no request completed inside the measure window: there are no figures.',
       '1 request failed (100.0%): see failures.',
     ]);
+  });
+});
+
+describe('bench:load, a run stopped early (Ctrl-C)', () => {
+  it('one stopped before its window opened measured nothing, and says so without NaN', () => {
+    const r = run([rec('in-flight', 9_000)], { windowEndMs: 10_000, aborted: 'interrupted' });
+    const f = file([r]);
+    expect(f.cells[0]!.summary).toMatchObject({ measured: 0, goodputPerMin: Number.NaN });
+    f.meta = { ...f.meta, aborted: 'interrupted', command: 'c', wallS: 12, trials: 1, seed: 1 };
+    const md = loadMarkdown(f);
+    expect(md).not.toContain('NaN');
+    expect(md).toContain('Goodput –/min within the SLO');
+    expect(md).toContain('Prompt tokens as the server counted them: none measured.');
+  });
+
+  it('is not compared: its window and its paired requests are fewer', () => {
+    const full = file([run([rec('a', 20_000), rec('b', 30_000)])]);
+    const cut = file([run([rec('a', 20_000)], { windowEndMs: 25_000, aborted: 'interrupted' })]);
+    for (const f of [full, cut])
+      f.meta = { ...f.meta, workload: 'control', shapes: PUBLISHED_SHAPES, trials: 1, seed: 1 };
+    expect(() => compareLoads(full, cut, 100)).toThrow(
+      'concurrent@2: a run stopped early (interrupted): not compared',
+    );
   });
 });
 

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -266,6 +266,12 @@ describe('bench:load against an OpenAI endpoint', () => {
     expect(f.cells[0]!.summary.measured).toBeGreaterThanOrEqual(2);
     expect(f.cells[0]!.runs[0]!.records.every((x) => x.status === 'successful')).toBe(true);
     expect(r.stdout).toContain('**Warning:** the run stopped early: interrupted.');
+    // The window ends where sending stopped, not 120 s in: the rates are of what ran.
+    const stopped = f.cells[0]!.runs[0]!;
+    expect(stopped.windowEndMs).toBeLessThan(60_000);
+    expect(stopped.windowEndMs).toBeGreaterThanOrEqual(Math.max(...stopped.records.map((x) => x.startMs)));
+    const done = stopped.records.filter((x) => x.endMs! <= stopped.windowEndMs).length;
+    expect(f.cells[0]!.summary.throughputPerMin).toBeCloseTo((done * 60_000) / stopped.windowEndMs, 6);
   }, 60_000);
 
   it('cancels the requests still running when the run ends, as GuideLLM does, instead of waiting for them', async () => {
@@ -316,6 +322,45 @@ describe('bench:load against an OpenAI endpoint', () => {
     expect(r.stderr).toMatch(/measuring the idle TTFT for the SLO: ECONNREFUSED/);
   });
 
+  it('records neither header values nor URL credentials, whichever way they were given', async () => {
+    const r = await runLoad([
+      '--url=http://alice:pa55word@127.0.0.1:1/v1/chat/completions',
+      ...common('secrets'),
+      '--header=Authorization: Bearer t0ken',
+      '--header',
+      'X-Api-Key: k3y',
+      '--workload',
+      'control',
+      '--shape',
+      'promptTokens=100',
+      ...['--rate', '4', '--warmup-s', '0', '--measure-s', '1', '--cooldown-s', '0', '--fail-fast', '100'],
+      '--ttft-slo-ms',
+      '1000',
+    ]);
+    expect(r.code).toBe(1);
+    const written = ['secrets.json', 'secrets.md'].map((x) => readFileSync(join(dir, x), 'utf8'));
+    expect(read('secrets').meta.command).toContain(
+      `--url=http://127.0.0.1:1/v1/chat/completions --model ${MODEL} --out-dir`,
+    );
+    expect(read('secrets').meta.command).toContain("'--header=Authorization: …' --header 'X-Api-Key: …'");
+    for (const text of [r.stdout, r.stderr, ...written]) expect(text).not.toMatch(/pa55word|t0ken|k3y|alice/);
+  });
+
+  it('--compare names a file it cannot read or that is not results, without a stack trace', async () => {
+    const md = join(dir, 'notes.md');
+    writeFileSync(md, '## not JSON\n');
+    for (const [file, why] of [
+      [join(dir, 'missing.json'), 'ENOENT'],
+      [md, 'is not valid JSON'],
+    ] as const) {
+      const r = await runLoad(['--compare', file, file]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(`bench:load: ${file}: `);
+      expect(r.stderr).toContain(why);
+      expect(r.stderr).not.toMatch(/\n\s+at /);
+    }
+  });
+
   it('usage errors exit 2 with what is wrong', async () => {
     const usage = (...extra: string[]) =>
       runLoad(['--url', url(0), '--model', MODEL, '--workload', 'control', '--rate', '1', ...extra]);
@@ -325,5 +370,16 @@ describe('bench:load against an OpenAI endpoint', () => {
     const shape = await usage('--shape', 'turns=3');
     expect(shape.code).toBe(2);
     expect(shape.stderr).toContain('--shape turns=3: control has promptTokens=16256, outputTokens=256');
+    // A tokenizer that cannot be read or is not one: the option named, no stack trace.
+    for (const [file, why] of [
+      [join(dir, 'none.json'), 'ENOENT'],
+      [fileURLToPath(new URL('../../../package.json', import.meta.url)), 'not a HF tokenizer.json'],
+    ] as const) {
+      const tok = await usage('--tokenizer', file);
+      expect(tok.code).toBe(2);
+      expect(tok.stderr).toContain(`bench:load: --tokenizer ${file}: `);
+      expect(tok.stderr).toContain(why);
+      expect(tok.stderr).not.toMatch(/\n\s+at /);
+    }
   });
 });
