@@ -1,4 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess, type ChildProcessByStdio } from 'node:child_process';
+import type { Readable } from 'node:stream';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
@@ -31,6 +32,26 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+/** `kinference gateway --kong-config <yaml> --listen 127.0.0.1:<port>` from source, stderr piped. */
+function startGatewayCli(yamlPath: string, port: number): ChildProcessByStdio<null, null, Readable> {
+  return spawn(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      'src/cli/main.ts',
+      'gateway',
+      '--kong-config',
+      yamlPath,
+      '--listen',
+      `127.0.0.1:${port}`,
+      '--plugins-dir',
+      plugin.dir,
+    ],
+    { cwd: packageRoot(), stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+}
+
 describe('kinference gateway (CLI)', () => {
   it('serves a kong.yaml through the plugin and stops cleanly on SIGTERM', async () => {
     const yamlPath = join(dir, 'kong.yaml');
@@ -40,22 +61,7 @@ describe('kinference gateway (CLI)', () => {
       stringify(kongConfigFor(upstream.url, { index: 'memory', expose_headers: true })),
     );
     const port = await freePort();
-    const proc = spawn(
-      process.execPath,
-      [
-        '--import',
-        'tsx',
-        'src/cli/main.ts',
-        'gateway',
-        '--kong-config',
-        yamlPath,
-        '--listen',
-        `127.0.0.1:${port}`,
-        '--plugins-dir',
-        plugin.dir,
-      ],
-      { cwd: packageRoot(), stdio: ['ignore', 'ignore', 'pipe'] },
-    );
+    const proc = startGatewayCli(yamlPath, port);
     child = proc;
     let stderr = '';
     proc.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
@@ -98,22 +104,7 @@ describe('kinference gateway (CLI)', () => {
     const busy = createServer();
     await new Promise<void>((r) => busy.listen(port, '127.0.0.1', () => r()));
     try {
-      const proc = spawn(
-        process.execPath,
-        [
-          '--import',
-          'tsx',
-          'src/cli/main.ts',
-          'gateway',
-          '--kong-config',
-          yamlPath,
-          '--listen',
-          `127.0.0.1:${port}`,
-          '--plugins-dir',
-          plugin.dir,
-        ],
-        { cwd: packageRoot(), stdio: ['ignore', 'ignore', 'pipe'] },
-      );
+      const proc = startGatewayCli(yamlPath, port);
       let stderr = '';
       proc.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
       const code = await new Promise<number | null>((resolve) => proc.once('exit', resolve));
