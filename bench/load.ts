@@ -24,7 +24,7 @@ import {
   type LoadCell,
   type LoadResultsFile,
 } from './lib/load/report.js';
-import { LoadFailure, measureSlo, runLoad } from './lib/load/run-load.js';
+import { LoadFailure, measureSlo, runLoad, type LoadRun } from './lib/load/run-load.js';
 import { gitCommit } from './lib/main.js';
 import { loadTextSynth } from './lib/setup.js';
 import { profileDurationS, profileLabel, type RequestRecord } from './lib/types.js';
@@ -106,6 +106,7 @@ async function load(o: LoadOptions, argv: string[]): Promise<number> {
     1000,
   );
   const cells: LoadCell[] = [];
+  let sweepFailure: string | null = null;
   let started = false;
   try {
     for (const [i, profile] of o.profiles.entries()) {
@@ -116,28 +117,36 @@ async function load(o: LoadOptions, argv: string[]): Promise<number> {
         o.profiles.length > 1
           ? `${profileLabel(profile)} (${i + 1}/${o.profiles.length})`
           : profileLabel(profile);
-      const runs = await runLoad(o, profile, salts, synth, {
-        signal: interrupt.signal,
-        onTrial: (trial) => {
-          t0 = performance.now();
-          totalS = profileDurationS(profile);
-          const payload = { trial: trial + 1, profile: label, ...counts };
-          if (!started) bar.start(totalS, 0, payload);
-          else {
-            bar.setTotal(totalS);
-            bar.update(0, payload);
-          }
-          started = true;
-        },
-        onSettled: (rec, t) => {
-          // Cancelled at the end of a run: incomplete, not failed.
-          if (rec.status === 'incomplete') return;
-          if (t.ok) counts.ok++;
-          else if (t.status === 429) counts.shed++;
-          else counts.failed++;
-          bar.update(counts);
-        },
-      });
+      let runs: LoadRun[];
+      try {
+        runs = await runLoad(o, profile, salts, synth, {
+          signal: interrupt.signal,
+          onTrial: (trial) => {
+            t0 = performance.now();
+            totalS = profileDurationS(profile);
+            const payload = { trial: trial + 1, profile: label, ...counts };
+            if (!started) bar.start(totalS, 0, payload);
+            else {
+              bar.setTotal(totalS);
+              bar.update(0, payload);
+            }
+            started = true;
+          },
+          onSettled: (rec, t) => {
+            // Cancelled at the end of a run: incomplete, not failed.
+            if (rec.status === 'incomplete') return;
+            if (t.ok) counts.ok++;
+            else if (t.status === 429) counts.shed++;
+            else counts.failed++;
+            bar.update(counts);
+          },
+        });
+      } catch (e) {
+        // A later profile of a sweep that fails must not lose the profiles measured before it.
+        if (!(e instanceof LoadFailure) || cells.length === 0) throw e;
+        sweepFailure = `${profileLabel(profile)} failed: ${e.message}`;
+        break;
+      }
       cells.push({
         profile,
         salts,
@@ -150,7 +159,7 @@ async function load(o: LoadOptions, argv: string[]): Promise<number> {
     bar.stop();
     process.off('SIGINT', onSigint);
   }
-  const aborted = cells.flatMap((c) => c.runs).find((r) => r.aborted)?.aborted ?? null;
+  const aborted = sweepFailure ?? cells.flatMap((c) => c.runs).find((r) => r.aborted)?.aborted ?? null;
   const results: LoadResultsFile = {
     meta: {
       tool: 'bench:load',
@@ -180,6 +189,10 @@ async function load(o: LoadOptions, argv: string[]): Promise<number> {
   console.log(md);
   console.log(`\nwrote ${json}, ${mdFile}`);
   if (interrupt.signal.aborted) return 130;
+  if (sweepFailure !== null) {
+    console.error(`bench:load: ${sweepFailure} (the profiles before it are written)`);
+    return 1;
+  }
   return cells.length > 0 && cells.every((c) => c.summary.measured > 0) ? 0 : 1;
 }
 

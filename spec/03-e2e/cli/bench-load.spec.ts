@@ -1,4 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer, request, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -224,6 +226,68 @@ describe('bench:load against an OpenAI endpoint', () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/the first \d+ requests failed: HTTP 404: .*no-such-model/);
   }, 30_000);
+
+  it('a sweep whose later profile fails keeps the profiles measured before it', async () => {
+    // A gate in front of pod 0. The first profile has one stream, so one request at a time; the second has
+    // two: from the moment two are in flight, the gate cuts those and answers 503 to everything after.
+    let failing = false;
+    const inFlight = new Set<ServerResponse>();
+    const pod = new URL(fleet.pods[0]!.base);
+    const gate = createServer((req, res) => {
+      if (!failing && inFlight.size >= 1) {
+        failing = true;
+        for (const other of inFlight) other.destroy();
+      }
+      if (failing) {
+        res.writeHead(503, { 'content-type': 'application/json' });
+        res.end('{"error":{"message":"down for maintenance"}}');
+        return;
+      }
+      inFlight.add(res);
+      res.on('finish', () => inFlight.delete(res));
+      res.on('close', () => inFlight.delete(res));
+      const up = request(
+        { host: pod.hostname, port: pod.port, path: req.url, method: req.method, headers: req.headers },
+        (r) => {
+          res.writeHead(r.statusCode ?? 502, r.headers);
+          r.pipe(res);
+        },
+      );
+      up.on('error', () => res.destroy());
+      req.pipe(up);
+    });
+    await new Promise<void>((r) => gate.listen(0, '127.0.0.1', () => r()));
+    try {
+      const port = (gate.address() as AddressInfo).port;
+      const r = await runLoad([
+        '--url',
+        `http://127.0.0.1:${port}/v1/chat/completions`,
+        ...common('sweep-cut'),
+        '--workload',
+        'control',
+        '--shape',
+        'promptTokens=500,outputTokens=16',
+        '--concurrency',
+        '1,2',
+        '--warmup-s',
+        '0.2',
+        '--measure-s',
+        '1',
+        '--cooldown-s',
+        '0.2',
+        '--ttft-slo-ms',
+        '1000',
+      ]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/concurrent@2 failed: the first \d+ requests failed: HTTP 503/);
+      const f = read('sweep-cut');
+      expect(f.cells.map((c) => c.profile.kind === 'concurrent' && c.profile.streams)).toEqual([1]);
+      expect(f.cells[0]!.summary.measured).toBeGreaterThan(0);
+      expect(f.meta.aborted).toMatch(/concurrent@2 failed/);
+    } finally {
+      await new Promise<void>((r) => gate.close(() => r()));
+    }
+  }, 60_000);
 
   it('Ctrl-C stops sending, waits for the requests in flight and still writes what it measured', async () => {
     const served = (): Promise<number> => promCounter(fleet.pods[1]!.base, 'vllm:request_success_total');
