@@ -65,24 +65,30 @@ describe('kinference verify-tokenizer', () => {
         'tokenize server',
         async () => (await fetch(`http://127.0.0.1:${port}/nope`)).status === 404,
       );
-      const cfg = join(dir, `${name}.yaml`);
-      writeFileSync(
-        cfg,
-        [
-          'redis_url: redis://127.0.0.1:6379/0',
-          'models:',
-          `  ${MODEL}:`,
-          `    tokenizer: hf:${QWEN_DIR}/tokenizer.json`,
-          `    chat_template: hf:${QWEN_DIR}/tokenizer_config.json`,
-          'pods:',
-          `  - { id: pod-${name}, model: ${MODEL}, address: "127.0.0.1:${port}" }`,
-          '',
-        ].join('\n'),
-      );
+      const cfg = fleetFile(name, port);
       if (skewed) skewedCfg = cfg;
       else goodCfg = cfg;
     }
   });
+
+  /** A fleet file with one Qwen3 pod, `pod-<name>`, at 127.0.0.1:<port>. */
+  function fleetFile(name: string, port: number): string {
+    const cfg = join(dir, `${name}.yaml`);
+    writeFileSync(
+      cfg,
+      [
+        'redis_url: redis://127.0.0.1:6379/0',
+        'models:',
+        `  ${MODEL}:`,
+        `    tokenizer: hf:${QWEN_DIR}/tokenizer.json`,
+        `    chat_template: hf:${QWEN_DIR}/tokenizer_config.json`,
+        'pods:',
+        `  - { id: pod-${name}, model: ${MODEL}, address: "127.0.0.1:${port}" }`,
+        '',
+      ].join('\n'),
+    );
+    return cfg;
+  }
 
   afterAll(async () => {
     await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
@@ -125,20 +131,7 @@ describe('kinference verify-tokenizer', () => {
 
   it('calls an unreachable pod an ERROR with its cause, not a tokenizer MISMATCH', async () => {
     const port = await freePort(); // nothing listens there
-    const cfg = join(dir, 'down.yaml');
-    writeFileSync(
-      cfg,
-      [
-        'redis_url: redis://127.0.0.1:6379/0',
-        'models:',
-        `  ${MODEL}:`,
-        `    tokenizer: hf:${QWEN_DIR}/tokenizer.json`,
-        `    chat_template: hf:${QWEN_DIR}/tokenizer_config.json`,
-        'pods:',
-        `  - { id: pod-down, model: ${MODEL}, address: "127.0.0.1:${port}" }`,
-        '',
-      ].join('\n'),
-    );
+    const cfg = fleetFile('down', port);
     const err = (await cli(['--config', cfg, '--format', 'table']).catch((e: unknown) => e)) as {
       code: number;
       stdout: string;

@@ -162,17 +162,21 @@ describe('plugin tracing (OTLP/HTTP from the plugin server)', () => {
     expect(route!.attributes['kinference.candidates.cached_tokens']).toEqual([0, 0]);
   });
 
-  it('marks the TTFT span failed when the chosen pod answers with a gateway error', async () => {
-    const trace = 'dddddddddddddddddddddddddddddddf';
+  /** Sends a traced request for `model`, expects `status` from Kong, and returns its exported spans. */
+  async function failedRequestSpans(model: string, trace: string, status: number): Promise<DecodedSpan[]> {
     const r = await fetch(gw.url + CHAT_PATH, {
       method: 'POST',
       headers: { 'content-type': 'application/json', traceparent: `00-${trace}-${CLIENT_SPAN}-01` },
-      body: JSON.stringify({ ...body, model: SICK_MODEL }),
+      body: JSON.stringify({ ...body, model }),
     });
-    expect(r.status).toBe(503);
+    expect(r.status).toBe(status);
     await r.text();
     await gw.idle();
-    const spans = await spansOf(trace, [SPAN_ROUTE, SPAN_TTFT]);
+    return spansOf(trace, [SPAN_ROUTE, SPAN_TTFT]);
+  }
+
+  it('marks the TTFT span failed when the chosen pod answers with a gateway error', async () => {
+    const spans = await failedRequestSpans(SICK_MODEL, 'dddddddddddddddddddddddddddddddf', 503);
     const ttft = spans.find((s) => s.name === SPAN_TTFT)!;
     expect(ttft.attributes['http.response.status_code']).toBe(503);
     expect(ttft.status).toEqual({ code: 2, message: 'gateway error 503' });
@@ -181,16 +185,7 @@ describe('plugin tracing (OTLP/HTTP from the plugin server)', () => {
   });
 
   it('marks the TTFT span failed when the chosen pod refuses the connection', async () => {
-    const trace = 'dddddddddddddddddddddddddddddde0';
-    const r = await fetch(gw.url + CHAT_PATH, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', traceparent: `00-${trace}-${CLIENT_SPAN}-01` },
-      body: JSON.stringify({ ...body, model: DEAD_MODEL }),
-    });
-    expect(r.status).toBe(502);
-    await r.text();
-    await gw.idle();
-    const spans = await spansOf(trace, [SPAN_ROUTE, SPAN_TTFT]);
+    const spans = await failedRequestSpans(DEAD_MODEL, 'dddddddddddddddddddddddddddddde0', 502);
     const ttft = spans.find((s) => s.name === SPAN_TTFT)!;
     expect(ttft.status.code).toBe(2);
     expect(ttft.attributes['http.response.status_code']).toBe(502);
