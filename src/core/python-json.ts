@@ -48,9 +48,16 @@ function pythonNumber(text: string): unknown {
   return python === JSON.stringify(x) ? x : marker(python);
 }
 
-/** Parses JSON keeping Python's view of its numbers (see above). Throws on invalid JSON or a duplicate key. */
+/**
+ * Parses JSON keeping Python's view of its numbers (see above). lossless-json refuses a duplicate key, where
+ * json.loads keeps the last as JSON.parse does: such a text gets JSON.parse's numbers. Throws on invalid JSON.
+ */
 export function parsePythonJson(text: string): unknown {
-  return parse(text, null, pythonNumber);
+  try {
+    return parse(text, null, pythonNumber);
+  } catch {
+    return JSON.parse(text);
+  }
 }
 
 /**

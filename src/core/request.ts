@@ -84,8 +84,7 @@ export function parseChatBody(
 
 /**
  * The tools and tool calls as vLLM's json.loads reads their numbers (python-json.ts): the template prints
- * them, so `1.0` must stay `1.0`. Only those parts, only when the body may hold such a number, and the
- * plain parse when the second one fails (lossless-json refuses duplicate keys, where Python keeps the last).
+ * them, so `1.0` must stay `1.0`. Only those parts, and only when the body may hold such a number.
  */
 export function withPythonNumbers(json: unknown, text: string): unknown {
   if (!isRecord(json)) return json;
@@ -93,12 +92,8 @@ export function withPythonNumbers(json: unknown, text: string): unknown {
   const calls = messages.some((m) => isRecord(m) && Array.isArray(m.tool_calls));
   const tools = Array.isArray(json.tools) && json.tools.length > 0;
   if ((!calls && !tools) || !mayHavePythonNumbers(text)) return json;
-  let py: unknown;
-  try {
-    py = parsePythonJson(text);
-  } catch {
-    return json;
-  }
+  // `text` parsed already, so this cannot throw.
+  const py = parsePythonJson(text);
   if (!isRecord(py)) return json;
   const pyMessages = Array.isArray(py.messages) ? (py.messages as unknown[]) : [];
   return {

@@ -20,11 +20,7 @@ function parsedArguments(args: unknown): unknown {
     // json.loads, as vLLM: a `1.0` in the arguments stays a float when the template prints it back.
     return parsePythonJson(args);
   } catch {
-    try {
-      return JSON.parse(args); // a duplicate key: Python keeps the last, as JSON.parse does
-    } catch {
-      return args;
-    }
+    return args;
   }
 }
 
