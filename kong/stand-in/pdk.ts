@@ -46,26 +46,25 @@ function headerName(v: unknown, fn: string): string {
 }
 
 function headerValues(v: unknown, fn: string, name: string): string[] {
-  const one = (x: unknown): string => {
-    if (typeof x === 'number' || typeof x === 'boolean') return String(x);
+  const text = (x: unknown, invalid: () => string): string => {
     const s = luaStr(x);
-    if (s === undefined)
-      throw new LuaError(
-        `${fn}: invalid header value for "${name}": got ${typeof x}, expected array of string, string, number or boolean`,
-      );
+    if (s === undefined) throw new LuaError(invalid());
     return s.replace(/[\r\n]+/g, ' ');
   };
   // validate_header(s): numbers and booleans are fine alone, but an array must hold only strings
   // (kong/pdk/private/checks.lua).
-  const inArray = (x: unknown): string => {
-    const s = luaStr(x);
-    if (s === undefined)
-      throw new LuaError(
-        `${fn}: invalid header value in array "${name}": got ${luaType(x)}, expected string`,
-      );
-    return s.replace(/[\r\n]+/g, ' ');
-  };
-  return Array.isArray(v) ? v.map(inArray) : [one(v)];
+  if (Array.isArray(v))
+    return v.map((x) =>
+      text(x, () => `${fn}: invalid header value in array "${name}": got ${luaType(x)}, expected string`),
+    );
+  if (typeof v === 'number' || typeof v === 'boolean') return [String(v)];
+  return [
+    text(
+      v,
+      () =>
+        `${fn}: invalid header value for "${name}": got ${typeof v}, expected array of string, string, number or boolean`,
+    ),
+  ];
 }
 
 function luaType(x: unknown): string {

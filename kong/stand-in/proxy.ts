@@ -103,8 +103,6 @@ export async function proxyToUpstream(
   const target = ctx.target ?? { host: ctx.service.host, port: ctx.service.port };
   const defaultPort = ctx.service.protocol === 'https' ? 443 : 80;
   const headers: Record<string, string[]> = dropHopByHop(ctx.headers);
-  // Host: preserve_host keeps the client's; set_target (or a set_header('host')) sets upstream_host; else the
-  // service host, with the port when it is not the default.
   // Host is $upstream_host: the router sets it for preserve_host, set_target / set_header('host') overwrite it
   // later in access; empty, it is the balancer's host with any non-default port (runloop/handler.lua
   // access.after, runloop/balancer/init.lua set_host_header).
