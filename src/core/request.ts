@@ -2,11 +2,21 @@ import { mayHavePythonNumbers, parsePythonJson } from './python-json.js';
 import type { FallbackReason } from './fallback.js';
 import { isRecord } from './is-record.js';
 
+/**
+ * One content part vLLM renders as text. `from` is the part's type as sent when it is not `text`: the Jinja
+ * path renders them all alike, but gpt-oss's harmony path reads only a part's `text` key (harmony.ts).
+ */
+export interface TextPart {
+  type: 'text';
+  text: string;
+  from?: 'input_text' | 'output_text' | 'refusal' | 'thinking' | 'string';
+}
+
 /** A chat message after validation: content is text only (string or text parts joined by the template). */
 export interface ChatMessage {
   role: 'system' | 'developer' | 'user' | 'assistant' | 'tool' | 'function';
   /** String content, or the text of each text part (templates decide how parts join). */
-  content: string | { type: 'text'; text: string }[] | null;
+  content: string | TextPart[] | null;
   name?: string;
   tool_calls?: unknown[];
   tool_call_id?: string;
@@ -47,6 +57,30 @@ const MEDIA_PARTS = new Set([
   'video_embeds',
   'file',
 ]);
+
+/**
+ * Part types vLLM renders as text, and the key holding the text (chat_utils `MM_PARSER_MAP`).
+ * `_parse_chat_message_content_part` makes each a plain string, joined with "\n" by
+ * `_parse_chat_message_content_parts` for "string"-format templates, or `{type: "text", text}` for
+ * "openai"-format ones. A `thinking` part stays text (`closed` is ignored): vLLM does not move it to the
+ * message's reasoning.
+ */
+const TEXT_PARTS = new Map<string, 'text' | 'refusal' | 'thinking'>([
+  ['text', 'text'],
+  ['input_text', 'text'],
+  ['output_text', 'text'],
+  ['refusal', 'refusal'],
+  ['thinking', 'thinking'],
+]);
+
+/**
+ * The text part types vLLM's request model declares (`ChatCompletionContentPartParam` in chat_utils). pydantic
+ * types a message as vLLM's own message dict, whose parts reach the parser as sent, only when at least one
+ * part matches one of them; otherwise it takes OpenAI's message type, whose parts it checks lazily against
+ * OpenAI's part types when the parser reads them, so an `input_text`, `output_text`, bare string or textless
+ * part fails the request. OpenAI's `function` message has no list content, so its parts always pass.
+ */
+const DECLARED_TEXT_PARTS = new Set(['text', 'refusal', 'thinking']);
 const MAX_MESSAGES = 100_000;
 
 function fail(reason: FallbackReason, detail: string, model?: string): ParseResult {
@@ -108,6 +142,72 @@ export function withPythonNumbers(json: unknown, text: string): unknown {
   };
 }
 
+/** A message's list content as the text parts vLLM renders, or why it cannot be predicted. */
+function textParts(
+  content: unknown[],
+  role: string,
+  at: string,
+): { parts: TextPart[] } | { reason: FallbackReason; detail: string } {
+  const parts: TextPart[] = [];
+  let declared = role === 'function';
+  // The first part that passes only beside a declared one (DECLARED_TEXT_PARTS).
+  let needsDeclared: string | undefined;
+  for (let j = 0; j < content.length; j++) {
+    const p: unknown = content[j];
+    const here = `${at}[${j}]`;
+    if (typeof p === 'string') {
+      // `_parse_chat_message_content_part` takes a bare string part as text.
+      parts.push({ type: 'text', text: p, from: 'string' });
+      needsDeclared ??= `${here} is a bare string`;
+      continue;
+    }
+    if (!isRecord(p)) return { reason: 'body_not_chat', detail: `${here} is not an object` };
+    if (typeof p.type !== 'string') {
+      // vLLM infers a media part's type from its key (`{"image_url": …}`).
+      const media = Object.keys(p).find((k) => MEDIA_PARTS.has(k));
+      if (media !== undefined) return { reason: 'multimodal_content', detail: `${here} is ${media}` };
+      return { reason: 'body_not_chat', detail: `${here} has no type` };
+    }
+    const key = TEXT_PARTS.get(p.type);
+    if (key === undefined) {
+      // vLLM mixes multimodal hashes into block keys; we cannot predict them, so route on load.
+      if (MEDIA_PARTS.has(p.type)) return { reason: 'multimodal_content', detail: `${here} is ${p.type}` };
+      return { reason: 'body_not_chat', detail: `${here}.type ${p.type.slice(0, 40)} is unknown` };
+    }
+    if (p.uuid !== undefined && p.uuid !== null) {
+      // `_parse_chat_message_content_mm_part` reads a part with a uuid as media found by its key, and
+      // rejects one without such a key.
+      const media = Object.keys(p).find((k) => MEDIA_PARTS.has(k));
+      if (media !== undefined) return { reason: 'multimodal_content', detail: `${here} is ${media}` };
+      return { reason: 'body_not_chat', detail: `${here} is ${p.type} with a uuid, which vLLM rejects` };
+    }
+    const value = p[key];
+    if (typeof value === 'string') {
+      // pydantic's lax bool decides whether such a `closed` passes; do not guess.
+      if (p.type === 'thinking' && p.closed !== undefined && typeof p.closed !== 'boolean')
+        return { reason: 'body_not_chat', detail: `${here}.closed must be a boolean` };
+      parts.push(
+        p.type === 'text'
+          ? { type: 'text', text: value }
+          : { type: 'text', text: value, from: p.type as NonNullable<TextPart['from']> },
+      );
+      if (DECLARED_TEXT_PARTS.has(p.type)) declared = true;
+      else needsDeclared ??= `${here} is ${p.type}`;
+    } else if ((value === undefined || value === null) && (p.type === 'text' || p.type === 'refusal')) {
+      // vLLM skips a text or refusal part without its text (PART_TYPES_TO_SKIP_NONE_CONTENT).
+      needsDeclared ??= `${here} has no ${key}`;
+    } else
+      // Any other part without its string: "string" format fails or drops it, "openai" format renders it.
+      return { reason: 'body_not_chat', detail: `${here}.${key} must be a string` };
+  }
+  if (!declared && needsDeclared !== undefined)
+    return {
+      reason: 'body_not_chat',
+      detail: `${needsDeclared}: vLLM rejects it unless the message has a text, refusal or thinking part`,
+    };
+  return { parts };
+}
+
 /** Validates an OpenAI chat-completions body. Never throws. */
 export function parseChatRequest(json: unknown): ParseResult {
   if (!isRecord(json)) return fail('body_not_chat', 'body is not a JSON object');
@@ -135,33 +235,9 @@ export function parseChatRequest(json: unknown): ParseResult {
     if (content === undefined || content === null) parsed = null;
     else if (typeof content === 'string') parsed = content;
     else if (Array.isArray(content)) {
-      const parts: { type: 'text'; text: string }[] = [];
-      for (let j = 0; j < content.length; j++) {
-        const p: unknown = content[j];
-        if (!isRecord(p))
-          return fail('body_not_chat', `messages[${i}].content[${j}] is not an object`, model);
-        if (typeof p.type !== 'string') {
-          // vLLM infers a media part's type from its key (`{"image_url": …}`).
-          const media = Object.keys(p).find((k) => MEDIA_PARTS.has(k));
-          if (media !== undefined)
-            return fail('multimodal_content', `messages[${i}].content[${j}] is ${media}`, model);
-          return fail('body_not_chat', `messages[${i}].content[${j}] has no type`, model);
-        }
-        if (p.type === 'text') {
-          if (typeof p.text !== 'string')
-            return fail('body_not_chat', `messages[${i}].content[${j}].text must be a string`, model);
-          parts.push({ type: 'text', text: p.text });
-        } else if (MEDIA_PARTS.has(p.type))
-          // vLLM mixes multimodal hashes into block keys; we cannot predict them, so route on load.
-          return fail('multimodal_content', `messages[${i}].content[${j}] is ${p.type}`, model);
-        else
-          return fail(
-            'body_not_chat',
-            `messages[${i}].content[${j}].type ${p.type.slice(0, 40)} is unknown`,
-            model,
-          );
-      }
-      parsed = parts;
+      const parts = textParts(content, role, `messages[${i}].content`);
+      if ('reason' in parts) return fail(parts.reason, parts.detail, model);
+      parsed = parts.parts;
     } else return fail('body_not_chat', `messages[${i}].content must be a string, an array or null`, model);
     const msg: ChatMessage = { role: role as ChatMessage['role'], content: parsed };
     if (typeof m.name === 'string') msg.name = m.name;

