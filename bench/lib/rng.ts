@@ -1,5 +1,8 @@
 import { Sfc32, splitmixWords } from '../../src/util/sfc32.js';
 
+/** Largest mean Knuth's method draws at once: e^−30 ≈ 9e−14 is still a normal double with room to spare. */
+const POISSON_CHUNK = 30;
+
 /**
  * Seeded PRNG (sfc32 seeded through splitmix32 from one seed). Every random choice in the benchmark draws
  * from one of these, so a run is reproducible from its seed and two arms given the same seed see the same
@@ -23,6 +26,23 @@ export class Rng extends Sfc32 {
   /** Exponential with the given rate (events per unit). */
   exponential(rate: number): number {
     return -Math.log(1 - this.next()) / rate;
+  }
+
+  /**
+   * Poisson with the given mean, exactly (no normal approximation). Knuth's multiplication method on chunks
+   * of mean ≤ POISSON_CHUNK, summed: a sum of independent Poissons is Poisson with the summed mean, and the
+   * chunking keeps e^−chunk far above the smallest double. Cost is about mean + chunks uniforms.
+   */
+  poisson(mean: number): number {
+    if (!(mean >= 0) || !Number.isFinite(mean))
+      throw new RangeError(`poisson mean must be finite and ≥ 0: ${mean}`);
+    let k = 0;
+    for (let left = mean; left > 0; left -= POISSON_CHUNK) {
+      const limit = Math.exp(-Math.min(left, POISSON_CHUNK));
+      // 1 − next() is in (0, 1]: a zero factor would end the product early.
+      for (let p = 1 - this.next(); p > limit; p *= 1 - this.next()) k++;
+    }
+    return k;
   }
 
   /** An independent stream derived from this seed and a label (e.g. one per arm or trial). */

@@ -156,8 +156,13 @@ export interface RatioEstimate {
 }
 
 /**
- * Ratio of a per-run count-rate (e.g. goodput/min) between two arms. Level 1 resamples runs (paired);
- * level 2 resamples each run's counted requests (the 0/1 indicator of meeting the SLO) and recounts.
+ * Ratio of a per-run count-rate (e.g. goodput/min) between two arms. Level 1 resamples runs (paired).
+ * Level 2 is a Poisson bootstrap of each chosen run: every request gets an independent Poisson(1) weight and
+ * the run's count is the summed weight of the requests that counted, drawn directly as Poisson(k) for a run
+ * with k counted requests (the same distribution, at a fraction of the draws). Why not resample the 0/1
+ * indicators n times: how many requests complete in a window is itself random, and a fixed-n resample
+ * ignores that, so runs where every request counted resample to the same count every time and the interval
+ * collapses to a point.
  * `indicators[i]` are run i's completed-in-window requests, true when they count; `perMinute` scales counts.
  */
 export function bootstrapRateRatio(
@@ -173,18 +178,15 @@ export function bootstrapRateRatio(
   const treatment = mean(treatmentRuns);
   const rng = Rng.derive(opts.seed, 'bootstrap-ratio');
   const ratios: number[] = [];
-  const recount = (xs: readonly boolean[]): number => {
-    let n = 0;
-    for (let j = 0; j < xs.length; j++) if (xs[rng.int(xs.length)]) n++;
-    return n;
-  };
+  const countsA = baselineRuns.map(count);
+  const countsB = treatmentRuns.map(count);
   for (let it = 0; it < opts.resamples; it++) {
     let sa = 0;
     let sb = 0;
     for (let k = 0; k < baselineRuns.length; k++) {
       const i = rng.int(baselineRuns.length);
-      sa += recount(baselineRuns[i]!);
-      sb += recount(treatmentRuns[i]!);
+      sa += rng.poisson(countsA[i]!);
+      sb += rng.poisson(countsB[i]!);
     }
     ratios.push(sa > 0 ? sb / sa : Number.POSITIVE_INFINITY);
   }

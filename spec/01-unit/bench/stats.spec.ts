@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { Rng } from '../../../bench/lib/rng.js';
 import { bootstrapQuantileChange, bootstrapRateRatio } from '../../../bench/lib/stats/bootstrap.js';
 import { goodputPerMin, meetsSlo } from '../../../bench/lib/stats/goodput.js';
 import {
@@ -211,6 +212,70 @@ describe('paired hierarchical bootstrap', () => {
     expect(r.ratio).toBe(2);
     expect(r.ci95[0]!).toBeLessThan(2);
     expect(r.ci95[1]!).toBeGreaterThan(2);
-    expect(bootstrapRateRatio([[false]], [[true]], 1, { resamples: 10, seed: 1 }).ratio).toBeNull();
+    const zero = bootstrapRateRatio([[false]], [[true]], 1, { resamples: 10, seed: 1 });
+    expect(zero.ratio).toBeNull();
+    expect(zero.ci95).toEqual([null, null]);
+  });
+
+  it('does not collapse the goodput CI to a point when every run completed the same all-meeting count', () => {
+    // The count of completions is random too: a fixed-n resample of all-true indicators gave [1.03, 1.03].
+    const runs = (n: number): boolean[][] => [0, 1, 2].map(() => Array.from({ length: n }, () => true));
+    const r = bootstrapRateRatio(runs(30), runs(31), 1, { resamples: 2000, seed: 42 });
+    expect(r.ratio).toBeCloseTo(31 / 30, 12);
+    expect(r.ci95[0]!).toBeLessThan(r.ratio!);
+    expect(r.ci95[1]!).toBeGreaterThan(r.ratio!);
+    // Poisson counts of 90 vs 93: the log ratio's sd is √(1/90 + 1/93) ≈ 0.15, so roughly [0.77, 1.38].
+    expect(r.ci95[0]!).toBeGreaterThan(0.65);
+    expect(r.ci95[0]!).toBeLessThan(0.9);
+    expect(r.ci95[1]!).toBeGreaterThan(1.2);
+    expect(r.ci95[1]!).toBeLessThan(1.6);
+  });
+});
+
+describe('Rng.poisson', () => {
+  it('is 0 for mean 0 and rejects a negative or non-finite mean', () => {
+    const rng = new Rng(7);
+    for (let i = 0; i < 100; i++) expect(rng.poisson(0)).toBe(0);
+    expect(() => rng.poisson(-1)).toThrow(RangeError);
+    expect(() => rng.poisson(Number.NaN)).toThrow(RangeError);
+    expect(() => rng.poisson(Number.POSITIVE_INFINITY)).toThrow(RangeError);
+  });
+
+  it.each([0.5, 1, 7, 45, 300])('has mean and variance equal to the mean (%s)', (mean) => {
+    const rng = Rng.derive(11, 'poisson', mean);
+    const n = 20_000;
+    let sum = 0;
+    let sumSq = 0;
+    let allCounts = true;
+    for (let i = 0; i < n; i++) {
+      const x = rng.poisson(mean);
+      allCounts &&= Number.isInteger(x) && x >= 0;
+      sum += x;
+      sumSq += x * x;
+    }
+    expect(allCounts).toBe(true);
+    const m = sum / n;
+    const v = (sumSq - n * m * m) / (n - 1);
+    // Five standard errors: the mean's is √(λ/n), the sample variance's ≈ √((λ + 2λ²)/n).
+    expect(Math.abs(m - mean)).toBeLessThan(5 * Math.sqrt(mean / n));
+    expect(Math.abs(v - mean)).toBeLessThan(5 * Math.sqrt((mean + 2 * mean * mean) / n));
+  });
+
+  it('matches the Poisson probabilities across a chunk boundary (mean 31)', () => {
+    // 31 is drawn as 30 + 1: a wrong split or a normal approximation shows in the pmf, not only the moments.
+    const rng = new Rng(5);
+    const n = 50_000;
+    const hist = new Map<number, number>();
+    for (let i = 0; i < n; i++) {
+      const x = rng.poisson(31);
+      hist.set(x, (hist.get(x) ?? 0) + 1);
+    }
+    let logPmf = -31; // log P(X = 0)
+    for (let k = 0; k <= 60; k++) {
+      if (k > 0) logPmf += Math.log(31 / k);
+      const p = Math.exp(logPmf);
+      const seen = (hist.get(k) ?? 0) / n;
+      expect(Math.abs(seen - p)).toBeLessThan(5 * Math.sqrt((p * (1 - p)) / n) + 1e-4);
+    }
   });
 });
