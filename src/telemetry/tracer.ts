@@ -25,7 +25,8 @@ import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION, SPAN_ROUTE, SPAN_TTFT } from '
  * The plugin's OpenTelemetry: one SDK tracer provider per (endpoint, service, version, ratio), built on first
  * use (nothing at module load: Kong's query command must exit at once), exporting OTLP/HTTP through a
  * BatchSpanProcessor (timer unref'd). Not registered as the global provider. When a config has no
- * otlp_endpoint the plugin never calls in here, so tracing off costs nothing per request.
+ * otlp_endpoint the plugin never calls in here, so tracing off costs nothing per request. A provider nobody
+ * has used for TRACER_RETIRE_AFTER_MS is flushed and shut down (a config change leaves the old one behind).
  */
 
 export interface TracingOptions {
@@ -164,28 +165,129 @@ class SdkDecisionTracer implements DecisionTracer {
   }
 }
 
-const tracers = new Map<string, DecisionTracer>();
+/**
+ * How long a provider may go unused before it is retired. A config change makes Kong start a new plugin
+ * instance and stop calling the old one, whose provider (batch processor, exporter, timer) would otherwise
+ * live as long as the process. Ten minutes is far longer than any gap between requests on a route in use, and
+ * a quiet route whose provider was retired gets a new one on its next request (one SDK setup, no span lost).
+ */
+export const TRACER_RETIRE_AFTER_MS = 10 * 60_000;
 
-/** The tracer for these options, created on first use and kept for the life of the process. */
-export function getDecisionTracer(opts: TracingOptions): DecisionTracer {
-  const key = JSON.stringify([
+interface Entry {
+  /** What getDecisionTracer hands out for this key (the same object while the entry lives). */
+  readonly handle: DecisionTracer;
+  readonly sdk: SdkDecisionTracer;
+  lastUsedMs: number;
+}
+
+const tracers = new Map<string, Entry>();
+/** Retirements still exporting: flushAllTracers and shutdownAllTracers wait for them too. */
+const retiring = new Set<Promise<void>>();
+let clock: () => number = Date.now;
+let retireAfterMs = TRACER_RETIRE_AFTER_MS;
+
+/** Tests only: the clock and idle age retirement uses; no argument restores Date.now and the default age. */
+export function setTracerRetirementForTests(o: { now?: () => number; retireAfterMs?: number } = {}): void {
+  clock = o.now ?? Date.now;
+  retireAfterMs = o.retireAfterMs ?? TRACER_RETIRE_AFTER_MS;
+}
+
+function keyOf(opts: TracingOptions): string {
+  return JSON.stringify([
     opts.endpoint,
     opts.serviceName,
     opts.serviceVersion,
     opts.sampleRatio,
     opts.scheduledDelayMs,
   ]);
-  let t = tracers.get(key);
-  if (!t) {
-    t = new SdkDecisionTracer(opts);
-    tracers.set(key, t);
+}
+
+/** Exports what it buffered, then stops it; never rejects (runs detached from the request that triggered it). */
+async function retire(sdk: SdkDecisionTracer): Promise<void> {
+  try {
+    await sdk.flush();
+  } catch {
+    // The exporter reports its own failures (watchExports); shutdown below still releases the timer.
   }
-  return t;
+  try {
+    await sdk.shutdown();
+  } catch {
+    // Nothing left to release.
+  }
+}
+
+/**
+ * The live entry for `key`, created when there is none (first use, or used again after it was retired),
+ * marked as used now; then every OTHER entry idle for longer than the retirement age is retired.
+ */
+function use(key: string, opts: TracingOptions, handle?: DecisionTracer): Entry {
+  const now = clock();
+  let e = tracers.get(key);
+  if (!e) {
+    e = { handle: handle ?? new TracerHandle(key, opts), sdk: new SdkDecisionTracer(opts), lastUsedMs: now };
+    tracers.set(key, e);
+  }
+  e.lastUsedMs = now;
+  for (const [k, other] of tracers) {
+    if (k === key || now - other.lastUsedMs <= retireAfterMs) continue;
+    tracers.delete(k);
+    const done = retire(other.sdk);
+    retiring.add(done);
+    void done.then(() => retiring.delete(done));
+  }
+  return e;
+}
+
+/**
+ * What callers hold. Every span goes through `use`, so a tracer a plugin instance keeps and records with is
+ * never idle, and one that was retired while its route was quiet comes back on its next span.
+ */
+class TracerHandle implements DecisionTracer {
+  readonly #key: string;
+  readonly #opts: TracingOptions;
+
+  constructor(key: string, opts: TracingOptions) {
+    this.#key = key;
+    this.#opts = opts;
+  }
+
+  startRoute(incomingTraceparent: string | undefined, startTimeMs: number, attrs?: Attributes): RouteSpan {
+    return use(this.#key, this.#opts, this).sdk.startRoute(incomingTraceparent, startTimeMs, attrs);
+  }
+
+  recordTtft(
+    parent: SpanRef,
+    startTimeMs: number,
+    endTimeMs: number,
+    attrs: Attributes,
+    error?: string,
+  ): void {
+    use(this.#key, this.#opts, this).sdk.recordTtft(parent, startTimeMs, endTimeMs, attrs, error);
+  }
+
+  async flush(): Promise<void> {
+    await Promise.all([tracers.get(this.#key)?.sdk.flush(), ...retiring]);
+  }
+
+  async shutdown(): Promise<void> {
+    const e = tracers.get(this.#key);
+    if (!e) return;
+    tracers.delete(this.#key);
+    await e.sdk.shutdown();
+  }
+}
+
+/**
+ * The tracer for these options: the same object while it is in use, a new one after the old was retired.
+ * Looking one up (or recording with one) retires the others that sat idle past TRACER_RETIRE_AFTER_MS.
+ */
+export function getDecisionTracer(opts: TracingOptions): DecisionTracer {
+  return use(keyOf(opts), opts).handle;
 }
 
 /** Exports everything buffered (tests, graceful shutdown). */
 export async function flushAllTracers(): Promise<void> {
-  await Promise.all([...tracers.values()].map((t) => t.flush()));
+  await Promise.all([...[...tracers.values()].map((e) => e.sdk.flush()), ...retiring]);
 }
 
 /**
@@ -195,7 +297,7 @@ export async function flushAllTracers(): Promise<void> {
 export async function shutdownAllTracers(timeoutMs?: number): Promise<void> {
   const all = [...tracers.values()];
   tracers.clear();
-  const done = Promise.allSettled(all.map((t) => t.shutdown()));
+  const done = Promise.allSettled([...all.map((e) => e.sdk.shutdown()), ...retiring]);
   if (timeoutMs === undefined) {
     await done;
     return;

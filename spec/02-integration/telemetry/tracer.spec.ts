@@ -1,7 +1,14 @@
 import { createServer, type Socket } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SPAN_ROUTE, SPAN_TTFT } from '../../../src/telemetry/attributes.js';
-import { getDecisionTracer, shutdownAllTracers } from '../../../src/telemetry/tracer.js';
+import {
+  flushAllTracers,
+  getDecisionTracer,
+  setTracerRetirementForTests,
+  shutdownAllTracers,
+  TRACER_RETIRE_AFTER_MS,
+  type TracingOptions,
+} from '../../../src/telemetry/tracer.js';
 import { waitFor } from '../../helpers/ports.js';
 import { startSink, type Sink } from '../kong/test-servers.js';
 import { decodeSpans } from './otlp.js';
@@ -91,6 +98,68 @@ describe('decision tracer (OTLP/HTTP)', () => {
     };
     expect(getDecisionTracer(o)).toBe(getDecisionTracer({ ...o }));
     expect(getDecisionTracer(o)).not.toBe(getDecisionTracer({ ...o, sampleRatio: 0.25 }));
+  });
+
+  describe('retiring tracers a config change left behind', () => {
+    let now = 0;
+    // A long batch delay: only a flush or a shutdown exports within the test.
+    const opts = (serviceName: string): TracingOptions => ({
+      endpoint: `${sink.url}/v1/traces`,
+      serviceName,
+      serviceVersion: '1.0.0',
+      sampleRatio: 1,
+      scheduledDelayMs: 60_000,
+    });
+    const spansOf = (name: string) =>
+      decodeSpans(sink.bodies).filter((s) => s.resource['service.name'] === name);
+
+    beforeEach(async () => {
+      await shutdownAllTracers();
+      now = Date.now();
+      setTracerRetirementForTests({ now: () => now });
+    });
+    afterEach(() => setTracerRetirementForTests());
+
+    it('retires one idle past the age when another is looked up, after exporting what it buffered', async () => {
+      const a = getDecisionTracer(opts('retire-a'));
+      a.startRoute(undefined, Date.now()).end();
+      const b = getDecisionTracer(opts('retire-b'));
+      now += TRACER_RETIRE_AFTER_MS;
+      expect(getDecisionTracer(opts('retire-b'))).toBe(b);
+      // Idle exactly the age: still the same tracer, its span still buffered.
+      expect(getDecisionTracer(opts('retire-a'))).toBe(a);
+      expect(spansOf('retire-a')).toHaveLength(0);
+
+      now += TRACER_RETIRE_AFTER_MS + 1;
+      expect(getDecisionTracer(opts('retire-b'))).toBe(b);
+      // No flush called: only the retirement's shutdown sends it.
+      await waitFor('retired tracer exported', () => spansOf('retire-a').length === 1);
+      const a2 = getDecisionTracer(opts('retire-a'));
+      expect(a2).not.toBe(a);
+
+      // A caller still holding the retired one loses nothing: its spans go through the live provider.
+      a.startRoute(undefined, Date.now()).end();
+      await flushAllTracers();
+      await waitFor('span after retirement', () => spansOf('retire-a').length === 2);
+    });
+
+    it('never retires a tracer that is recording, though it was looked up only once (as the plugin does)', async () => {
+      const c = getDecisionTracer(opts('in-use-c'));
+      for (let i = 0; i < 3; i++) {
+        now += TRACER_RETIRE_AFTER_MS - 1;
+        c.startRoute(undefined, Date.now()).end();
+        getDecisionTracer(opts(`other-${i}`));
+      }
+      // 3 × (age − 1) since its lookup, but recording all along: still the live tracer, spans still buffered.
+      expect(getDecisionTracer(opts('in-use-c'))).toBe(c);
+      await flushAllTracers();
+      await waitFor('spans of the tracer in use', () => spansOf('in-use-c').length === 3);
+      // One export, by the flush: a retirement on the way would have sent the earlier spans on their own.
+      const exports = sink.bodies.filter((b) =>
+        decodeSpans([b]).some((s) => s.resource['service.name'] === 'in-use-c'),
+      );
+      expect(exports).toHaveLength(1);
+    });
   });
 
   it('shuts down within the given bound when the OTLP endpoint accepts but never answers', async () => {
