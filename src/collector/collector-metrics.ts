@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { Calibration, DecodeSteps } from '../core/types.js';
 import type { PrefillSource } from './metrics/calibration.js';
 import type { StreamWorker } from './stream-worker.js';
+import type { LeaseState } from './writer-lease-keeper.js';
 
 type Row = [labels: Record<string, string>, value: number];
 type Reader = (w: StreamWorker) => Row[];
@@ -222,9 +223,32 @@ export class CollectorMetrics {
   readonly lag: Histogram<'pod'>;
   readonly applySeconds: Histogram<string>;
 
-  constructor(workers: () => Iterable<StreamWorker>, scrapes: () => Iterable<ScrapeView>) {
+  /** `lease`: the writer lease's state, null without one (the standby gauges then stay 0 / absent). */
+  constructor(
+    workers: () => Iterable<StreamWorker>,
+    scrapes: () => Iterable<ScrapeView>,
+    lease: () => LeaseState | null = () => null,
+  ) {
     const reg = this.registry;
     collectDefaultMetrics({ register: reg, prefix: P });
+    new Gauge({
+      name: `${P}standby`,
+      help: '1 while another collector holds the writer lease of a model this one owns: it follows no pod and waits to take over',
+      registers: [reg],
+      collect() {
+        this.set(lease() === 'standby' ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: `${P}writer_lease_held`,
+      help: '1 while this collector holds the writer lease of every model it owns (the one writer of their index); absent without a lease',
+      registers: [reg],
+      collect() {
+        const s = lease();
+        this.reset();
+        if (s !== null) this.set(s === 'held' ? 1 : 0);
+      },
+    });
     for (const [name, help, labels, read] of COUNTERS)
       new Counter({
         name: P + name,

@@ -1,5 +1,11 @@
 import type { CollectorSection } from '../config/collector-section.js';
 import type { KvIndex } from '../index/kv-index.js';
+import {
+  describeLeaseHolder,
+  type LeaseConflict,
+  type LeaseHolder,
+  type WriterLease,
+} from '../index/writer-lease.js';
 import { CollectorMetrics, type ScrapeView } from './collector-metrics.js';
 import type { Discovery } from './discovery/discovery.js';
 import { EventSilenceWatch, computedPromptTokens } from './event-silence.js';
@@ -11,6 +17,7 @@ import { engineView, type PodMetrics } from './metrics/vllm-metrics.js';
 import type { QueuedBatch } from './ops/apply-queue.js';
 import { samePodSpec, streamsOf, type PodSpec } from './pods.js';
 import { StreamWorker, type StreamSettings } from './stream-worker.js';
+import { WriterLeaseKeeper, type LeaseState } from './writer-lease-keeper.js';
 
 /** Called after each index write with the batches it covered (benchmarks measure lag with it). */
 export type AppliedListener = (podId: string, batches: readonly QueuedBatch[], appliedAtMs: number) => void;
@@ -24,10 +31,19 @@ export interface CollectorDeps {
   /**
    * Models whose index entries this collector owns: at start and after every discovery change, the pods
    * registered for them that it does not run (left over from an earlier config or a crash) are removed.
-   * Absent or empty: nothing is removed but the pods it ran itself. Another collector sharing the Redis and
-   * key prefix must own other models.
+   * Absent or empty: nothing is removed but the pods it ran itself. Without a `lease`, another collector
+   * sharing the Redis and key prefix must own other models.
    */
   ownedModels?: readonly string[];
+  /**
+   * The writer lease of the owned models (run.ts makes one for Redis). With it, start() stands by until
+   * the lease is ours before it follows a pod, writes or removes anything; a lease lost to another
+   * collector stops every write at once and calls `onLeaseLost`. Without it (the memory index, tests),
+   * nothing guards against a second writer.
+   */
+  lease?: WriterLease;
+  /** The lease went to another collector: every write was dropped and the collector is stopping. */
+  onLeaseLost?: (lost: LeaseConflict[]) => void;
   onApplied?: AppliedListener;
 }
 
@@ -54,6 +70,16 @@ interface PodRunner {
 export interface CollectorHealth {
   ok: boolean;
   stopping: boolean;
+  /** Another collector holds the writer lease: this one follows nothing and waits to take over. */
+  standby: boolean;
+  /** While standing by: who holds the lease (of the first model held). */
+  holder?: LeaseHolder;
+  /** With a lease: its state, the models it covers, and who else holds which. */
+  writerLease?: {
+    state: LeaseState;
+    models: readonly string[];
+    heldBy: { model: string; holder: LeaseHolder; expiresInMs: number | null }[];
+  };
   streams: {
     pod: string;
     lastSeq: number | null;
@@ -77,14 +103,21 @@ export class Collector {
   #stopping = false;
   #sweepRetry: NodeJS.Timeout | null = null;
   #sweepFailures = 0;
+  readonly #lease: WriterLeaseKeeper | null;
+  /** start() until discovery has started (or the standby ended without it): stop() waits for it. */
+  #started: Promise<void> = Promise.resolve();
+  /** Pods being flushed by stop(): a lease lost meanwhile must drop their writes too. */
+  readonly #draining: PodRunner[] = [];
 
   constructor(
     readonly settings: CollectorSection,
     readonly deps: CollectorDeps,
   ) {
+    this.#lease = deps.lease ? new WriterLeaseKeeper(deps.lease, deps.log) : null;
     this.metrics = new CollectorMetrics(
       () => this.workers(),
       () => this.#scrapeViews(),
+      () => (this.#lease ? this.#lease.state : null),
     );
   }
 
@@ -101,7 +134,22 @@ export class Collector {
     return this.#pods.get(podId)?.scraper ?? null;
   }
 
-  async start(): Promise<void> {
+  /**
+   * With a lease: waits (standby) until every owned model's writer lease is ours, then follows the pods.
+   * Their streams start by clearing each pod and rebuilding it from its replay buffer, so a takeover
+   * replaces what the previous writer left; pods it does not follow are removed (#removeStale).
+   */
+  start(): Promise<void> {
+    this.#started = this.#start();
+    return this.#started;
+  }
+
+  async #start(): Promise<void> {
+    if (this.#lease) {
+      if (!(await this.#lease.acquire()) || this.#stopping) return;
+      this.#lease.hold((lost) => this.#leaseLost(lost));
+    }
+    if (this.#stopping) return;
     await this.deps.discovery.start((pods) => void this.reconcile(pods));
     await this.#reconciling;
   }
@@ -175,6 +223,8 @@ export class Collector {
   }
 
   health(): CollectorHealth {
+    const lease = this.#lease?.view() ?? null;
+    const standby = lease?.state === 'standby';
     const streams = [];
     for (const p of this.#pods.values())
       for (const w of p.workers)
@@ -187,29 +237,81 @@ export class Collector {
           healthy: p.scraper?.healthy ?? true,
         });
     return {
-      ok: !this.#stopping && streams.every((s) => !s.writesSuspended),
+      // Not ready while it may not write: standing by, not yet sure (Redis unreachable at start), or lost.
+      ok:
+        !this.#stopping &&
+        (lease === null || lease.state === 'held') &&
+        streams.every((s) => !s.writesSuspended),
       stopping: this.#stopping,
+      standby,
+      ...(standby && lease.heldBy[0] ? { holder: lease.heldBy[0].holder } : {}),
+      ...(lease
+        ? {
+            writerLease: {
+              state: lease.state,
+              models: lease.models,
+              heldBy: lease.heldBy.map((c) => ({ ...c })),
+            },
+          }
+        : {}),
       streams,
     };
   }
 
-  /** Clean shutdown: stop discovery and subscribers, flush queued writes (bounded), close nothing shared. */
+  /**
+   * Clean shutdown: stop discovery and subscribers, flush queued writes (bounded), then release the writer
+   * lease (kept renewed during the flush, so a standby takes over only after the last write). Closes
+   * nothing shared.
+   */
   async stop(): Promise<boolean> {
+    return this.#shutdown(this.settings.shutdown_timeout_ms);
+  }
+
+  async #shutdown(flushTimeoutMs: number): Promise<boolean> {
     this.#stopping = true;
     if (this.#sweepRetry) clearTimeout(this.#sweepRetry);
     this.#sweepRetry = null;
+    this.#lease?.stopAcquiring();
+    await this.#started.catch(() => {}); // start()'s caller sees its error
     await this.deps.discovery.stop();
     await this.#reconciling;
     const runners = [...this.#pods.values()];
     this.#pods.clear();
+    this.#draining.push(...runners);
     const flushed = await Promise.all(
       runners.map(async (r) => {
         await r.scraper?.stop();
-        const ok = await Promise.all(r.workers.map((w) => w.stop(this.settings.shutdown_timeout_ms)));
+        const ok = await Promise.all(r.workers.map((w) => w.stop(flushTimeoutMs)));
         return ok.every(Boolean);
       }),
     );
+    await this.#lease?.release();
     return flushed.every(Boolean);
+  }
+
+  /**
+   * Another collector holds a lease that was ours (ours expired: this process or Redis stalled longer
+   * than the TTL). Everything it writes now would count twice: drop every queued write and state patch
+   * at once, synchronously, then stop. What was already sent may still land; the new writer's lost-write
+   * check sees it as `overwritten` and rebuilds that pod.
+   */
+  #leaseLost(lost: LeaseConflict[]): void {
+    const first = lost[0]!.holder;
+    this.deps.log.error(
+      `writer lease lost to another collector, ${describeLeaseHolder(first)}: stopping at once, flushing nothing`,
+      {
+        models: lost.map((c) => c.model),
+        holder: { id: first.id, host: first.host, pid: first.pid },
+      },
+    );
+    this.#stopping = true;
+    for (const r of [...this.#pods.values(), ...this.#draining])
+      for (const w of r.workers) {
+        void w.queue.close();
+        void w.writer.close();
+      }
+    void this.#shutdown(0);
+    this.deps.onLeaseLost?.(lost);
   }
 
   #settings(model: string): StreamSettings {

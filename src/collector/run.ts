@@ -2,16 +2,18 @@ import { validateConfig } from '../config/validate.js';
 import { CollectorSectionSchema } from '../config/collector-section.js';
 import { loadFleetConfig } from '../config/fleet-config.js';
 import { KinferenceError, isKinferenceError } from '../core/errors.js';
-import { createKvIndex } from '../index/index.js';
+import { RedisWriterLease, createKvIndex } from '../index/index.js';
 import { Collector } from './collector.js';
-import { KubernetesDiscovery } from './discovery/kubernetes.js';
+import { KubernetesDiscovery, loadKubeConfig } from './discovery/kubernetes.js';
 import { StaticDiscovery } from './discovery/static.js';
 import { startCollectorServer } from './http-server.js';
 import { createLogger } from './logger.js';
 
 /**
  * `kinference collector --config <file.yaml>`: follow every pod of the fleet, keep the index true, serve
- * /metrics and /healthz. SIGTERM/SIGINT: stop subscribers, flush queued writes, close Redis, exit 0.
+ * /metrics and /healthz. SIGTERM/SIGINT: stop subscribers, flush queued writes, release the writer lease,
+ * close Redis, exit 0. While another collector holds the writer lease it stands by (/healthz 503); if the
+ * lease is lost to another one, it drops every write and exits 1, to come back as a standby.
  */
 export async function runCollector(configPath: string): Promise<void> {
   const fleet = loadFleetConfig(configPath);
@@ -31,7 +33,41 @@ export async function runCollector(configPath: string): Promise<void> {
   // The models whose pods this collector alone registers: the one it discovers in Kubernetes, or every model
   // of the static fleet. Pods of these models that it does not follow are removed from the index.
   const ownedModels = fleet.kubernetes ? [fleet.kubernetes.model] : Object.keys(fleet.models);
-  const collector = new Collector(settings, { index, discovery, log, blockSizes, ownedModels });
+  // One writer per model: reference counts would double with two collectors on the same pods.
+  const lease = new RedisWriterLease({
+    url: fleet.redis_url,
+    keyPrefix: fleet.redis_key_prefix,
+    models: ownedModels,
+    ttlMs: settings.writer_lease_ms,
+  });
+  const collector = new Collector(settings, {
+    index,
+    discovery,
+    log,
+    blockSizes,
+    ownedModels,
+    lease,
+    // Exit at once: nothing more may be written, and the orchestrator restarts this one as a standby.
+    onLeaseLost: () => {
+      log.error('exiting with status 1: another collector writes the index now');
+      process.exit(1);
+    },
+  });
+  // Unusable Kubernetes credentials or a Redis database that does not exist: `kinference: <file>: …`,
+  // exit 2, as for the listen address.
+  const asConfigError = (e: unknown): unknown =>
+    isKinferenceError(e, 'KINF_ERR_CONFIG')
+      ? new KinferenceError(e.code, `${configPath}: ${e.message}`, { cause: e })
+      : e;
+  // Checked before the lease: a standby must not find out at takeover that it cannot discover its pods.
+  if (fleet.kubernetes) {
+    try {
+      loadKubeConfig(settings.kubeconfig);
+    } catch (e) {
+      throw asConfigError(e);
+    }
+  }
+
   const server = await startCollectorServer(collector, settings.listen).catch((e: unknown) => {
     // A busy or foreign listen address is a config error: `kinference: <file>: …`, exit 2.
     throw isKinferenceError(e) ? new KinferenceError(e.code, `${configPath}: ${e.message}`, { cause: e }) : e;
@@ -40,23 +76,23 @@ export async function runCollector(configPath: string): Promise<void> {
     address: server.address,
     redis: fleet.redis_url.replace(/\/\/[^@/]*@/, '//***@'),
   });
-  await collector.start().catch((e: unknown) => {
-    // Unusable Kubernetes credentials: `kinference: <file>: …`, exit 2, as for the listen address.
-    throw isKinferenceError(e, 'KINF_ERR_CONFIG')
-      ? new KinferenceError(e.code, `${configPath}: ${e.message}`, { cause: e })
-      : e;
+  // A standby may wait in start() for a long time: a signal meanwhile stops it like any other.
+  const signal = new Promise<string>((resolve) => {
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+    process.once('SIGINT', () => resolve('SIGINT'));
   });
-
-  await new Promise<void>((resolve) => {
-    const shutdown = (signal: string): void => {
-      log.info('shutting down', { signal });
-      resolve();
-    };
-    process.once('SIGTERM', () => shutdown('SIGTERM'));
-    process.once('SIGINT', () => shutdown('SIGINT'));
-  });
+  const started = collector.start();
+  try {
+    await Promise.race([started, signal]);
+  } catch (e) {
+    await collector.stop().catch(() => false); // gives the lease back if it was taken
+    await Promise.all([lease.close(), server.close(), index.close()]);
+    throw asConfigError(e);
+  }
+  log.info('shutting down', { signal: await signal });
   const flushed = await collector.stop();
   await server.close();
+  await lease.close();
   await index.close();
   log.info('stopped', { flushed });
   process.exit(0);

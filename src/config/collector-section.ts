@@ -94,6 +94,13 @@ export const CollectorSectionSchema = Type.Object(
       minimum: 0,
       description: 'On SIGTERM, how long queued index writes may take to flush.',
     }),
+    writer_lease_ms: Type.Integer({
+      default: 15000,
+      minimum: 1000,
+      maximum: 600000,
+      description:
+        "TTL of the writer lease that makes this collector the one writer of its models' index (renewed every third of it). A second collector stands by; it takes over within about this long after the active one dies, and within a third of it after a clean stop.",
+    }),
     kubeconfig: Type.Optional(
       Type.String({
         description:

@@ -13,8 +13,17 @@ let lastSeq = 0;
  * growing ids, and a new process (a restarted collector) is another writer.
  */
 export function nextApplyId(): ApplyId {
+  return { writer: processWriterId(), seq: ++lastSeq };
+}
+
+/**
+ * This process's writer id (random, 12 characters, made on first use): the `writer` of its apply ids, and
+ * the `id` of the writer lease it holds (src/index/writer-lease.ts), so a lease holder named in a log is
+ * the writer found in the index's apply records.
+ */
+export function processWriterId(): string {
   processWriter ??= randomBytes(9).toString('base64url');
-  return { writer: processWriter, seq: ++lastSeq };
+  return processWriter;
 }
 
 export function checkApplyId(id: ApplyId): void {

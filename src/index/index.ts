@@ -9,7 +9,7 @@ export {
   type KvIndex,
   type PodRef,
 } from './kv-index.js';
-export { nextApplyId } from './apply-id.js';
+export { nextApplyId, processWriterId } from './apply-id.js';
 export type { IndexLog } from './redis-connection.js';
 export { createKvIndex, type KvIndexOptions } from './create.js';
 export { MemoryKvIndex } from './memory-index.js';
@@ -17,3 +17,13 @@ export { RedisKvIndex, REDIS_INDEX_DEFAULTS, type RedisKvIndexOptions } from './
 export { DEFAULT_KEY_PREFIX, modelKeyBase } from './redis-keys.js';
 export { gallopPrefix, tierPrefixes } from './prefix-search.js';
 export type { PodStatePatch } from './pod-state-codec.js';
+export {
+  RedisWriterLease,
+  describeLeaseHolder,
+  type LeaseAcquireResult,
+  type LeaseConflict,
+  type LeaseHolder,
+  type LeaseRenewResult,
+  type RedisWriterLeaseOptions,
+  type WriterLease,
+} from './writer-lease.js';

@@ -69,6 +69,14 @@ const LOSS_REPLY: Record<number, IndexLossReason> = {
   [APPLY_REPLY.overwritten]: 'overwritten',
 };
 
+/** What each loss reason usually means, for the log line. */
+const LOSS_CAUSE: Record<IndexLossReason, string> = {
+  missing: 'restarted empty, or flushed',
+  rolled_back: 'restarted from an older snapshot',
+  overwritten:
+    'another writer wrote the pod: a collector that lost its writer lease and wrote late, one without the lease, or a snapshot from before this process',
+};
+
 /** Removed pods remembered, to remove again if an older snapshot brings them back. */
 const MAX_REMEMBERED_REMOVALS = 1024;
 
@@ -356,10 +364,11 @@ export class RedisKvIndex implements KvIndex {
       this.#lossReport.reasons[reason] = (this.#lossReport.reasons[reason] ?? 0) + 1;
       return;
     }
-    this.#log.error(
-      'Redis no longer holds the index writes (restarted empty or from an older snapshot, or flushed): rebuilding',
-      { model: pod.model, pod: pod.podId, reason },
-    );
+    this.#log.error(`Redis no longer holds the index writes (${LOSS_CAUSE[reason]}): rebuilding`, {
+      model: pod.model,
+      pod: pod.podId,
+      reason,
+    });
     const timer = setTimeout(() => this.#flushLossReport(), 1000);
     timer.unref();
     this.#lossReport = { timer, pods: [], reasons: {} };

@@ -11,6 +11,8 @@ import { createHash } from 'node:crypto';
  *   kinf:{T}:s:<idx>     HASH  pod state; exists only while the pod is registered (upsertPodState)
  *   kinf:{T}:b:<8 bytes> STRING one block: "idx=entry,…", entry = packed (epoch, refcount per tier)
  *                        (src/index/lua/entry.ts); TTL refreshed on store
+ *   kinf:{T}:writer      STRING the writer lease: who alone may write M's index (JSON id/host/pid of one
+ *                        collector process, src/index/writer-lease.ts); PX TTL, renewed while it runs
  *
  * T = modelTag(M), a Redis Cluster hash tag: all keys of one model hash to one slot, so every script
  * touches a single slot (docs/redis-index.md says what that means for Cluster).
@@ -21,6 +23,7 @@ export const KEY_SUFFIX = {
   applied: 'applied',
   state: 's:',
   block: 'b:',
+  writer: 'writer',
 } as const;
 
 export const DEFAULT_KEY_PREFIX = 'kinf';
@@ -58,6 +61,10 @@ export function appliedKey(base: string): string {
 
 export function stateKey(base: string, podIdx: number): string {
   return `${base}${KEY_SUFFIX.state}${podIdx}`;
+}
+
+export function writerLeaseKey(base: string): string {
+  return base + KEY_SUFFIX.writer;
 }
 
 /** A block's key: the base, the suffix, then the block key's 8 raw bytes (not 16 hex digits: memory). */

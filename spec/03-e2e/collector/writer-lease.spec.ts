@@ -1,0 +1,394 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createKvIndex } from '../../../src/index/index.js';
+import type { KvIndex } from '../../../src/index/kv-index.js';
+import { blockKeys, keySeed } from '../../../src/core/block-keys.js';
+import { packEntry } from '../../../src/index/lua/entry.js';
+import { blockRedisKey, modelKeyBase, podsKey, writerLeaseKey } from '../../../src/index/redis-keys.js';
+import {
+  LEASE_SCRIPTS,
+  RedisWriterLease,
+  parseLeaseHolder,
+  type LeaseHolder,
+} from '../../../src/index/writer-lease.js';
+import { freePort, waitFor } from '../../helpers/ports.js';
+import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
+import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
+import { BS, MODEL, freshTokens, waitCached } from '../../helpers/collector/collector-harness.js';
+
+/**
+ * One writer per model (docs/collector.md, "One writer per model: the writer lease"): two real
+ * `kinference collector` processes on one fleet, one Redis, one key prefix. The second stands by, takes
+ * over when the first stops, and a collector whose lease is taken from it exits 1.
+ */
+const PREFIX = 'kwl';
+const TTL_MS = 1500;
+const POD = 'pod-w';
+
+interface LogLine {
+  level: string;
+  msg: string;
+  [k: string]: unknown;
+}
+
+/** A collector child process, its log lines (JSON on stderr) and its exit. */
+class CollectorProc {
+  readonly proc: ChildProcess;
+  readonly exited: Promise<number | null>;
+  #stderr = '';
+
+  constructor(
+    readonly config: string,
+    readonly listen: string,
+  ) {
+    this.proc = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'src/cli/main.ts', 'collector', '--config', config],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    this.proc.stderr!.on('data', (d: Buffer) => (this.#stderr += d.toString()));
+    this.exited = new Promise((r) => this.proc.once('exit', (code) => r(code)));
+  }
+
+  get pid(): number {
+    return this.proc.pid!;
+  }
+
+  lines(): LogLine[] {
+    return this.#stderr
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as LogLine);
+  }
+
+  async health(): Promise<{ status: number; body: Record<string, unknown> }> {
+    const r = await fetch(`http://${this.listen}/healthz`);
+    return { status: r.status, body: (await r.json()) as Record<string, unknown> };
+  }
+
+  async metrics(): Promise<string> {
+    return (await fetch(`http://${this.listen}/metrics`)).text();
+  }
+
+  async kill(): Promise<void> {
+    if (this.proc.exitCode !== null || this.proc.signalCode !== null) return;
+    this.proc.kill('SIGKILL');
+    await this.exited;
+  }
+}
+
+/** Index losses the collector counted (kinference_collector_index_lost_total), all reasons. */
+function indexLosses(metrics: string): number {
+  let n = 0;
+  for (const m of metrics.matchAll(/^kinference_collector_index_lost_total\{[^}]*\} (\d+)/gm))
+    n += Number(m[1]);
+  return n;
+}
+
+describe('writer lease: two `kinference collector` processes on one fleet (real Redis, real processes)', () => {
+  let redis: TestRedis;
+  let index: KvIndex;
+  let pub: FakeVllmPublisher;
+  let dir: string;
+  let a: CollectorProc;
+  let b: CollectorProc;
+  const leaseKey = writerLeaseKey(modelKeyBase(PREFIX, MODEL));
+  const h = { next: 1n << 40n };
+  const hashes = (n: number): bigint[] => Array.from({ length: n }, () => h.next++);
+  let early: { tokens: number[]; hashes: bigint[] };
+
+  async function fleetFile(name: string): Promise<{ config: string; listen: string }> {
+    const listen = `127.0.0.1:${await freePort()}`;
+    const config = join(dir, `${name}.yaml`);
+    writeFileSync(
+      config,
+      [
+        `redis_url: ${redis.url}`,
+        `redis_key_prefix: ${PREFIX}`,
+        'models:',
+        `  ${MODEL}: { tokenizer: "tiktoken:o200k_base", chat_template: chatml, block_size: ${BS} }`,
+        'pods:',
+        `  - id: ${POD}`,
+        `    model: ${MODEL}`,
+        '    address: 127.0.0.1:18097',
+        `    kv_events: ${pub.endpoint}`,
+        `    kv_events_replay: ${pub.replayEndpoint}`,
+        '    kv_events_topic: kv',
+        'collector:',
+        `  listen: ${listen}`,
+        `  writer_lease_ms: ${TTL_MS}`,
+        '  index_retry_min_ms: 20',
+        '  index_retry_max_ms: 200',
+        '',
+      ].join('\n'),
+    );
+    return { config, listen };
+  }
+
+  /** Probes until the collector has ingested a batch of the pod (ZMQ slow joiner), never a sleep. */
+  async function waitIngesting(c: CollectorProc): Promise<void> {
+    await waitFor(
+      `collector ${c.pid} ingesting`,
+      async () => {
+        if (new RegExp(`kinference_collector_batches_total\\{pod="${POD}"\\} [1-9]`).test(await c.metrics()))
+          return true;
+        await pub.publish([]);
+        return false;
+      },
+      15_000,
+      50,
+    );
+  }
+
+  /** The pod's raw Redis entry for each block of `tokens`: its GPU refcount and epoch, packed. */
+  async function rawEntries(tokens: number[]): Promise<(number | null)[]> {
+    const base = modelKeyBase(PREFIX, MODEL);
+    const idx = (await redis.client.hget(podsKey(base), POD))!.split(':')[0];
+    const keys = blockKeys(tokens, BS, keySeed({ model: MODEL, lora: null, cacheSalt: null }));
+    return Promise.all(
+      keys.map(async (k) => {
+        const v = await redis.client.get(blockRedisKey(base, Buffer.from(k, 'hex')));
+        const entry = v?.split(',').find((e) => e.startsWith(`${idx}=`));
+        return entry === undefined ? null : Number(entry.split('=')[1]);
+      }),
+    );
+  }
+
+  async function holderInRedis(): Promise<LeaseHolder | null> {
+    const v = await redis.client.get(leaseKey);
+    return v === null ? null : parseLeaseHolder(v);
+  }
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: PREFIX });
+    pub = await new FakeVllmPublisher({ format: 'map' }, { topic: 'kv' }).bind();
+    dir = mkdtempSync(join(tmpdir(), 'kinf-lease-'));
+  });
+
+  afterAll(async () => {
+    await Promise.all([a?.kill(), b?.kill()]);
+    await pub?.close();
+    await index?.close();
+    await redis?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a second collector stands by: 503 with standby and the holder, gauge 1, one warning; nothing counted twice', async () => {
+    // Both started at once (and faster than one after the other): exactly one may win.
+    const [f1, f2] = await Promise.all([fleetFile('one'), fleetFile('two')]);
+    const one = new CollectorProc(f1.config, f1.listen);
+    const two = new CollectorProc(f2.config, f2.listen);
+    [a, b] = [one, two]; // afterAll kills both, whatever happens next
+    const holderPid = await waitFor('a lease holder', async () => (await holderInRedis())?.pid, 20_000, 50);
+    [a, b] = holderPid === one.pid ? [one, two] : [two, one];
+    expect(a.pid).toBe(holderPid);
+    await waitFor('collector A healthy', async () => (await a.health()).status === 200, 20_000, 50);
+    await waitIngesting(a);
+    const aHolder = await holderInRedis();
+    expect(aHolder).toMatchObject({ pid: a.pid });
+
+    const standby = await waitFor(
+      'collector B standing by',
+      async () => {
+        const r = await b.health();
+        return r.body.standby === true ? r : null;
+      },
+      20_000,
+      50,
+    );
+    expect(standby.status).toBe(503);
+    expect(standby.body).toMatchObject({ ok: false, standby: true, holder: aHolder, streams: [] });
+    expect(await b.metrics()).toMatch(/^kinference_collector_standby 1$/m);
+    expect(await b.metrics()).toMatch(/^kinference_collector_writer_lease_held 0$/m);
+    expect(await a.metrics()).toMatch(/^kinference_collector_standby 0$/m);
+    expect(await a.metrics()).toMatch(/^kinference_collector_writer_lease_held 1$/m);
+    const warnings = b.lines().filter((l) => l.level === 'warn' && l.msg.includes('standing by'));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]!.msg).toContain(`pid ${a.pid}`);
+    expect(warnings[0]).toMatchObject({ models: [MODEL], holder: aHolder });
+
+    // Each block stored once is counted once (a second writer would make it 2, or clear and rebuild the
+    // pod: its first write is a clear, and then each sees the other's writes as `overwritten`).
+    const tokens = freshTokens(3);
+    early = { tokens, hashes: hashes(3) };
+    await pub.publish([{ type: 'BlockStored', hashes: early.hashes, parent: null, tokens, blockSize: BS }]);
+    await waitCached(index, POD, tokens, 3);
+    const epoch = Number((await redis.client.hget(podsKey(modelKeyBase(PREFIX, MODEL)), POD))!.split(':')[1]);
+    expect(await rawEntries(tokens)).toEqual([1, 1, 1].map(() => packEntry([1, 0, 0], epoch)));
+    await pub.publish([{ type: 'BlockRemoved', hashes: [early.hashes[2]!] }]);
+    await waitCached(index, POD, tokens, 2);
+    // B's retries (every ttl/3) went on throughout: it still follows nothing, and A lost nothing to it.
+    expect((await b.health()).body).toMatchObject({ standby: true, streams: [] });
+    expect(await b.metrics()).not.toMatch(/kinference_collector_batches_total\{/);
+    expect(indexLosses(await a.metrics())).toBe(0);
+    expect(await holderInRedis()).toEqual(aHolder);
+  }, 60_000); // two collector processes start one after the other: slow on a busy 2-core machine
+
+  it('SIGTERM the active one: it releases the lease, and the standby takes over and keeps the index current', async () => {
+    const aExit = a.exited;
+    a.proc.kill('SIGTERM');
+    expect(await aExit).toBe(0);
+    const t0 = Date.now();
+    await waitFor('collector B active', async () => (await b.health()).status === 200, 15_000, 50);
+    const tookMs = Date.now() - t0;
+    // Released on a clean stop: B's next try (every ttl/3) takes it, plus B's own start-up of the pod.
+    expect(tookMs).toBeLessThan(TTL_MS + 1500);
+    expect(a.lines().some((l) => l.msg === 'writer lease released')).toBe(true);
+    const acquired = b.lines().find((l) => l.msg === 'writer lease acquired');
+    expect(acquired).toMatchObject({ takeover: true, previousHolder: { pid: a.pid } });
+    expect(await holderInRedis()).toMatchObject({ pid: b.pid });
+    expect((await b.health()).body).toMatchObject({ ok: true, standby: false });
+    expect(await b.metrics()).toMatch(/^kinference_collector_standby 0$/m);
+
+    // B rebuilt the pod from its replay buffer (a clear, then everything): what A had written holds…
+    await waitCached(index, POD, early.tokens, 2);
+    // …and new traffic reaches the index through B.
+    await waitIngesting(b);
+    const tokens = freshTokens(4);
+    await pub.publish([{ type: 'BlockStored', hashes: hashes(4), parent: null, tokens, blockSize: BS }]);
+    await waitCached(index, POD, tokens, 4);
+    // The takeover is not a lost write: B's first write was the pod's clear.
+    expect(indexLosses(await b.metrics())).toBe(0);
+    expect(b.lines().filter((l) => l.level === 'error')).toEqual([]);
+  });
+
+  it('Redis restarted empty: the active collector keeps going and takes its lease back', async () => {
+    await redis.restart();
+    await waitFor('lease taken back', async () => (await holderInRedis())?.pid === b.pid, 10_000, 50);
+    expect(b.proc.exitCode).toBeNull();
+    await waitFor(
+      'taken-back warning',
+      () => b.lines().some((l) => l.msg.startsWith('writer lease was gone from Redis')),
+      5000,
+    );
+    await waitFor('collector B healthy again', async () => (await b.health()).status === 200, 10_000, 50);
+  });
+
+  it('a lease taken from it: the active collector logs who has it and exits 1 within about ttl/3', async () => {
+    const intruder = { id: 'intruder', host: 'elsewhere', pid: 4242 };
+    const t0 = Date.now();
+    await redis.client.set(leaseKey, JSON.stringify(intruder), 'PX', 60_000);
+    expect(await b.exited).toBe(1);
+    expect(Date.now() - t0).toBeLessThan(TTL_MS / 3 + 2000);
+    const lost = b.lines().find((l) => l.level === 'error' && l.msg.startsWith('writer lease lost'));
+    expect(lost?.msg).toContain('intruder (host elsewhere, pid 4242)');
+    expect(lost).toMatchObject({ models: [MODEL], holder: intruder });
+    // It never touched the other holder's lease.
+    expect(await redis.client.get(leaseKey)).toBe(JSON.stringify(intruder));
+  });
+});
+
+describe('writer lease scripts (real Redis)', () => {
+  let redis: TestRedis;
+  const leases: RedisWriterLease[] = [];
+  const M1 = 'm/one';
+  const M2 = 'm/two';
+  const M3 = 'm/three';
+  const key = (m: string): string => writerLeaseKey(modelKeyBase('klease', m));
+  const holder = (id: string): LeaseHolder => ({ id, host: 'test', pid: 1 });
+  const lease = (id: string, models: string[], ttlMs = 5000): RedisWriterLease => {
+    const l = new RedisWriterLease({
+      url: redis.url,
+      keyPrefix: 'klease',
+      models,
+      ttlMs,
+      holder: holder(id),
+    });
+    leases.push(l);
+    return l;
+  };
+
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    await Promise.all(leases.map((l) => l.close()));
+    await redis?.stop();
+  });
+
+  it('acquires all or nothing, and says who holds which', async () => {
+    const x = lease('x', [M1, M2]);
+    const y = lease('y', [M2, M3]);
+    expect(await x.tryAcquire()).toEqual({ acquired: true });
+    expect(parseLeaseHolder((await redis.client.get(key(M1)))!)).toEqual(holder('x'));
+    const pttl = await redis.client.pttl(key(M2));
+    expect(pttl).toBeGreaterThan(4000);
+    expect(pttl).toBeLessThanOrEqual(5000);
+
+    const r = await y.tryAcquire();
+    expect(r.acquired).toBe(false);
+    if (r.acquired) return;
+    expect(r.held).toEqual([{ model: M2, holder: holder('x'), expiresInMs: expect.any(Number) }]);
+    // M3 was free, yet y took nothing: all or nothing.
+    expect(await redis.client.exists(key(M3))).toBe(0);
+
+    // Acquiring again is idempotent for the holder.
+    expect(await x.tryAcquire()).toEqual({ acquired: true });
+    // With M3 taken by z too, y is told about both holders (models in the fixed, sorted order).
+    const z = lease('z', [M3]);
+    expect(await z.tryAcquire()).toEqual({ acquired: true });
+    const r2 = await y.tryAcquire();
+    expect(r2.acquired ? [] : r2.held.map((c) => [c.model, c.holder.id])).toEqual([
+      [M3, 'z'],
+      [M2, 'x'],
+    ]);
+    // A partial attempt gives back what it took: w (M1 free after x releases, M3 held by z) takes neither.
+    await x.release();
+    const w = lease('w', [M1, M3]);
+    expect((await w.tryAcquire()).acquired).toBe(false);
+    expect(await redis.client.exists(key(M1))).toBe(0);
+    await z.release();
+  });
+
+  it('renews only its own lease: extends it, takes it back when gone, reports another holder and leaves it', async () => {
+    const x = lease('x2', [M1], 3000);
+    expect(await x.tryAcquire()).toEqual({ acquired: true });
+    await redis.client.pexpire(key(M1), 500);
+    expect(await x.renew()).toEqual({ kept: true, retaken: [] });
+    expect(await redis.client.pttl(key(M1))).toBeGreaterThan(2000);
+
+    await redis.client.del(key(M1)); // Redis restarted empty, or flushed
+    expect(await x.renew()).toEqual({ kept: true, retaken: [M1] });
+    expect(parseLeaseHolder((await redis.client.get(key(M1)))!)).toEqual(holder('x2'));
+
+    const other = JSON.stringify(holder('thief'));
+    await redis.client.set(key(M1), other, 'PX', 700);
+    expect(await x.renew()).toEqual({
+      kept: false,
+      lost: [{ model: M1, holder: holder('thief'), expiresInMs: expect.any(Number) }],
+    });
+    expect(await redis.client.get(key(M1))).toBe(other);
+    expect(await redis.client.pttl(key(M1))).toBeLessThanOrEqual(700); // not extended either
+    // A value this code did not write is still named.
+    await redis.client.set(key(M1), 'not-json');
+    const r = await x.renew();
+    expect(r.kept ? null : r.lost[0]!.holder).toEqual({ id: 'not-json', host: null, pid: null });
+    await redis.client.del(key(M1));
+  });
+
+  it('releases only its own lease, and reloads its scripts after SCRIPT FLUSH', async () => {
+    const x = lease('x3', [M1, M2]);
+    expect(await x.tryAcquire()).toEqual({ acquired: true });
+    await redis.client.set(key(M2), JSON.stringify(holder('other')));
+    await redis.client.script('FLUSH');
+    await x.release();
+    expect(await redis.client.exists(key(M1))).toBe(0);
+    expect(await redis.client.get(key(M2))).toBe(JSON.stringify(holder('other')));
+    expect(await redis.client.script('EXISTS', LEASE_SCRIPTS.release.sha1)).toEqual([1]);
+    await redis.client.del(key(M2));
+  });
+
+  it('expires when not renewed, so a standby can take over', async () => {
+    const x = lease('x4', [M3], 200);
+    const y = lease('y4', [M3], 200);
+    expect(await x.tryAcquire()).toEqual({ acquired: true });
+    expect((await y.tryAcquire()).acquired).toBe(false);
+    await waitFor('lease expired', async () => (await redis.client.exists(key(M3))) === 0, 2000);
+    expect(await y.tryAcquire()).toEqual({ acquired: true });
+    expect(await x.renew()).toMatchObject({ kept: false, lost: [{ model: M3, holder: holder('y4') }] });
+  });
+});
