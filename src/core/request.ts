@@ -20,7 +20,12 @@ export interface ChatMessage {
   name?: string;
   tool_calls?: unknown[];
   tool_call_id?: string;
-  reasoning_content?: string;
+  /** An assistant message's reasoning: `reasoning`, else the deprecated `reasoning_content` (see below). */
+  reasoning?: string;
+  /** A model-specific task marker vLLM passes through (DeepSeek V4). */
+  task?: string;
+  /** A developer message's tools, as vLLM hands them to the template (`developerTools`). */
+  tools?: unknown;
 }
 
 export interface ChatRequest {
@@ -123,7 +128,10 @@ export function parseChatBody(
 export function withPythonNumbers(json: unknown, text: string): unknown {
   if (!isRecord(json)) return json;
   const messages = Array.isArray(json.messages) ? (json.messages as unknown[]) : [];
-  const calls = messages.some((m) => isRecord(m) && Array.isArray(m.tool_calls));
+  // A developer message's tools are printed too (vllm-conversation.ts).
+  const perMessage = (m: unknown): boolean =>
+    isRecord(m) && (Array.isArray(m.tool_calls) || (m.role === 'developer' && Array.isArray(m.tools)));
+  const calls = messages.some(perMessage);
   const tools = Array.isArray(json.tools) && json.tools.length > 0;
   if ((!calls && !tools) || !mayHavePythonNumbers(text)) return json;
   // `text` parsed already, so this cannot throw.
@@ -135,9 +143,12 @@ export function withPythonNumbers(json: unknown, text: string): unknown {
     ...(tools ? { tools: py.tools } : {}),
     messages: messages.map((m, i) => {
       const p = pyMessages[i];
-      return isRecord(m) && Array.isArray(m.tool_calls) && isRecord(p)
-        ? { ...m, tool_calls: p.tool_calls }
-        : m;
+      if (!perMessage(m) || !isRecord(m) || !isRecord(p)) return m;
+      return {
+        ...m,
+        ...(Array.isArray(m.tool_calls) ? { tool_calls: p.tool_calls } : {}),
+        ...(m.role === 'developer' && Array.isArray(m.tools) ? { tools: p.tools } : {}),
+      };
     }),
   };
 }
@@ -208,6 +219,45 @@ function textParts(
   return { parts };
 }
 
+/**
+ * A developer message's `tools` as vLLM passes them on (`_parse_chat_message_content` reads the validated
+ * message's `tools`). When every tool is a valid ChatCompletionFunctionToolParam, pydantic types the message as
+ * vLLM's CustomChatCompletionMessageParam and rebuilds each tool in its declared key order (`function` with
+ * name, description, parameters, strict; then `type`; extra keys after, as the request model allows extras);
+ * otherwise it falls back to OpenAI's developer message, which keeps `tools` as an unchecked extra, as sent.
+ */
+function developerTools(
+  tools: unknown,
+  at: string,
+): { tools: unknown } | { reason: FallbackReason; detail: string } {
+  if (!Array.isArray(tools)) return { tools };
+  const out: unknown[] = [];
+  for (let j = 0; j < tools.length; j++) {
+    const t: unknown = tools[j];
+    if (!isRecord(t) || t.type !== 'function' || !isRecord(t.function)) return { tools };
+    const { name, description, parameters, strict, ...fnExtra } = t.function;
+    if (typeof name !== 'string') return { tools };
+    if (description !== undefined && typeof description !== 'string') return { tools };
+    if (parameters !== undefined && !isRecord(parameters)) return { tools };
+    // pydantic's lax bool decides whether such a `strict` passes, and what it becomes; do not guess.
+    if (strict !== undefined && strict !== null && typeof strict !== 'boolean')
+      return { reason: 'body_not_chat', detail: `${at}[${j}].function.strict must be a boolean` };
+    const { type, function: _fn, ...extra } = t;
+    out.push({
+      function: {
+        name,
+        ...(description === undefined ? {} : { description }),
+        ...(parameters === undefined ? {} : { parameters }),
+        ...(strict === undefined ? {} : { strict }),
+        ...fnExtra,
+      },
+      type,
+      ...extra,
+    });
+  }
+  return { tools: out };
+}
+
 /** Validates an OpenAI chat-completions body. Never throws. */
 export function parseChatRequest(json: unknown): ParseResult {
   if (!isRecord(json)) return fail('body_not_chat', 'body is not a JSON object');
@@ -243,7 +293,23 @@ export function parseChatRequest(json: unknown): ParseResult {
     if (typeof m.name === 'string') msg.name = m.name;
     if (Array.isArray(m.tool_calls)) msg.tool_calls = m.tool_calls;
     if (typeof m.tool_call_id === 'string') msg.tool_call_id = m.tool_call_id;
-    if (typeof m.reasoning_content === 'string') msg.reasoning_content = m.reasoning_content;
+    if (role === 'assistant') {
+      // ChatCompletionRequest._normalize_messages_before renames the deprecated `reasoning_content` to
+      // `reasoning` unless `reasoning` is set (not null), and `_parse_chat_message_content` reads only
+      // `reasoning`, only for assistant messages. (The rename came with vLLM PR #42664, May 2026; before it, from
+      // #33402 on, a request's `reasoning_content` reached no template.)
+      const reasoning = m.reasoning ?? m.reasoning_content;
+      if (typeof reasoning === 'string') msg.reasoning = reasoning;
+      else if (reasoning !== undefined && reasoning !== null)
+        // vLLM hands any other value to the template as is; how Jinja prints it is not ours to guess.
+        return fail('body_not_chat', `messages[${i}].reasoning must be a string`, model);
+    }
+    if (typeof m.task === 'string') msg.task = m.task;
+    if (role === 'developer' && m.tools !== undefined && m.tools !== null) {
+      const tools = developerTools(m.tools, `messages[${i}].tools`);
+      if ('reason' in tools) return fail(tools.reason, tools.detail, model);
+      msg.tools = tools.tools;
+    }
     out[i] = msg;
   }
   const req: ChatRequest = {

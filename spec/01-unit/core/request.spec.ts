@@ -103,6 +103,51 @@ describe('chat request parsing', () => {
     },
   );
 
+  /*
+   * Message fields vLLM hands the template (vllm/frontend/entrypoints/chat_utils.py at 055e47c,
+   * `_parse_chat_message_content`; the request model's `_normalize_messages_before`).
+   */
+  it('reads reasoning (assistant only, `reasoning_content` when `reasoning` is unset), task and developer tools', () => {
+    const message = (m: Record<string, unknown>): Record<string, unknown> => {
+      const r = parseChatRequest({ model: 'm', messages: [m] });
+      if (!r.ok) throw new Error(`${r.reason}: ${r.detail}`);
+      return r.request.messages[0] as unknown as Record<string, unknown>;
+    };
+    const a = { role: 'assistant', content: 'A' };
+    expect(message({ ...a, reasoning: 'R', reasoning_content: 'RC' }).reasoning).toBe('R');
+    expect(message({ ...a, reasoning: null, reasoning_content: 'RC' }).reasoning).toBe('RC');
+    expect(message({ ...a, reasoning: '', reasoning_content: 'RC' }).reasoning).toBe('');
+    // Other roles: vLLM reads no reasoning from them.
+    expect(message({ role: 'user', content: 'q', reasoning: 'R', reasoning_content: 5 })).toEqual({
+      role: 'user',
+      content: 'q',
+    });
+    expect(message({ role: 'user', content: 'q', task: 'T' }).task).toBe('T');
+    expect(message({ role: 'user', content: 'q', task: 5 })).not.toHaveProperty('task');
+    // Tools are read from developer messages only; vLLM ignores them elsewhere.
+    expect(message({ role: 'user', content: 'q', tools: [] })).not.toHaveProperty('tools');
+    expect(message({ role: 'developer', content: 'd', tools: 'as sent' }).tools).toBe('as sent');
+  });
+
+  it.each([
+    ['assistant reasoning that is no string', { role: 'assistant', content: 'A', reasoning: 5 }],
+    [
+      'assistant reasoning_content that is no string',
+      { role: 'assistant', content: 'A', reasoning_content: true },
+    ],
+    [
+      'a developer tool whose `strict` is no boolean',
+      {
+        role: 'developer',
+        content: 'd',
+        tools: [{ type: 'function', function: { name: 'f', strict: 'yes' } }],
+      },
+    ],
+  ])('%s → body_not_chat (vLLM renders or coerces it in ways not predicted here)', (_n, m) => {
+    const r = parseChatRequest({ model: 'm', messages: [m] });
+    expect(r).toMatchObject({ ok: false, reason: 'body_not_chat' });
+  });
+
   it('reads the answer limit: max_completion_tokens over max_tokens, only positive integers', () => {
     const limit = (extra: Record<string, unknown>): number | undefined => {
       const r = parseChatRequest({ model: 'm', messages: [{ role: 'user', content: 'hi' }], ...extra });

@@ -1,6 +1,8 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { isKinferenceError } from '../../../src/core/errors.js';
-import { parseChatRequest, type ChatRequest } from '../../../src/core/request.js';
+import { parseChatBody, parseChatRequest, type ChatRequest } from '../../../src/core/request.js';
 import {
   createHarmonyTemplate,
   createHfTemplate,
@@ -253,6 +255,187 @@ describe('built-in templates', () => {
     } finally {
       if (saved !== undefined) process.env.VLLM_SYSTEM_START_DATE = saved;
     }
+  });
+});
+
+/*
+ * The conversation vLLM hands a template: vllm/frontend/entrypoints/chat_utils.py at 055e47c
+ * (`_parse_chat_message_content`, `_postprocess_messages`) and the request model's
+ * `_normalize_messages_before` (openai/chat_completion/protocol.py). Expected strings are written from that
+ * code, not produced by the renderer.
+ */
+describe("hf: messages as vLLM's parse_chat_messages builds them", () => {
+  const template = (source: string): string => {
+    const path = join(mkdtempSync('/tmp/kinf-conv-'), 'tokenizer_config.json');
+    writeFileSync(path, JSON.stringify({ chat_template: source }));
+    return path;
+  };
+  const qwen = loadChatTemplate(`hf:${QWEN3_CONFIG}`);
+
+  it('"openai" format: a tool message of text parts becomes one string, parts joined with "\\n"', () => {
+    // Loops over content, so "openai" format; prints a string content quoted.
+    const path = template(
+      '{% for m in messages %}{{ m.role }}:{% if m.content is string %}"{{ m.content }}"' +
+        '{% else %}{% for p in m.content %}[{{ p.text }}]{% endfor %}{% endif %};{% endfor %}',
+    );
+    const t = createHfTemplate(`hf:${path}`, path);
+    const r = req({
+      messages: [
+        { role: 'user', content: [{ type: 'text', text: 'q' }] },
+        {
+          role: 'tool',
+          tool_call_id: 'c1',
+          content: [
+            { type: 'text', text: 'x' },
+            { type: 'text', text: '' },
+            { type: 'input_text', text: 'y' },
+          ],
+        },
+        // No content: vLLM's own message type lets a tool message leave it out (a null one fails validation).
+        { role: 'tool', tool_call_id: 'c2' },
+        { role: 'tool', tool_call_id: 'c3', content: 'z' },
+      ],
+    });
+    // The empty part stays in the join: "openai" format keeps empty parts. Other roles keep their parts.
+    expect(t.render(r)).toBe('user:[q];tool:"x\n\ny";tool:"";tool:"z";');
+  });
+
+  it('an assistant message with empty tool_calls takes the plain path (vLLM drops the empty list)', () => {
+    // As Llama 3.1's template: a message with `tool_calls` must hold exactly one call.
+    const path = template(
+      "{% for m in messages %}{% if 'tool_calls' in m %}{% if m.tool_calls | length != 1 %}" +
+        "{{ raise_exception('single tool call only') }}{% endif %}" +
+        '{{ m.role }}>{{ m.tool_calls[0].function.name }};{% else %}{{ m.role }}:{{ m.content }};{% endif %}{% endfor %}',
+    );
+    const t = createHfTemplate(`hf:${path}`, path);
+    const r = req({
+      messages: [
+        { role: 'user', content: 'q' },
+        { role: 'assistant', content: 'a', tool_calls: [] },
+      ],
+    });
+    expect(t.render(r)).toBe('user:q;assistant:a;');
+  });
+
+  it('tool-call arguments that are not a JSON object become {} (Qwen3)', () => {
+    const call = (id: string, name: string, args: unknown): Record<string, unknown> => ({
+      id,
+      type: 'function',
+      function: { name, arguments: args },
+    });
+    const r = req({
+      messages: [
+        { role: 'user', content: 'q' },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [
+            call('c1', 'f1', '{"city": "Paris"'), // cut short: not JSON
+            call('c2', 'f2', '[1, 2]'), // JSON, but not an object
+            call('c3', 'f3', ''),
+            call('c4', 'f4', '{"n": 1.5}'),
+          ],
+        },
+        { role: 'tool', tool_call_id: 'c1', content: 'r1' },
+      ],
+    });
+    expect(qwen.render(r)).toBe(
+      '<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n' +
+        '<tool_call>\n{"name": "f1", "arguments": {}}\n</tool_call>\n' +
+        '<tool_call>\n{"name": "f2", "arguments": {}}\n</tool_call>\n' +
+        '<tool_call>\n{"name": "f3", "arguments": {}}\n</tool_call>\n' +
+        '<tool_call>\n{"name": "f4", "arguments": {"n": 1.5}}\n</tool_call><|im_end|>\n' +
+        '<|im_start|>user\n<tool_response>\nr1\n</tool_response><|im_end|>\n<|im_start|>assistant\n',
+    );
+  });
+
+  it('reasoning: `reasoning`, else `reasoning_content`, on assistant messages only (Qwen3)', () => {
+    const turn = (extra: Record<string, unknown>): string =>
+      qwen.render(
+        req({
+          add_generation_prompt: false,
+          messages: [
+            { role: 'user', content: 'q' },
+            { role: 'assistant', content: 'A', ...extra },
+          ],
+        }),
+      );
+    const think = (r: string): string =>
+      `<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\n${r}\n</think>\n\nA<|im_end|>\n`;
+    expect(turn({ reasoning: 'R' })).toBe(think('R'));
+    expect(turn({ reasoning_content: 'RC' })).toBe(think('RC'));
+    expect(turn({ reasoning: 'R', reasoning_content: 'RC' })).toBe(think('R'));
+    expect(turn({ reasoning: null, reasoning_content: 'RC' })).toBe(think('RC'));
+    expect(turn({})).toBe(think(''));
+
+    const path = template(
+      '{% for m in messages %}{{ m.role }}{% if m.reasoning is defined %}({{ m.reasoning }}|{{ m.reasoning_content }})' +
+        '{% endif %}:{{ m.content }};{% endfor %}',
+    );
+    const t = createHfTemplate(`hf:${path}`, path);
+    const r = req({
+      messages: [
+        { role: 'user', content: 'q', reasoning: 'R', reasoning_content: 'RC' },
+        { role: 'assistant', content: 'A', reasoning: 'R' },
+      ],
+    });
+    expect(t.render(r)).toBe('user:q;assistant(R|R):A;');
+  });
+
+  it('name and task (strings only), and a developer message always has `tools` (None when absent)', () => {
+    const path = template(
+      '{% for m in messages %}{{ m.role }}{% if m.name is defined %} name={{ m.name }}{% endif %}' +
+        '{% if m.task is defined %} task={{ m.task }}{% endif %}' +
+        '{% if m.tools is defined %} tools={% if m.tools is none %}None{% else %}{{ m.tools | tojson }}{% endif %}{% endif %}' +
+        ':{{ m.content }};{% endfor %}',
+    );
+    const t = loadChatTemplate(`hf:${path}`);
+    const tool = {
+      type: 'function',
+      function: { parameters: { type: 'object' }, name: 'f', strict: true },
+      x: 1,
+    };
+    const r = req({
+      messages: [
+        { role: 'developer', content: 'd1' },
+        // pydantic rebuilds a valid tool in its declared key order, extra keys after.
+        { role: 'developer', content: 'd2', tools: [tool] },
+        // Not a valid tool (null description): kept as sent.
+        {
+          role: 'developer',
+          content: 'd3',
+          tools: [{ type: 'function', function: { name: 'g', description: null } }],
+        },
+        { role: 'user', content: 'u1', name: 'bob', task: 'T', tools: [tool] },
+        { role: 'user', content: 'u2', task: 5 },
+      ],
+    });
+    expect(t.render(r)).toBe(
+      'developer tools=None:d1;' +
+        'developer tools=[{"function": {"name": "f", "parameters": {"type": "object"}, "strict": true}, "type": "function", "x": 1}]:d2;' +
+        'developer tools=[{"type": "function", "function": {"name": "g", "description": null}}]:d3;' +
+        'user name=bob task=T:u1;user:u2;',
+    );
+  });
+
+  it("a developer message's tools keep Python's numbers (json.loads reads 1.0 as a float)", () => {
+    const path = template('{% for m in messages %}{{ m.role }}:{{ m.tools | tojson }};{% endfor %}');
+    const t = loadChatTemplate(`hf:${path}`);
+    const body = JSON.stringify({
+      model: 'm',
+      messages: [
+        {
+          role: 'developer',
+          content: 'd',
+          tools: [{ type: 'function', function: { name: 'f', parameters: { default: 1.5 } } }],
+        },
+      ],
+    }).replace('1.5', '1.0');
+    const parsed = parseChatBody(body);
+    if (!parsed.ok) throw new Error(parsed.detail);
+    expect(t.render(parsed.request)).toBe(
+      'developer:[{"function": {"name": "f", "parameters": {"default": 1.0}}, "type": "function"}];',
+    );
   });
 });
 
