@@ -49,7 +49,10 @@ export type ParseResult =
 
 const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool', 'function']);
 
-/** Media part types vLLM accepts (chat_utils MM_PARSER_MAP), plus OpenAI's `file`. */
+/**
+ * Media part types vLLM accepts (chat_utils MM_PARSER_MAP), plus OpenAI's `file`. `prompt_embeds` too: vLLM
+ * splices the client's embeddings in at a placeholder token, so the KV of those positions is not the tokens'.
+ */
 const MEDIA_PARTS = new Set([
   'image_url',
   'input_image',
@@ -60,6 +63,7 @@ const MEDIA_PARTS = new Set([
   'audio_embeds',
   'video_url',
   'video_embeds',
+  'prompt_embeds',
   'file',
 ]);
 

@@ -91,17 +91,22 @@ describe('chat request parsing', () => {
   });
 
   // Every media part vLLM accepts (chat_utils MM_PARSER_MAP): the right reason on the span, not body_not_chat.
-  it.each(['input_image', 'image_pil', 'image_embeds', 'audio_url', 'audio_embeds', 'video_embeds'])(
-    '%s part → multimodal_content',
-    (type) => {
-      const r = parseChatRequest({
-        model: 'm',
-        messages: [{ role: 'user', content: [{ type: 'text', text: 'q' }, { type }] }],
-      });
-      expect(r.ok).toBe(false);
-      if (!r.ok) expect(r.reason).toBe('multimodal_content');
-    },
-  );
+  it.each([
+    'input_image',
+    'image_pil',
+    'image_embeds',
+    'audio_url',
+    'audio_embeds',
+    'video_embeds',
+    'prompt_embeds',
+  ])('%s part → multimodal_content', (type) => {
+    const r = parseChatRequest({
+      model: 'm',
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'q' }, { type }] }],
+    });
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.reason).toBe('multimodal_content');
+  });
 
   /*
    * Message fields vLLM hands the template (vllm/frontend/entrypoints/chat_utils.py at 055e47c,
