@@ -194,7 +194,7 @@ describe('JS byte-level BPE equals the native libraries token for token', () => 
         { numRuns: 100 },
       );
     }
-  });
+  }, 90_000); // builds five full Qwen3-size vocabularies, JS and native: ~10 s alone, 30 s+ on a loaded 2-core machine
 });
 
 describe('bounded work on pathological text', () => {
