@@ -1,6 +1,7 @@
 import type { CollectorSection } from '../config/collector-section.js';
 import type { KvIndex } from '../index/kv-index.js';
 import {
+  LeaseLostError,
   describeLeaseHolder,
   type LeaseConflict,
   type LeaseHolder,
@@ -39,7 +40,8 @@ export interface CollectorDeps {
    * The writer lease of the owned models (run.ts makes one for Redis). With it, start() stands by until
    * the lease is ours before it follows a pod, writes or removes anything; a lease lost to another
    * collector stops every write at once and calls `onLeaseLost`. Without it (the memory index, tests),
-   * nothing guards against a second writer.
+   * nothing guards against a second writer. run.ts also fences the index with the lease's holder value
+   * (RedisKvIndexOptions.fence): a write the index refuses (KINF_ERR_LEASE_LOST) is a lost lease too.
    */
   lease?: WriterLease;
   /** The lease went to another collector: every write was dropped and the collector is stopping. */
@@ -108,6 +110,8 @@ export class Collector {
   #started: Promise<void> = Promise.resolve();
   /** Pods being flushed by stop(): a lease lost meanwhile must drop their writes too. */
   readonly #draining: PodRunner[] = [];
+  /** The lease was lost (renewal or fence): handled once. */
+  #leaseGone = false;
 
   constructor(
     readonly settings: CollectorSection,
@@ -147,7 +151,7 @@ export class Collector {
   async #start(): Promise<void> {
     if (this.#lease) {
       if (!(await this.#lease.acquire()) || this.#stopping) return;
-      this.#lease.hold((lost) => this.#leaseLost(lost));
+      this.#lease.hold((lost, refused) => this.#leaseLost(lost, refused));
     }
     if (this.#stopping) return;
     await this.deps.discovery.start((pods) => void this.reconcile(pods));
@@ -198,6 +202,7 @@ export class Collector {
       for (const model of models)
         for (const p of await this.deps.index.listPods(model)) {
           if (running.has(`${model}\u0000${p.podId}`)) continue;
+          if (this.#leaseGone) return;
           await this.deps.index.removePod({ model, podId: p.podId });
           this.deps.log.info('stale pod removed from the index: not among the pods this collector follows', {
             pod: p.podId,
@@ -207,6 +212,7 @@ export class Collector {
         }
       this.#sweepFailures = 0;
     } catch (err) {
+      if (this.#writeRefused(err)) return;
       if (this.#sweepFailures++ === 0)
         this.deps.log.warn('could not check the index for stale pods; retrying', {
           retryInMs: STALE_SWEEP_RETRY_MS,
@@ -290,18 +296,35 @@ export class Collector {
   }
 
   /**
-   * Another collector holds a lease that was ours (ours expired: this process or Redis stalled longer
-   * than the TTL). Everything it writes now would count twice: drop every queued write and state patch
-   * at once, synchronously, then stop. What was already sent may still land; the new writer's lost-write
-   * check sees it as `overwritten` and rebuilds that pod.
+   * A write the index refused because another process holds the writer lease (the fence): the lease is
+   * lost, even if no renewal has seen it yet. Returns false for any other error.
    */
-  #leaseLost(lost: LeaseConflict[]): void {
+  #writeRefused(err: unknown): boolean {
+    if (!(err instanceof LeaseLostError)) return false;
+    // Through the keeper, so that the loss is handled once whichever of renewal and fence comes first.
+    if (this.#lease) this.#lease.lostByFence(err);
+    else this.#leaseLost([{ model: err.model, holder: err.holder, expiresInMs: null }], err);
+    return true;
+  }
+
+  /**
+   * Another collector holds a lease that was ours (ours expired: this process or Redis stalled longer
+   * than the TTL), found by a renewal or by the index refusing a write (`refused`). Everything it writes
+   * now would count twice: drop every queued write and state patch at once, synchronously, then stop.
+   * What was already sent is refused by the index's fence (run.ts fences it with the lease's holder value).
+   */
+  #leaseLost(lost: LeaseConflict[], refused: LeaseLostError | null): void {
+    if (this.#leaseGone) return;
+    this.#leaseGone = true;
     const first = lost[0]!.holder;
     this.deps.log.error(
-      `writer lease lost to another collector, ${describeLeaseHolder(first)}: stopping at once, flushing nothing`,
+      `writer lease lost to another collector, ${describeLeaseHolder(first)}: ` +
+        `${refused ? 'the index refused a write (fenced); ' : ''}stopping at once, flushing nothing`,
       {
         models: lost.map((c) => c.model),
         holder: { id: first.id, host: first.host, pid: first.pid },
+        detectedBy: refused ? 'fence' : 'renewal',
+        ...(refused ? { err: refused } : {}),
       },
     );
     this.#stopping = true;
@@ -345,6 +368,7 @@ export class Collector {
         for (const b of batches) if (b.seq >= 0) lag.observe(Math.max(0, appliedAtMs - b.tsMs) / 1000);
         this.deps.onApplied?.(w.pod.podId, batches, appliedAtMs);
       },
+      leaseLost: (_w: StreamWorker, err: LeaseLostError): void => void this.#writeRefused(err),
     };
     const workers = streamsOf(spec).map(
       (st) =>
@@ -424,9 +448,9 @@ export class Collector {
     r.scraper?.leavePool();
     await Promise.all(r.workers.map((w) => w.stop(0)));
     for (const w of r.workers)
-      await this.deps.index
-        .removePod(w.pod)
-        .catch((err: unknown) => this.deps.log.error('removePod failed', { pod: w.pod.podId, err }));
+      await this.deps.index.removePod(w.pod).catch((err: unknown) => {
+        if (!this.#writeRefused(err)) this.deps.log.error('removePod failed', { pod: w.pod.podId, err });
+      });
   }
 
   *#scrapeViews(): Iterable<ScrapeView> {

@@ -2,7 +2,7 @@ import { validateConfig } from '../config/validate.js';
 import { CollectorSectionSchema } from '../config/collector-section.js';
 import { loadFleetConfig } from '../config/fleet-config.js';
 import { KinferenceError, isKinferenceError } from '../core/errors.js';
-import { RedisWriterLease, createKvIndex } from '../index/index.js';
+import { RedisWriterLease, createKvIndex, formatLeaseHolder, thisProcessHolder } from '../index/index.js';
 import { Collector } from './collector.js';
 import { KubernetesDiscovery, loadKubeConfig } from './discovery/kubernetes.js';
 import { StaticDiscovery } from './discovery/static.js';
@@ -13,18 +13,24 @@ import { createLogger } from './logger.js';
  * `kinference collector --config <file.yaml>`: follow every pod of the fleet, keep the index true, serve
  * /metrics and /healthz. SIGTERM/SIGINT: stop subscribers, flush queued writes, release the writer lease,
  * close Redis, exit 0. While another collector holds the writer lease it stands by (/healthz 503); if the
- * lease is lost to another one, it drops every write and exits 1, to come back as a standby.
+ * lease is lost to another one (a renewal finds it, or Redis refuses a fenced write), it drops every
+ * write and exits 1, to come back as a standby.
  */
 export async function runCollector(configPath: string): Promise<void> {
   const fleet = loadFleetConfig(configPath);
   const settings = fleet.collector ?? validateConfig(CollectorSectionSchema, {}, `${configPath}: collector`);
   const log = createLogger(settings.log_level, undefined, { component: 'collector' });
+  // This process as the writer lease names it; the index's writes are fenced with the same value.
+  const holder = thisProcessHolder();
   // The index logs Redis connection loss and recovery, and writes Redis lost (each pod is then rebuilt).
+  // Fenced: once another collector holds a model's lease, Redis refuses our writes to it, even those sent
+  // before a renewal could notice (a freeze longer than the TTL); the refusal is a lost lease (exit 1).
   const index = createKvIndex({
     kind: 'redis',
     url: fleet.redis_url,
     keyPrefix: fleet.redis_key_prefix,
     log,
+    fence: { holderValue: formatLeaseHolder(holder) },
   });
   const discovery = fleet.kubernetes
     ? new KubernetesDiscovery(fleet.kubernetes, log, settings.kubeconfig)
@@ -39,6 +45,7 @@ export async function runCollector(configPath: string): Promise<void> {
     keyPrefix: fleet.redis_key_prefix,
     models: ownedModels,
     ttlMs: settings.writer_lease_ms,
+    holder,
   });
   const collector = new Collector(settings, {
     index,

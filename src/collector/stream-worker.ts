@@ -1,4 +1,5 @@
 import type { IndexOp, KvIndex, PodRef } from '../index/kv-index.js';
+import { LeaseLostError } from '../index/writer-lease.js';
 import { KeyMapper } from './key-mapper.js';
 import type { Logger } from './logger.js';
 import { ApplyQueue, type ApplyQueueOptions, type QueuedBatch } from './ops/apply-queue.js';
@@ -45,6 +46,11 @@ export const APPLIED_WINDOW = 256;
 
 export interface StreamObserver {
   applied(worker: StreamWorker, batches: readonly QueuedBatch[], appliedAtMs: number, applyMs: number): void;
+  /**
+   * The index refused one of this stream's writes (KINF_ERR_LEASE_LOST): another process holds the
+   * writer lease. The stream's queue and state writer have stopped writing; the owner must stop it all.
+   */
+  leaseLost?(worker: StreamWorker, err: LeaseLostError): void;
 }
 
 interface LiveItem {
@@ -143,6 +149,7 @@ export class StreamWorker {
     this.mapper = new KeyMapper(spec.model, settings.blockSize, settings.blockMapMaxEntries);
     this.#drops = new DropReport(log);
     this.writer = new PodStateWriter(index, this.pod, (err) => {
+      if (err instanceof LeaseLostError) return this.observer.leaseLost?.(this, err);
       this.stats.stateWriteErrors++;
       this.log.debug('pod state write failed', { err });
     });
@@ -187,6 +194,7 @@ export class StreamWorker {
         this.#control(() => this.#resync('recovery', null));
       },
       probe: () => index.upsertPodState(this.pod, { resyncing: true }),
+      leaseLost: (err) => this.observer.leaseLost?.(this, err),
     });
   }
 

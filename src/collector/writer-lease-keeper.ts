@@ -1,6 +1,7 @@
 import { isKinferenceError } from '../core/errors.js';
 import {
   describeLeaseHolder,
+  type LeaseLostError,
   type LeaseConflict,
   type LeaseHolder,
   type WriterLease,
@@ -36,7 +37,7 @@ export class WriterLeaseKeeper {
   #timer: NodeJS.Timeout | null = null;
   #renewing: Promise<void> | null = null;
   #renewFailing = false;
-  #onLost: ((lost: LeaseConflict[]) => void) | null = null;
+  #onLost: ((lost: LeaseConflict[], refused: LeaseLostError | null) => void) | null = null;
 
   constructor(
     readonly lease: WriterLease,
@@ -133,12 +134,24 @@ export class WriterLeaseKeeper {
     return false;
   }
 
-  /** Renews every ttl/3 while held; `onLost` is called once if another holder took a lease over. */
-  hold(onLost: (lost: LeaseConflict[]) => void): void {
+  /**
+   * Renews every ttl/3 while held; `onLost` is called once if another holder took a lease over, found by
+   * a renewal (`refused` null) or by the index refusing a write (lostByFence).
+   */
+  hold(onLost: (lost: LeaseConflict[], refused: LeaseLostError | null) => void): void {
     if (this.#state !== 'held') return;
     this.#onLost = onLost;
     this.#timer = setInterval(() => void this.#renew(), this.intervalMs);
     this.#timer.unref();
+  }
+
+  /**
+   * The index refused a write of ours (its writer fence, KINF_ERR_LEASE_LOST): another holder has the
+   * lease, whether or not a renewal has seen it yet. The same loss as a renewal finding that holder; once.
+   */
+  lostByFence(err: LeaseLostError): void {
+    if (this.#state !== 'held') return;
+    this.#lose([{ model: err.model, holder: err.holder, expiresInMs: null }], err);
   }
 
   /** Ends a standby wait at once (a signal while standing by). */
@@ -178,14 +191,7 @@ export class WriterLeaseKeeper {
     try {
       const r = await this.lease.renew();
       if (this.#state !== 'held') return;
-      if (!r.kept) {
-        this.#state = 'lost';
-        this.#heldBy = r.lost;
-        if (this.#timer) clearInterval(this.#timer);
-        this.#timer = null;
-        this.#onLost?.(r.lost);
-        return;
-      }
+      if (!r.kept) return this.#lose(r.lost, null);
       if (this.#renewFailing) this.log.info('writer lease renewed again', { models: this.lease.models });
       this.#renewFailing = false;
       if (r.retaken.length > 0)
@@ -200,6 +206,14 @@ export class WriterLeaseKeeper {
         { models: this.lease.models, ttlMs: this.lease.ttlMs, err },
       );
     }
+  }
+
+  #lose(lost: LeaseConflict[], refused: LeaseLostError | null): void {
+    this.#state = 'lost';
+    this.#heldBy = lost;
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = null;
+    this.#onLost?.(lost, refused);
   }
 
   /** Waits `ms`, or less if stopAcquiring() wakes it. */

@@ -17,6 +17,11 @@ export type KvIndexOptions =
       verifyIntervalMs?: number;
       /** Connection changes and lost writes, one line per transition (default: silent). */
       log?: IndexLog;
+      /**
+       * A writer holding writer leases (the collector): its lease holder value, formatLeaseHolder(holder).
+       * Each write is then refused (KINF_ERR_LEASE_LOST) when the model's lease key holds another value.
+       */
+      fence?: { holderValue: string };
     };
 
 /**

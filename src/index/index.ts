@@ -18,8 +18,11 @@ export { DEFAULT_KEY_PREFIX, modelKeyBase } from './redis-keys.js';
 export { gallopPrefix, tierPrefixes } from './prefix-search.js';
 export type { PodStatePatch } from './pod-state-codec.js';
 export {
+  LeaseLostError,
   RedisWriterLease,
   describeLeaseHolder,
+  formatLeaseHolder,
+  thisProcessHolder,
   type LeaseAcquireResult,
   type LeaseConflict,
   type LeaseHolder,

@@ -9,6 +9,7 @@ import {
 } from './apply-id.js';
 import type { ApplyId, IndexLossReason, IndexOp, KvIndex, PodRef } from './kv-index.js';
 import { APPLY_LUA, APPLY_REPLY } from './lua/apply.js';
+import { notLeaseHolderReply } from './lua/fence.js';
 import { LOOKUP_LUA } from './lua/lookup.js';
 import { REMOVE_POD_LUA, UPSERT_POD_LUA } from './lua/pods.js';
 import { parseLookupReply } from './lookup-reply.js';
@@ -23,6 +24,7 @@ import {
 import { DEFAULT_KEY_PREFIX, appliedKey, isValidKeyPrefix, modelKeyBase, podsKey } from './redis-keys.js';
 import { RedisScript, type ScriptCall } from './script.js';
 import { applyCalls, lookupCall, removePodCall, upsertPodCall } from './script-args.js';
+import { LeaseLostError } from './writer-lease.js';
 
 export interface RedisKvIndexOptions extends RedisConnectionOptions {
   /** redis://[user:password@]host:port/db or rediss:// (TLS). */
@@ -42,6 +44,13 @@ export interface RedisKvIndexOptions extends RedisConnectionOptions {
    * on every apply); 0 = only then (default 5000). Costs one HMGET per model; nothing until the first apply.
    */
   verifyIntervalMs?: number;
+  /**
+   * The writer fence (src/index/lua/fence.ts): `holderValue` is what this process's writer lease writes
+   * in each model's lease key (formatLeaseHolder(holder)). Every write script then checks, atomically,
+   * that the model's lease key holds it (or is absent), and otherwise changes nothing: the write rejects
+   * with KINF_ERR_LEASE_LOST (a LeaseLostError). Without it (default) nothing is checked.
+   */
+  fence?: { holderValue: string };
 }
 
 export const REDIS_INDEX_DEFAULTS = {
@@ -74,7 +83,7 @@ const LOSS_CAUSE: Record<IndexLossReason, string> = {
   missing: 'restarted empty, or flushed',
   rolled_back: 'restarted from an older snapshot',
   overwritten:
-    'another writer wrote the pod: a collector that lost its writer lease and wrote late, one without the lease, or a snapshot from before this process',
+    'another writer wrote the pod: one without the writer lease (an unfenced index), a collector that lost its lease and wrote while the lease key was missing, or a snapshot from before this process',
 };
 
 /** Removed pods remembered, to remove again if an older snapshot brings them back. */
@@ -100,6 +109,9 @@ const MAX_CACHED_MODELS = 4096;
  * If not (Redis restarted empty or from an older snapshot, or was flushed), it tells the pod's
  * onWritesLost listeners, which rebuild the pod. Pods it removed are checked too, and removed again if a
  * snapshot brings them back.
+ *
+ * With `fence` (the collector's), every write is fenced by the writer lease (src/index/lua/fence.ts): a
+ * process whose lease another holds cannot write, even before its renewal notices; KINF_ERR_LEASE_LOST.
  */
 export class RedisKvIndex implements KvIndex {
   readonly #conn: RedisConnection;
@@ -110,6 +122,8 @@ export class RedisKvIndex implements KvIndex {
   readonly #maxKeysPerCall: number;
   readonly #verifyIntervalMs: number;
   readonly #log: IndexLog | null;
+  /** The lease holder value the write scripts check (null: unfenced). */
+  readonly #fence: string | null;
   readonly #bases = new Map<string, string>();
   /** base → podId → what this index wrote for the pod. */
   readonly #written = new Map<string, Map<string, Written>>();
@@ -156,6 +170,9 @@ export class RedisKvIndex implements KvIndex {
     this.#maxKeysPerCall = o.maxKeysPerCall;
     this.#verifyIntervalMs = o.verifyIntervalMs;
     this.#log = opts.log ?? null;
+    if (opts.fence !== undefined && (typeof opts.fence.holderValue !== 'string' || !opts.fence.holderValue))
+      throw new KinferenceError('KINF_ERR_CONFIG', 'fence.holderValue must be a non-empty string');
+    this.#fence = opts.fence?.holderValue ?? null;
     this.#conn = new RedisConnection(opts.url, opts);
     this.#conn.onReady((reconnected) => {
       // A reconnection may be to a Redis that restarted (empty, or from a snapshot): check at once.
@@ -179,7 +196,16 @@ export class RedisKvIndex implements KvIndex {
     const base = this.#base(pod.model);
     const w = this.#writtenPod(base, pod);
     const { floor, losses } = w;
-    const calls = applyCalls(base, pod.podId, this.#ttlSeconds, ops, this.#maxKeysPerCall, id, floor);
+    const calls = applyCalls(
+      base,
+      pod.podId,
+      this.#ttlSeconds,
+      ops,
+      this.#maxKeysPerCall,
+      id,
+      floor,
+      this.#fence,
+    );
     if (calls.length === 0) return;
     this.#forgetRemoval(base, pod.podId);
     // In order, one after the other: a NOSCRIPT retry must not let a later call overtake an earlier one.
@@ -189,10 +215,15 @@ export class RedisKvIndex implements KvIndex {
       for (const call of calls) {
         if (expired()) break;
         const r = await SCRIPTS.apply.run(this.#conn.client, call);
+        const holder = notLeaseHolderReply(r);
+        if (holder !== null) return { holder };
         if (typeof r === 'number' && r < APPLY_REPLY.duplicate) return r;
       }
       return 0;
     });
+    // Not a loss: the writes are not gone, this process may no longer make them. The floor stays as it is.
+    if (typeof reply !== 'number')
+      throw new LeaseLostError(pod.model, reply.holder, `apply to pod ${pod.podId}`);
     const lost = LOSS_REPLY[reply];
     if (lost !== undefined) {
       this.#lose(w, losses, lost);
@@ -213,12 +244,17 @@ export class RedisKvIndex implements KvIndex {
   async upsertPodState(pod: PodRef, state: PodStatePatch): Promise<void> {
     const base = this.#base(pod.model);
     this.#forgetRemoval(base, pod.podId); // before sending: a check in flight must not remove it again
-    await this.#script('upsertPodState', SCRIPTS.upsertPod, upsertPodCall(base, pod.podId, state));
+    const r = await this.#script(
+      'upsertPodState',
+      SCRIPTS.upsertPod,
+      upsertPodCall(base, pod.podId, state, this.#fence),
+    );
+    this.#fenceCheck(r, pod.model, `upsertPodState of pod ${pod.podId}`);
   }
 
   async removePod(pod: PodRef): Promise<void> {
     const base = this.#base(pod.model);
-    await this.#script('removePod', SCRIPTS.removePod, removePodCall(base, pod.podId));
+    await this.#removePod(base, pod.model, pod.podId);
     const pods = this.#written.get(base);
     const w = pods?.get(pod.podId);
     if (w) {
@@ -287,6 +323,17 @@ export class RedisKvIndex implements KvIndex {
     return parseLookupReply(model, reply);
   }
 
+  async #removePod(base: string, model: string, podId: string): Promise<void> {
+    const r = await this.#script('removePod', SCRIPTS.removePod, removePodCall(base, podId, this.#fence));
+    this.#fenceCheck(r, model, `removePod of pod ${podId}`);
+  }
+
+  /** A fenced script's refusal as a LeaseLostError (KINF_ERR_LEASE_LOST): another process holds the lease. */
+  #fenceCheck(reply: unknown, model: string, what: string): void {
+    const holder = notLeaseHolderReply(reply);
+    if (holder !== null) throw new LeaseLostError(model, holder, what);
+  }
+
   async #script(what: string, script: RedisScript, call: ScriptCall): Promise<unknown> {
     return this.#run(what, this.#commandTimeoutMs, () => script.run(this.#conn.client, call));
   }
@@ -340,7 +387,7 @@ export class RedisKvIndex implements KvIndex {
         model,
         pod: podId,
       });
-      await this.#script('removePod', SCRIPTS.removePod, removePodCall(base, podId));
+      await this.#removePod(base, model, podId);
     }
   }
 

@@ -3,13 +3,24 @@ import { tierRank, type BlockKey } from '../core/types.js';
 import { checkApplyId, formatApplyRecord, type ApplyRecord } from './apply-id.js';
 import type { ApplyId, IndexOp } from './kv-index.js';
 import { encodePodState, escapeStateValue, type PodStatePatch } from './pod-state-codec.js';
-import { appliedKey, podsKey, seqKey } from './redis-keys.js';
+import { appliedKey, podsKey, seqKey, writerLeaseKey } from './redis-keys.js';
 import type { ScriptCall } from './script.js';
 
 /**
  * Pure argument builders for the Lua scripts (their KEYS/ARGV layouts are documented in src/index/lua/).
  * Tested without a server (spec/01-unit/index/script-args.spec.ts), then live.
+ *
+ * The write builders take an optional `fence`: the writer lease holder value the caller expects in the
+ * model's lease key (src/index/lua/fence.ts). With it, the lease key is appended to KEYS and the value
+ * follows the fixed ARGV; without it (null) the call is exactly the unfenced one.
  */
+
+/** KEYS and ARGV a fence adds to a call's fixed part. */
+function fenced(base: string, keys: string[], args: string[], fence: string | null): ScriptCall {
+  if (fence === null) return { keys, args };
+  if (fence === '') throw new KinferenceError('KINF_ERR_INTERNAL', 'a fence needs a holder value');
+  return { keys: [...keys, writerLeaseKey(base)], args: [...args, fence] };
+}
 
 /** Block keys as 8 raw bytes each, concatenated: 1,000 keys are one 8,000-byte argument. */
 export function packBlockKeys(keys: readonly BlockKey[], from = 0, to = keys.length): Buffer {
@@ -27,14 +38,15 @@ export function lookupCall(base: string, keys: readonly BlockKey[]): ScriptCall 
 
 const OP_CODE = { store: 's', remove: 'r' } as const;
 
-/** Arguments of the apply script before the (op, keys) pairs. */
+/** Arguments of the apply script before the (op, keys) pairs (one more in a fenced call). */
 export const APPLY_HEAD_ARGS = 7;
 
 /**
  * Splits a batch into as few calls as possible, each carrying at most `maxKeysPerCall` block keys (a
  * huge batch must not block Redis for long: lookups wait behind it). Order is kept; empty ops vanish.
  * The split depends on the ops and `maxKeysPerCall` only, so a retry resends the same calls: all carry
- * `id`, numbered as parts 1..n, and the same `floor` (the last record confirmed for the pod, or null).
+ * `id`, numbered as parts 1..n, and the same `floor` (the last record confirmed for the pod, or null),
+ * and the same `fence` (null: none).
  */
 export function applyCalls(
   base: string,
@@ -44,6 +56,7 @@ export function applyCalls(
   maxKeysPerCall: number,
   id: ApplyId,
   floor: ApplyRecord | null = null,
+  fence: string | null = null,
 ): ScriptCall[] {
   if (!Number.isInteger(maxKeysPerCall) || maxKeysPerCall < 1)
     throw new KinferenceError(
@@ -54,15 +67,19 @@ export function applyCalls(
   if (floor) checkApplyId(floor);
   const ttl = String(Math.max(0, Math.floor(ttlSeconds)));
   const floorArg = floor ? formatApplyRecord(floor) : '';
-  const head = (): ScriptCall => ({
-    keys: [podsKey(base), seqKey(base), appliedKey(base)],
-    args: [base, podId, ttl, id.writer, String(id.seq), String(calls.length + 1), floorArg],
-  });
+  const head = (): ScriptCall =>
+    fenced(
+      base,
+      [podsKey(base), seqKey(base), appliedKey(base)],
+      [base, podId, ttl, id.writer, String(id.seq), String(calls.length + 1), floorArg],
+      fence,
+    );
+  const headArgs = APPLY_HEAD_ARGS + (fence === null ? 0 : 1);
   const calls: ScriptCall[] = [];
   let cur = head();
   let room = maxKeysPerCall;
   const flush = () => {
-    if (cur.args.length > APPLY_HEAD_ARGS) calls.push(cur);
+    if (cur.args.length > headArgs) calls.push(cur);
     cur = head();
     room = maxKeysPerCall;
   };
@@ -84,11 +101,18 @@ export function applyCalls(
   return calls;
 }
 
-export function upsertPodCall(base: string, podId: string, patch: PodStatePatch): ScriptCall {
+export function upsertPodCall(
+  base: string,
+  podId: string,
+  patch: PodStatePatch,
+  fence: string | null = null,
+): ScriptCall {
   const flat = encodePodState(podId, patch).map((v, i) => (i % 2 === 1 ? escapeStateValue(v) : v));
-  return { keys: [podsKey(base), seqKey(base)], args: [base, podId, ...flat] };
+  const call = fenced(base, [podsKey(base), seqKey(base)], [base, podId], fence);
+  call.args.push(...flat);
+  return call;
 }
 
-export function removePodCall(base: string, podId: string): ScriptCall {
-  return { keys: [podsKey(base), appliedKey(base)], args: [base, podId] };
+export function removePodCall(base: string, podId: string, fence: string | null = null): ScriptCall {
+  return fenced(base, [podsKey(base), appliedKey(base)], [base, podId], fence);
 }

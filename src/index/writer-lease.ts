@@ -104,6 +104,30 @@ export function parseLeaseHolder(value: string): LeaseHolder {
   return { id: value, host: null, pid: null };
 }
 
+/**
+ * A write refused by the index's fence (src/index/lua/fence.ts): `holder`, not this process, holds the
+ * writer lease of `model`. Nothing was written, and a retry would be refused too: the writer must stop
+ * (the collector treats it as a lease lost at renewal). Code KINF_ERR_LEASE_LOST.
+ */
+export class LeaseLostError extends KinferenceError {
+  readonly holder: LeaseHolder;
+
+  constructor(
+    readonly model: string,
+    holderValue: string,
+    what: string,
+  ) {
+    const holder = parseLeaseHolder(holderValue);
+    super(
+      'KINF_ERR_LEASE_LOST',
+      `${what}: refused by the writer fence: the writer lease of ${model} is held by ` +
+        `${describeLeaseHolder(holder)}, not by this process; nothing written`,
+    );
+    this.name = 'LeaseLostError';
+    this.holder = holder;
+  }
+}
+
 /** "id (host h, pid p)", for log messages. */
 export function describeLeaseHolder(h: LeaseHolder): string {
   const where = [h.host !== null ? `host ${h.host}` : null, h.pid !== null ? `pid ${h.pid}` : null]

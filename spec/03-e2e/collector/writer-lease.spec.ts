@@ -7,7 +7,14 @@ import { createKvIndex } from '../../../src/index/index.js';
 import type { KvIndex } from '../../../src/index/kv-index.js';
 import { blockKeys, keySeed } from '../../../src/core/block-keys.js';
 import { packEntry } from '../../../src/index/lua/entry.js';
-import { blockRedisKey, modelKeyBase, podsKey, writerLeaseKey } from '../../../src/index/redis-keys.js';
+import { SCRIPTS } from '../../../src/index/redis-index.js';
+import {
+  appliedKey,
+  blockRedisKey,
+  modelKeyBase,
+  podsKey,
+  writerLeaseKey,
+} from '../../../src/index/redis-keys.js';
 import {
   LEASE_SCRIPTS,
   RedisWriterLease,
@@ -22,7 +29,8 @@ import { BS, MODEL, freshTokens, waitCached } from '../../helpers/collector/coll
 /**
  * One writer per model (docs/collector.md, "One writer per model: the writer lease"): two real
  * `kinference collector` processes on one fleet, one Redis, one key prefix. The second stands by, takes
- * over when the first stops, and a collector whose lease is taken from it exits 1.
+ * over when the first stops, and a collector whose lease is taken from it exits 1; a collector frozen past
+ * its lease cannot write at all once it wakes (the fence).
  */
 const PREFIX = 'kwl';
 const TTL_MS = 1500;
@@ -391,4 +399,264 @@ describe('writer lease scripts (real Redis)', () => {
     expect(await y.tryAcquire()).toEqual({ acquired: true });
     expect(await x.renew()).toMatchObject({ kept: false, lost: [{ model: M3, holder: holder('y4') }] });
   });
+});
+
+describe('writer fence: a collector frozen past its lease (SIGSTOP) cannot write when it wakes (real Redis, real processes)', () => {
+  const FENCE_PREFIX = 'kwf';
+  const FENCE_TTL_MS = 2000;
+  let redis: TestRedis;
+  let index: KvIndex;
+  let pub: FakeVllmPublisher;
+  let dir: string;
+  const procs: CollectorProc[] = [];
+  const base = modelKeyBase(FENCE_PREFIX, MODEL);
+  const leaseKey = writerLeaseKey(base);
+  const h = { next: 1n << 44n };
+  const hashes = (n: number): bigint[] => Array.from({ length: n }, () => h.next++);
+
+  /** A collector of the fleet; each names the pod with its own address, so the index shows who wrote. */
+  async function startCollectorProc(address: string, ttlMs = FENCE_TTL_MS): Promise<CollectorProc> {
+    const listen = `127.0.0.1:${await freePort()}`;
+    const config = join(dir, `${address.replace(/\W/g, '_')}.yaml`);
+    writeFileSync(
+      config,
+      [
+        `redis_url: ${redis.url}`,
+        `redis_key_prefix: ${FENCE_PREFIX}`,
+        'models:',
+        `  ${MODEL}: { tokenizer: "tiktoken:o200k_base", chat_template: chatml, block_size: ${BS} }`,
+        'pods:',
+        `  - id: ${POD}`,
+        `    model: ${MODEL}`,
+        `    address: ${address}`,
+        `    kv_events: ${pub.endpoint}`,
+        `    kv_events_replay: ${pub.replayEndpoint}`,
+        '    kv_events_topic: kv',
+        'collector:',
+        `  listen: ${listen}`,
+        `  writer_lease_ms: ${ttlMs}`,
+        '  index_retry_min_ms: 20',
+        '  index_retry_max_ms: 200',
+        '',
+      ].join('\n'),
+    );
+    const c = new CollectorProc(config, listen);
+    procs.push(c);
+    return c;
+  }
+
+  async function holderInRedis(): Promise<LeaseHolder | null> {
+    const v = await redis.client.get(leaseKey);
+    return v === null ? null : parseLeaseHolder(v);
+  }
+
+  async function waitIngesting(c: CollectorProc): Promise<void> {
+    await waitFor(
+      `collector ${c.pid} ingesting`,
+      async () => {
+        if (new RegExp(`kinference_collector_batches_total\\{pod="${POD}"\\} [1-9]`).test(await c.metrics()))
+          return true;
+        await pub.publish([]);
+        return false;
+      },
+      15_000,
+      50,
+    );
+  }
+
+  /** The pod's packed entry in each block of `tokens` (null: none), straight from Redis. */
+  async function rawEntries(tokens: number[]): Promise<(number | null)[]> {
+    const idx = (await redis.client.hget(podsKey(base), POD))!.split(':')[0];
+    const keys = blockKeys(tokens, BS, keySeed({ model: MODEL, lora: null, cacheSalt: null }));
+    return Promise.all(
+      keys.map(async (k) => {
+        const v = await redis.client.get(blockRedisKey(base, Buffer.from(k, 'hex')));
+        const entry = v?.split(',').find((e) => e.startsWith(`${idx}=`));
+        return entry === undefined ? null : Number(entry.split('=')[1]);
+      }),
+    );
+  }
+
+  async function epoch(): Promise<number> {
+    return Number((await redis.client.hget(podsKey(base), POD))!.split(':')[1]);
+  }
+
+  /** Every key of the model with its value (DUMP), but the lease: all that a write could change. */
+  async function indexKeys(): Promise<Map<string, string>> {
+    const out = new Map<string, string>();
+    for (const k of await redis.client.keysBuffer(`${base}*`)) {
+      if (k.toString('latin1') === leaseKey) continue;
+      out.set(k.toString('latin1'), (await redis.client.dumpBuffer(k))!.toString('hex'));
+    }
+    return out;
+  }
+
+  async function podAddress(): Promise<string | undefined> {
+    return (await index.listPods(MODEL)).find((p) => p.podId === POD)?.address;
+  }
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: FENCE_PREFIX });
+    pub = await new FakeVllmPublisher({ format: 'map' }, { topic: 'kv' }).bind();
+    dir = mkdtempSync(join(tmpdir(), 'kinf-fence-'));
+  });
+
+  afterAll(async () => {
+    for (const c of procs) if (c.proc.signalCode === null && c.proc.exitCode === null) c.proc.kill('SIGCONT');
+    await Promise.all(procs.map((c) => c.kill()));
+    await pub?.close();
+    await index?.close();
+    await redis?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("the woken collector's writes are refused by Redis, it exits 1 with the lease-loss error, and the new writer loses nothing", async () => {
+    const ADDR_A = '127.0.0.1:18201';
+    const ADDR_B = '127.0.0.1:18202';
+    // A first, so it is the active one; B stands by.
+    const a = await startCollectorProc(ADDR_A);
+    await waitFor('A holds the lease', async () => (await holderInRedis())?.pid === a.pid, 20_000, 50);
+    const b = await startCollectorProc(ADDR_B);
+    const aValue = (await redis.client.get(leaseKey))!;
+    const aId = parseLeaseHolder(aValue).id;
+    await waitFor('A healthy', async () => (await a.health()).status === 200, 20_000, 50);
+    await waitIngesting(a);
+    const t1 = { tokens: freshTokens(3), hashes: hashes(3) };
+    await pub.publish([
+      { type: 'BlockStored', hashes: t1.hashes, parent: null, tokens: t1.tokens, blockSize: BS },
+    ]);
+    await waitCached(index, POD, t1.tokens, 3);
+    expect(await podAddress()).toBe(ADDR_A);
+    await waitFor('B standing by', async () => (await b.health()).body.standby === true, 20_000, 50);
+
+    // A freezes (a GC pause, a VM stall) for longer than its lease: B takes over and rebuilds the pod.
+    a.proc.kill('SIGSTOP');
+    await waitFor('B took the lease over', async () => (await holderInRedis())?.pid === b.pid, 10_000, 50);
+    const bId = (await holderInRedis())!.id;
+    await waitFor('B healthy', async () => (await b.health()).status === 200, 10_000, 50);
+    // B's first write to the pod is its clear, then the replay: the pod's apply record is B's.
+    await waitFor(
+      "B's rebuild",
+      async () => (await redis.client.hget(appliedKey(base), POD))?.startsWith(`${bId}:`),
+      10_000,
+      50,
+    );
+    await waitCached(index, POD, t1.tokens, 3);
+    await waitFor('B registered its address', async () => (await podAddress()) === ADDR_B, 10_000, 50);
+    // Traffic while A is frozen: B writes it; A's subscriber will find it queued when it wakes.
+    const t2 = { tokens: freshTokens(2), hashes: hashes(2) };
+    await pub.publish([
+      { type: 'BlockStored', hashes: t2.hashes, parent: null, tokens: t2.tokens, blockSize: BS },
+    ]);
+    await waitCached(index, POD, t2.tokens, 2);
+
+    // B is paused too, for less than a third of its lease (it stays the holder), so that nothing but A
+    // can write meanwhile: whatever changes in Redis now is A's.
+    b.proc.kill('SIGSTOP');
+    let before = await indexKeys();
+    await waitFor(
+      'B settled',
+      async () => {
+        await new Promise((r) => setTimeout(r, 100));
+        const now = await indexKeys();
+        const same = JSON.stringify([...now]) === JSON.stringify([...before]);
+        before = now;
+        return same;
+      },
+      5000,
+      0,
+    );
+    // More events for the pod, queued for both.
+    const t3 = { tokens: freshTokens(2), hashes: hashes(2) };
+    await pub.publish([
+      { type: 'BlockStored', hashes: t3.hashes, parent: null, tokens: t3.tokens, blockSize: BS },
+    ]);
+    await pub.publish([{ type: 'BlockRemoved', hashes: [t2.hashes[1]!] }]);
+
+    // What reaches Redis from A once it wakes: its index writes carry its holder value (the fence).
+    const writeShas = new Set([SCRIPTS.apply.sha1, SCRIPTS.upsertPod.sha1, SCRIPTS.removePod.sha1]);
+    const fromA: string[][] = [];
+    const monitor = await redis.client.monitor();
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      if (
+        args[0]?.toLowerCase() === 'evalsha' &&
+        writeShas.has(args[1]!) &&
+        args.some((x) => x.includes(aId))
+      )
+        fromA.push(args);
+    });
+    try {
+      a.proc.kill('SIGCONT');
+      // Its first timers fire before any reply can reach it: the renewal, and the freshness heartbeat's
+      // state write (and the queued events' applies): sent by a process that does not know yet.
+      expect(await a.exited).toBe(1);
+      await waitFor("A's writes reached Redis", () => fromA.length > 0, 2000);
+    } finally {
+      monitor.disconnect();
+    }
+    // Refused, every one: the index is exactly as B left it (without the fence, A's heartbeat would have
+    // put A's address back, and a write without a floor would have counted A's blocks again).
+    expect(await indexKeys()).toEqual(before);
+    expect(await podAddress()).toBe(ADDR_B);
+    expect(await holderInRedis()).toMatchObject({ pid: b.pid });
+    const lost = a.lines().find((l) => l.level === 'error' && l.msg.startsWith('writer lease lost'));
+    expect(lost?.msg).toContain(`pid ${b.pid}`);
+    expect(lost).toMatchObject({ models: [MODEL], holder: { id: bId, pid: b.pid } });
+    expect(lost?.detectedBy).toMatch(/^(fence|renewal)$/); // whichever reply A read first
+    expect(a.lines().some((l) => l.msg.startsWith('exiting with status 1'))).toBe(true);
+
+    // B carries on as the single writer: the events it was sent while paused, each counted once.
+    b.proc.kill('SIGCONT');
+    await waitCached(index, POD, t3.tokens, 2);
+    await waitCached(index, POD, t2.tokens, 1);
+    const e = await epoch();
+    const one = packEntry([1, 0, 0], e);
+    expect(await rawEntries(t1.tokens)).toEqual([one, one, one]);
+    expect(await rawEntries(t2.tokens)).toEqual([one, null]);
+    expect(await rawEntries(t3.tokens)).toEqual([one, one]);
+    await waitFor('B healthy again', async () => (await b.health()).status === 200, 10_000, 50);
+    // B's next write checks its floor: nothing of A's landed, so no loss, `overwritten` or other.
+    const t4 = { tokens: freshTokens(1), hashes: hashes(1) };
+    await pub.publish([
+      { type: 'BlockStored', hashes: t4.hashes, parent: null, tokens: t4.tokens, blockSize: BS },
+    ]);
+    await waitCached(index, POD, t4.tokens, 1);
+    expect(indexLosses(await b.metrics())).toBe(0);
+    expect(b.lines().filter((l) => l.level === 'error')).toEqual([]);
+    expect(b.proc.exitCode).toBeNull();
+  }, 45_000);
+
+  it('the fence alone: a write refused long before any renewal is a lost lease, never retried; exit 1 at once', async () => {
+    // A collector whose renewal comes only every 20 s: within this test only the fence can find that its
+    // lease is gone. Whatever the test above left running is gone first, and its lease with it.
+    await Promise.all(procs.map((p) => p.kill()));
+    await redis.client.del(leaseKey);
+    const c = await startCollectorProc('127.0.0.1:18203', 60_000);
+    await waitFor('C holds the lease', async () => (await holderInRedis())?.pid === c.pid, 20_000, 50);
+    await waitFor('C healthy', async () => (await c.health()).status === 200, 20_000, 50);
+    await waitIngesting(c);
+    const intruder = { id: 'intruder', host: 'elsewhere', pid: 4242 };
+    await redis.client.set(leaseKey, JSON.stringify(intruder), 'PX', 60_000);
+    const before = await indexKeys();
+    const t0 = Date.now();
+    const t5 = { tokens: freshTokens(2), hashes: hashes(2) };
+    await pub.publish([
+      { type: 'BlockStored', hashes: t5.hashes, parent: null, tokens: t5.tokens, blockSize: BS },
+    ]);
+    expect(await c.exited).toBe(1);
+    expect(Date.now() - t0).toBeLessThan(5000); // a renewal would have come after 20 s
+    const lost = c.lines().find((l) => l.level === 'error' && l.msg.startsWith('writer lease lost'));
+    expect(lost?.msg).toContain('intruder (host elsewhere, pid 4242): the index refused a write (fenced)');
+    expect(lost).toMatchObject({
+      models: [MODEL],
+      holder: intruder,
+      detectedBy: 'fence',
+      err: { code: 'KINF_ERR_LEASE_LOST' },
+    });
+    // Not taken for a transient error: no retry, no "index write failed".
+    expect(c.lines().filter((l) => l.msg.startsWith('index write failed'))).toEqual([]);
+    expect(await indexKeys()).toEqual(before);
+    expect(await redis.client.get(leaseKey)).toBe(JSON.stringify(intruder));
+  }, 45_000);
 });

@@ -1,5 +1,6 @@
 import { nextApplyId } from '../../index/apply-id.js';
 import type { ApplyId, IndexLossReason, IndexOp, KvIndex, PodRef } from '../../index/kv-index.js';
+import { LeaseLostError } from '../../index/writer-lease.js';
 import { countOps, mergeOps } from './merge-ops.js';
 
 interface RoomWaiter {
@@ -38,6 +39,12 @@ export interface ApplyQueueHooks {
   recovered(): void;
   /** A cheap write that proves the index is reachable again. */
   probe(): Promise<void>;
+  /**
+   * The index refused a write or the probe (KINF_ERR_LEASE_LOST): another process holds the model's
+   * writer lease. Not transient, so never retried: the queue was dropped and stays suspended, without
+   * probing; the owner must stop writing altogether.
+   */
+  leaseLost?(err: LeaseLostError): void;
 }
 
 /** One apply() call: its batches, merged ops and identity (a retry resends exactly this). */
@@ -58,7 +65,8 @@ interface Write {
  * write that ran although its answer was lost (timeout, dropped connection) is not counted twice; the
  * index skips it. A new apply (after a success, or after the queue was dropped) gets a new id.
  * When the index reports that it lost this pod's writes (KvIndex.onWritesLost), the queue does what it
- * does on overflow: drop, suspend, probe, and let the owner clear and rebuild.
+ * does on overflow: drop, suspend, probe, and let the owner clear and rebuild. A write the index refuses
+ * because another process holds the writer lease is not retried at all (hooks.leaseLost).
  */
 export class ApplyQueue {
   #pending: QueuedBatch[] = [];
@@ -220,6 +228,8 @@ export class ApplyQueue {
       },
       (err: unknown) => {
         this.#inFlight = null;
+        // Even while suspended: the lease is gone whatever else happened meanwhile.
+        if (err instanceof LeaseLostError) return this.#leaseLost(err);
         if (this.#suspended || this.#closed) return this.#wake();
         this.#attempt++;
         this.hooks.failed(err, this.#attempt);
@@ -268,6 +278,18 @@ export class ApplyQueue {
     this.#probeLater();
   }
 
+  /**
+   * Refused by the writer fence: a retry would be refused too, and every queued write builds on a pod
+   * another process now writes. Drop it all and stay suspended, with no probe: this queue never writes
+   * again (the owner stops).
+   */
+  #leaseLost(err: LeaseLostError): void {
+    if (this.#closed) return this.#wake();
+    this.#suspend();
+    this.#wake();
+    this.hooks.leaseLost?.(err);
+  }
+
   #suspend(): { ops: number; batches: number } {
     const dropped = this.#dropAll();
     if (this.#retryTimer) clearTimeout(this.#retryTimer);
@@ -293,6 +315,7 @@ export class ApplyQueue {
           this.#pump();
         },
         (err: unknown) => {
+          if (err instanceof LeaseLostError) return this.#leaseLost(err);
           this.#attempt++;
           this.hooks.failed(err, this.#attempt);
           this.#probeLater();

@@ -1,4 +1,5 @@
 import type { KvIndex, PodRef } from '../../index/kv-index.js';
+import { LeaseLostError } from '../../index/writer-lease.js';
 import type { PodStatePatch } from '../../index/pod-state-codec.js';
 
 export type { PodStatePatch };
@@ -6,7 +7,8 @@ export type { PodStatePatch };
 /**
  * Coalesces a pod's state updates: at most one upsertPodState in flight, later patches merged into the
  * next call. State fields are last-writer-wins, so merging loses nothing; a failed write is retried with
- * the next patch (its fields are merged back under anything newer).
+ * the next patch (its fields are merged back under anything newer). A write refused by the writer fence
+ * (KINF_ERR_LEASE_LOST: another process holds the lease) closes the writer: never retried.
  */
 export class PodStateWriter {
   #pending: PodStatePatch | null = null;
@@ -48,7 +50,10 @@ export class PodStateWriter {
       },
       (err: unknown) => {
         this.#inFlight = null;
-        this.#pending = { ...patch, ...(this.#pending ?? {}) };
+        if (err instanceof LeaseLostError) {
+          this.#closed = true;
+          this.#pending = null;
+        } else this.#pending = { ...patch, ...(this.#pending ?? {}) };
         this.onError(err);
         // Retry with whatever comes next; don't spin on a dead index.
         if (!this.#closed) setTimeout(() => this.#inFlight === null && this.#flush(), 500).unref();

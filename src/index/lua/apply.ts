@@ -1,5 +1,6 @@
 import { KEY_SUFFIX } from '../redis-keys.js';
 import { LUA_ENTRY } from './entry.js';
+import { NOT_LEASE_HOLDER, luaFence } from './fence.js';
 
 /** Replies of the apply script below 0 (0 and up: block entries changed). */
 export const APPLY_REPLY = {
@@ -11,6 +12,11 @@ export const APPLY_REPLY = {
   rolledBack: -3,
   /** … or another writer's. */
   overwritten: -4,
+  /**
+   * Fenced call (fence.ts) and the model's writer lease holds another value: nothing done. The reply is
+   * {notLeaseHolder, that value}, not a bare number.
+   */
+  notLeaseHolder: NOT_LEASE_HOLDER,
 } as const;
 
 /**
@@ -19,13 +25,17 @@ export const APPLY_REPLY = {
  * KEYS[1] = <base>pods     HASH podId → "idx:epoch" (a new pod gets an index here, unregistered)
  * KEYS[2] = <base>seq      STRING, INCR hands out pod indexes, never reused
  * KEYS[3] = <base>applied  HASH podId → "writer:seq:part", the last call that ran for the pod
+ * KEYS[4] = <base>writer   STRING the writer lease; only in a fenced call (fence.ts)
  * ARGV[1] = <base>, ARGV[2] = podId, ARGV[3] = block TTL in seconds (0 = none)
  * ARGV[4] = writer, ARGV[5] = seq, ARGV[6] = part: this call's identity (src/index/apply-id.ts). An apply
  *           split into n calls sends parts 1..n under one (writer, seq); a retry resends the same ones.
  * ARGV[7] = floor: the last "writer:seq:part" the client saw confirmed for this pod ("" for none)
- * ARGV[8..] = pairs (op, keys): op "s0" | "s1" | "s2" stores in tier GPU | CPU | STORAGE, "r0".."r2"
- *             removes, "c" clears; keys = block keys, 8 raw bytes each, concatenated ("" for "c")
+ * ARGV[8] = the lease holder value this writer expects in KEYS[4]; only in a fenced call
+ * ARGV[8..] (ARGV[9..] when fenced) = pairs (op, keys): op "s0" | "s1" | "s2" stores in tier GPU | CPU |
+ *             STORAGE, "r0".."r2" removes, "c" clears; keys = block keys, 8 raw bytes each, concatenated
+ *             ("" for "c")
  * Reply:   number of block entries changed, or an APPLY_REPLY code (< 0): nothing was written
+ *          ({APPLY_REPLY.notLeaseHolder, holder value} when the fence refused the call)
  *
  * Exactly once: a call whose (writer, seq, part) is not past the pod's record is a retry of one that ran
  * (its reply was lost to a timeout or a dropped connection) and does nothing; otherwise it runs and
@@ -33,15 +43,21 @@ export const APPLY_REPLY = {
  * of the floor's writer, or an earlier part of this apply; if Redis lost it (restarted empty or from an older snapshot, flushed), the call
  * writes nothing and says why, and the client rebuilds the pod.
  *
+ * Fenced (the collector's calls, fence.ts): the writer lease is checked before everything else, so a
+ * refused call changes nothing, not even the record. The lost-write check alone does not stop a writer
+ * that lost its lease: its first apply after a clear or a loss carries no floor.
+ *
  * Atomic because Redis runs a script alone: a lookup sees the batch entirely or not at all, and two
  * collectors cannot interleave increments. A refcount is a read-modify-write of the block's value, which
  * is only safe inside a script. `clear` bumps the pod's epoch (O(1)); entries with an old epoch, or of a
  * pod no longer in KEYS[1], are dropped whenever a store or remove passes their block (lazy cleanup);
  * the TTL, refreshed on store (SET … EX), removes the rest. Two commands per block: GET, then SET or DEL.
  */
-export const APPLY_LUA = `-- kinference apply. KEYS[1] = <base>pods, KEYS[2] = <base>seq, KEYS[3] = <base>applied;
--- ARGV[1] = <base>, ARGV[2] = pod id, ARGV[3] = block TTL s, ARGV[4..6] = writer, seq, part,
--- ARGV[7] = floor, then (op, keys) pairs. Atomic as every script: lookups see all of a batch or none.
+export const APPLY_LUA = `-- kinference apply. KEYS[1] = <base>pods, KEYS[2] = <base>seq, KEYS[3] = <base>applied,
+-- [KEYS[4] = <base>writer]; ARGV[1] = <base>, ARGV[2] = pod id, ARGV[3] = block TTL s, ARGV[4..6] = writer,
+-- seq, part, ARGV[7] = floor, [ARGV[8] = lease holder], then (op, keys) pairs. Atomic as every script:
+-- lookups see all of a batch or none.
+${luaFence(4, 8)}
 ${LUA_ENTRY}
 local base, pod_id, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local writer, aseq, part, floor = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
@@ -83,7 +99,7 @@ for i = 2, #refs, 2 do
 end
 
 local changed = 0
-for a = 8, #ARGV, 2 do
+for a = fenced and 9 or 8, #ARGV, 2 do
   local op, keys = ARGV[a], ARGV[a + 1]
   if op == 'c' then
     epoch = epoch + 1

@@ -1,5 +1,6 @@
 import { KEY_SUFFIX } from '../redis-keys.js';
 import { LUA_ENTRY } from './entry.js';
+import { luaFence } from './fence.js';
 
 /**
  * upsert-pod: merge state fields into the pod's state record, registering the pod (and giving it an index)
@@ -8,14 +9,18 @@ import { LUA_ENTRY } from './entry.js';
  *
  * KEYS[1] = <base>pods   HASH podId → "idx:epoch"
  * KEYS[2] = <base>seq    STRING, INCR hands out pod indexes
- * ARGV[1] = <base>, ARGV[2] = podId, ARGV[3..] = state field, value pairs ("id" first, always present)
- * Reply:   the pod's index
+ * KEYS[3] = <base>writer STRING the writer lease; only in a fenced call (fence.ts)
+ * ARGV[1] = <base>, ARGV[2] = podId, [ARGV[3] = lease holder value, fenced only], then state field,
+ *           value pairs ("id" first, always present)
+ * Reply:   the pod's index, or {APPLY_REPLY.notLeaseHolder, holder value}: the fence refused, nothing done
  *
  * Atomic: index allocation and the first state write happen together, so a concurrent lookup never sees
  * a registered pod without an index, and two writers cannot hand out the same index.
  */
-export const UPSERT_POD_LUA = `-- kinference upsert-pod. KEYS[1] = <base>pods, KEYS[2] = <base>seq; ARGV[1] = <base>,
--- ARGV[2] = pod id, then state field/value pairs. Atomic: index allocation and first state write together.
+export const UPSERT_POD_LUA = `-- kinference upsert-pod. KEYS[1] = <base>pods, KEYS[2] = <base>seq, [KEYS[3] = <base>writer];
+-- ARGV[1] = <base>, ARGV[2] = pod id, [ARGV[3] = lease holder], then state field/value pairs. Atomic:
+-- index allocation and first state write together.
+${luaFence(3, 3)}
 ${LUA_ENTRY}
 local base, pod_id = ARGV[1], ARGV[2]
 local idx
@@ -35,7 +40,7 @@ if cur then
     vals[f] = v
   end
 end
-for i = 3, #ARGV, 2 do
+for i = fenced and 4 or 3, #ARGV, 2 do
   local f = ARGV[i]
   if vals[f] == nil then order[#order + 1] = f end
   vals[f] = ARGV[i + 1]
@@ -49,15 +54,18 @@ return tonumber(idx)
 /**
  * remove-pod: forget a pod that left the fleet.
  *
- * KEYS[1] = <base>pods, KEYS[2] = <base>applied; ARGV[1] = <base>, ARGV[2] = podId
- * Reply:   1 if the pod was known, else 0
+ * KEYS[1] = <base>pods, KEYS[2] = <base>applied, [KEYS[3] = <base>writer, fenced only]
+ * ARGV[1] = <base>, ARGV[2] = podId, [ARGV[3] = lease holder value, fenced only]
+ * Reply:   1 if the pod was known, else 0; {APPLY_REPLY.notLeaseHolder, holder value}: the fence refused
  *
  * O(1): deletes the pod's index mapping, its state and its apply record. Its block entries become stale
  * at once (their index is no longer live and is never handed out again), are dropped lazily by apply, and
  * expire by TTL.
  */
-export const REMOVE_POD_LUA = `-- kinference remove-pod. KEYS[1] = <base>pods, KEYS[2] = <base>applied; ARGV[1] = <base>,
--- ARGV[2] = pod id. O(1) and atomic: mapping, state and apply record go together; the blocks become stale.
+export const REMOVE_POD_LUA = `-- kinference remove-pod. KEYS[1] = <base>pods, KEYS[2] = <base>applied, [KEYS[3] = <base>writer];
+-- ARGV[1] = <base>, ARGV[2] = pod id, [ARGV[3] = lease holder]. O(1) and atomic: mapping, state and apply
+-- record go together; the blocks become stale.
+${luaFence(3, 3)}
 ${LUA_ENTRY}
 local base, pod_id = ARGV[1], ARGV[2]
 redis.call('HDEL', KEYS[2], pod_id)
