@@ -41,3 +41,13 @@ export function useRedisIndexes(prefix: string, defaults: Partial<RedisKvIndexOp
     },
   };
 }
+
+/** What `p` rejects with; fails the test if it resolves (index errors are checked field by field). */
+export async function rejection(p: Promise<unknown>): Promise<unknown> {
+  try {
+    await p;
+  } catch (e) {
+    return e;
+  }
+  throw new Error('expected a rejection');
+}

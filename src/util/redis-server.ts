@@ -82,7 +82,7 @@ export async function redisAnswers(target: string | number, connectTimeoutMs = 1
   }
 }
 
-async function launch(port: number, timeoutMs: number): Promise<ChildProcess> {
+async function launch(port: number, timeoutMs: number, extraArgs: readonly string[]): Promise<ChildProcess> {
   const proc = spawn(
     'redis-server',
     [
@@ -96,6 +96,7 @@ async function launch(port: number, timeoutMs: number): Promise<ChildProcess> {
       'no',
       '--loglevel',
       'warning',
+      ...extraArgs,
     ],
     { stdio: 'ignore' },
   );
@@ -134,11 +135,13 @@ async function exit(proc: ChildProcess, signal: NodeJS.Signals): Promise<void> {
 }
 
 export async function startRedisServer(
-  opts: { port?: number; timeoutMs?: number } = {},
+  /** `extraArgs`: more redis-server options (e.g. `--cluster-enabled yes` for a Cluster node). */
+  opts: { port?: number; timeoutMs?: number; extraArgs?: readonly string[] } = {},
 ): Promise<RedisServer> {
   const port = opts.port ?? (await freeLoopbackPort());
   const timeoutMs = opts.timeoutMs ?? 10_000;
-  let proc = await launch(port, timeoutMs);
+  const extraArgs = opts.extraArgs ?? [];
+  let proc = await launch(port, timeoutMs, extraArgs);
   return {
     port,
     url: `redis://127.0.0.1:${port}/0`,
@@ -146,7 +149,7 @@ export async function startRedisServer(
     kill: () => exit(proc, 'SIGKILL'),
     async restart() {
       await exit(proc, 'SIGKILL');
-      proc = await launch(port, timeoutMs);
+      proc = await launch(port, timeoutMs, extraArgs);
     },
   };
 }

@@ -8,7 +8,7 @@ import { RedisKvIndex, SCRIPTS } from '../../../src/index/redis-index.js';
 import { KEY_SUFFIX, blockRedisKey, modelTag } from '../../../src/index/redis-keys.js';
 import { chain } from '../../conformance/chains.js';
 import { freePort, waitFor } from '../../helpers/ports.js';
-import { useRedisIndexes } from '../../helpers/redis-indexes.js';
+import { rejection, useRedisIndexes } from '../../helpers/redis-indexes.js';
 
 const fx = useRedisIndexes('it');
 const index = fx.index.bind(fx);
@@ -17,15 +17,6 @@ const M = 'Qwen/Qwen3-8B';
 const A: PodRef = { model: M, podId: 'pod-a' };
 const B: PodRef = { model: M, podId: 'pod-b' };
 const keys = chain('integration prompt', 32);
-
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (e) {
-    return e;
-  }
-  throw new Error('expected a rejection');
-}
 
 function rawBlockKey(ix: RedisKvIndex, key: BlockKey): Buffer {
   return blockRedisKey(ix.keyBase(M), Buffer.from(key, 'hex'));

@@ -1,4 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,8 +12,9 @@ import { applyCalls, removePodCall, upsertPodCall } from '../../../src/index/scr
 import { LeaseLostError, formatLeaseHolder, type LeaseHolder } from '../../../src/index/writer-lease.js';
 import { chain } from '../../conformance/chains.js';
 import { describeKvIndexConformance } from '../../conformance/kv-index.js';
-import { freePort, waitFor } from '../../helpers/ports.js';
-import { useRedisIndexes } from '../../helpers/redis-indexes.js';
+import { waitFor } from '../../helpers/ports.js';
+import { startRedisServer, type RedisServer } from '../../../src/util/redis-server.js';
+import { rejection, useRedisIndexes } from '../../helpers/redis-indexes.js';
 
 /**
  * The writer fence (src/index/lua/fence.ts): an index created with the collector's lease holder value
@@ -38,15 +38,6 @@ const ME: LeaseHolder = { id: 'w-me', host: 'here', pid: 1 };
 const OTHER: LeaseHolder = { id: 'w-other', host: 'elsewhere', pid: 2 };
 const meValue = formatLeaseHolder(ME);
 const otherValue = formatLeaseHolder(OTHER);
-
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  try {
-    await p;
-  } catch (e) {
-    return e;
-  }
-  throw new Error('expected a rejection');
-}
 
 /** The rejection of a write refused by the fence, checked: the new code, naming the holder. */
 async function refused(p: Promise<unknown>): Promise<LeaseLostError> {
@@ -224,43 +215,19 @@ describeKvIndexConformance('RedisKvIndex, fenced, holding the writer lease', asy
  */
 describe('the writer fence on a Redis Cluster node', () => {
   let dir: string;
-  let proc: ChildProcess;
+  let node: RedisServer;
   let client: Redis;
   let url: string;
   const open: RedisKvIndex[] = [];
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'kinf-fence-cluster-'));
-    const port = await freePort();
-    url = `redis://127.0.0.1:${port}`;
-    proc = spawn(
-      'redis-server',
-      [
-        '--port',
-        String(port),
-        '--bind',
-        '127.0.0.1',
-        '--save',
-        '',
-        '--appendonly',
-        'no',
-        '--cluster-enabled',
-        'yes',
-        '--cluster-config-file',
-        join(dir, 'nodes.conf'),
-        '--dir',
-        dir,
-        '--loglevel',
-        'warning',
-      ],
-      { stdio: 'ignore' },
-    );
-    client = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1, lazyConnect: true });
-    client.on('error', () => {});
-    await waitFor('cluster node answering', async () => {
-      if (client.status !== 'ready') await client.connect().catch(() => {});
-      return (await client.ping()) === 'PONG';
+    node = await startRedisServer({
+      extraArgs: ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, 'nodes.conf'), '--dir', dir],
     });
+    url = `redis://127.0.0.1:${node.port}`;
+    client = new Redis(node.port, '127.0.0.1', { maxRetriesPerRequest: 1 });
+    client.on('error', () => {});
     await client.call('CLUSTER', 'ADDSLOTSRANGE', '0', '16383');
     await waitFor('cluster state ok', async () =>
       /cluster_state:ok/.test(String(await client.call('CLUSTER', 'INFO'))),
@@ -270,11 +237,7 @@ describe('the writer fence on a Redis Cluster node', () => {
   afterAll(async () => {
     await Promise.all(open.map((ix) => ix.close()));
     client?.disconnect();
-    if (proc && proc.exitCode === null && proc.signalCode === null)
-      await new Promise<void>((resolve) => {
-        proc.once('exit', () => resolve());
-        proc.kill('SIGTERM');
-      });
+    await node?.stop();
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 

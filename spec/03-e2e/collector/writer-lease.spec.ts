@@ -89,6 +89,39 @@ class CollectorProc {
 }
 
 /** Index losses the collector counted (kinference_collector_index_lost_total), all reasons. */
+/** Probes until the collector has ingested a batch of the pod (ZMQ slow joiner), never a sleep. */
+async function waitIngesting(c: CollectorProc, pub: FakeVllmPublisher): Promise<void> {
+  await waitFor(
+    `collector ${c.pid} ingesting`,
+    async () => {
+      if (new RegExp(`kinference_collector_batches_total\\{pod="${POD}"\\} [1-9]`).test(await c.metrics()))
+        return true;
+      await pub.publish([]);
+      return false;
+    },
+    15_000,
+    50,
+  );
+}
+
+/** The pod's packed entry (GPU refcount and epoch) in each block of `tokens` (null: none), straight from Redis. */
+async function rawEntries(redis: TestRedis, base: string, tokens: number[]): Promise<(number | null)[]> {
+  const idx = (await redis.client.hget(podsKey(base), POD))!.split(':')[0];
+  const keys = blockKeys(tokens, BS, keySeed({ model: MODEL, lora: null, cacheSalt: null }));
+  return Promise.all(
+    keys.map(async (k) => {
+      const v = await redis.client.get(blockRedisKey(base, Buffer.from(k, 'hex')));
+      const entry = v?.split(',').find((e) => e.startsWith(`${idx}=`));
+      return entry === undefined ? null : Number(entry.split('=')[1]);
+    }),
+  );
+}
+
+async function holderIn(redis: TestRedis, leaseKey: string): Promise<LeaseHolder | null> {
+  const v = await redis.client.get(leaseKey);
+  return v === null ? null : parseLeaseHolder(v);
+}
+
 function indexLosses(metrics: string): number {
   let n = 0;
   for (const m of metrics.matchAll(/^kinference_collector_index_lost_total\{[^}]*\} (\d+)/gm))
@@ -103,7 +136,8 @@ describe('writer lease: two `kinference collector` processes on one fleet (real 
   let dir: string;
   let a: CollectorProc;
   let b: CollectorProc;
-  const leaseKey = writerLeaseKey(modelKeyBase(PREFIX, MODEL));
+  const base = modelKeyBase(PREFIX, MODEL);
+  const leaseKey = writerLeaseKey(base);
   const h = { next: 1n << 40n };
   const hashes = (n: number): bigint[] => Array.from({ length: n }, () => h.next++);
   let early: { tokens: number[]; hashes: bigint[] };
@@ -136,40 +170,6 @@ describe('writer lease: two `kinference collector` processes on one fleet (real 
     return { config, listen };
   }
 
-  /** Probes until the collector has ingested a batch of the pod (ZMQ slow joiner), never a sleep. */
-  async function waitIngesting(c: CollectorProc): Promise<void> {
-    await waitFor(
-      `collector ${c.pid} ingesting`,
-      async () => {
-        if (new RegExp(`kinference_collector_batches_total\\{pod="${POD}"\\} [1-9]`).test(await c.metrics()))
-          return true;
-        await pub.publish([]);
-        return false;
-      },
-      15_000,
-      50,
-    );
-  }
-
-  /** The pod's raw Redis entry for each block of `tokens`: its GPU refcount and epoch, packed. */
-  async function rawEntries(tokens: number[]): Promise<(number | null)[]> {
-    const base = modelKeyBase(PREFIX, MODEL);
-    const idx = (await redis.client.hget(podsKey(base), POD))!.split(':')[0];
-    const keys = blockKeys(tokens, BS, keySeed({ model: MODEL, lora: null, cacheSalt: null }));
-    return Promise.all(
-      keys.map(async (k) => {
-        const v = await redis.client.get(blockRedisKey(base, Buffer.from(k, 'hex')));
-        const entry = v?.split(',').find((e) => e.startsWith(`${idx}=`));
-        return entry === undefined ? null : Number(entry.split('=')[1]);
-      }),
-    );
-  }
-
-  async function holderInRedis(): Promise<LeaseHolder | null> {
-    const v = await redis.client.get(leaseKey);
-    return v === null ? null : parseLeaseHolder(v);
-  }
-
   beforeAll(async () => {
     redis = await startRedis();
     index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: PREFIX });
@@ -191,12 +191,17 @@ describe('writer lease: two `kinference collector` processes on one fleet (real 
     const one = new CollectorProc(f1.config, f1.listen);
     const two = new CollectorProc(f2.config, f2.listen);
     [a, b] = [one, two]; // afterAll kills both, whatever happens next
-    const holderPid = await waitFor('a lease holder', async () => (await holderInRedis())?.pid, 20_000, 50);
+    const holderPid = await waitFor(
+      'a lease holder',
+      async () => (await holderIn(redis, leaseKey))?.pid,
+      20_000,
+      50,
+    );
     [a, b] = holderPid === one.pid ? [one, two] : [two, one];
     expect(a.pid).toBe(holderPid);
     await waitFor('collector A healthy', async () => (await a.health()).status === 200, 20_000, 50);
-    await waitIngesting(a);
-    const aHolder = await holderInRedis();
+    await waitIngesting(a, pub);
+    const aHolder = await holderIn(redis, leaseKey);
     expect(aHolder).toMatchObject({ pid: a.pid });
 
     const standby = await waitFor(
@@ -226,14 +231,14 @@ describe('writer lease: two `kinference collector` processes on one fleet (real 
     await pub.publish([{ type: 'BlockStored', hashes: early.hashes, parent: null, tokens, blockSize: BS }]);
     await waitCached(index, POD, tokens, 3);
     const epoch = Number((await redis.client.hget(podsKey(modelKeyBase(PREFIX, MODEL)), POD))!.split(':')[1]);
-    expect(await rawEntries(tokens)).toEqual([1, 1, 1].map(() => packEntry([1, 0, 0], epoch)));
+    expect(await rawEntries(redis, base, tokens)).toEqual([1, 1, 1].map(() => packEntry([1, 0, 0], epoch)));
     await pub.publish([{ type: 'BlockRemoved', hashes: [early.hashes[2]!] }]);
     await waitCached(index, POD, tokens, 2);
     // B's retries (every ttl/3) went on throughout: it still follows nothing, and A lost nothing to it.
     expect((await b.health()).body).toMatchObject({ standby: true, streams: [] });
     expect(await b.metrics()).not.toMatch(/kinference_collector_batches_total\{/);
     expect(indexLosses(await a.metrics())).toBe(0);
-    expect(await holderInRedis()).toEqual(aHolder);
+    expect(await holderIn(redis, leaseKey)).toEqual(aHolder);
   }, 60_000); // two collector processes start one after the other: slow on a busy 2-core machine
 
   it('SIGTERM the active one: it releases the lease, and the standby takes over and keeps the index current', async () => {
@@ -248,14 +253,14 @@ describe('writer lease: two `kinference collector` processes on one fleet (real 
     expect(a.lines().some((l) => l.msg === 'writer lease released')).toBe(true);
     const acquired = b.lines().find((l) => l.msg === 'writer lease acquired');
     expect(acquired).toMatchObject({ takeover: true, previousHolder: { pid: a.pid } });
-    expect(await holderInRedis()).toMatchObject({ pid: b.pid });
+    expect(await holderIn(redis, leaseKey)).toMatchObject({ pid: b.pid });
     expect((await b.health()).body).toMatchObject({ ok: true, standby: false });
     expect(await b.metrics()).toMatch(/^kinference_collector_standby 0$/m);
 
     // B rebuilt the pod from its replay buffer (a clear, then everything): what A had written holds…
     await waitCached(index, POD, early.tokens, 2);
     // …and new traffic reaches the index through B.
-    await waitIngesting(b);
+    await waitIngesting(b, pub);
     const tokens = freshTokens(4);
     await pub.publish([{ type: 'BlockStored', hashes: hashes(4), parent: null, tokens, blockSize: BS }]);
     await waitCached(index, POD, tokens, 4);
@@ -266,7 +271,12 @@ describe('writer lease: two `kinference collector` processes on one fleet (real 
 
   it('Redis restarted empty: the active collector keeps going and takes its lease back', async () => {
     await redis.restart();
-    await waitFor('lease taken back', async () => (await holderInRedis())?.pid === b.pid, 10_000, 50);
+    await waitFor(
+      'lease taken back',
+      async () => (await holderIn(redis, leaseKey))?.pid === b.pid,
+      10_000,
+      50,
+    );
     expect(b.proc.exitCode).toBeNull();
     await waitFor(
       'taken-back warning',
@@ -445,38 +455,6 @@ describe('writer fence: a collector frozen past its lease (SIGSTOP) cannot write
     return c;
   }
 
-  async function holderInRedis(): Promise<LeaseHolder | null> {
-    const v = await redis.client.get(leaseKey);
-    return v === null ? null : parseLeaseHolder(v);
-  }
-
-  async function waitIngesting(c: CollectorProc): Promise<void> {
-    await waitFor(
-      `collector ${c.pid} ingesting`,
-      async () => {
-        if (new RegExp(`kinference_collector_batches_total\\{pod="${POD}"\\} [1-9]`).test(await c.metrics()))
-          return true;
-        await pub.publish([]);
-        return false;
-      },
-      15_000,
-      50,
-    );
-  }
-
-  /** The pod's packed entry in each block of `tokens` (null: none), straight from Redis. */
-  async function rawEntries(tokens: number[]): Promise<(number | null)[]> {
-    const idx = (await redis.client.hget(podsKey(base), POD))!.split(':')[0];
-    const keys = blockKeys(tokens, BS, keySeed({ model: MODEL, lora: null, cacheSalt: null }));
-    return Promise.all(
-      keys.map(async (k) => {
-        const v = await redis.client.get(blockRedisKey(base, Buffer.from(k, 'hex')));
-        const entry = v?.split(',').find((e) => e.startsWith(`${idx}=`));
-        return entry === undefined ? null : Number(entry.split('=')[1]);
-      }),
-    );
-  }
-
   async function epoch(): Promise<number> {
     return Number((await redis.client.hget(podsKey(base), POD))!.split(':')[1]);
   }
@@ -516,12 +494,17 @@ describe('writer fence: a collector frozen past its lease (SIGSTOP) cannot write
     const ADDR_B = '127.0.0.1:18202';
     // A first, so it is the active one; B stands by.
     const a = await startCollectorProc(ADDR_A);
-    await waitFor('A holds the lease', async () => (await holderInRedis())?.pid === a.pid, 20_000, 50);
+    await waitFor(
+      'A holds the lease',
+      async () => (await holderIn(redis, leaseKey))?.pid === a.pid,
+      20_000,
+      50,
+    );
     const b = await startCollectorProc(ADDR_B);
     const aValue = (await redis.client.get(leaseKey))!;
     const aId = parseLeaseHolder(aValue).id;
     await waitFor('A healthy', async () => (await a.health()).status === 200, 20_000, 50);
-    await waitIngesting(a);
+    await waitIngesting(a, pub);
     const t1 = { tokens: freshTokens(3), hashes: hashes(3) };
     await pub.publish([
       { type: 'BlockStored', hashes: t1.hashes, parent: null, tokens: t1.tokens, blockSize: BS },
@@ -532,8 +515,13 @@ describe('writer fence: a collector frozen past its lease (SIGSTOP) cannot write
 
     // A freezes (a GC pause, a VM stall) for longer than its lease: B takes over and rebuilds the pod.
     a.proc.kill('SIGSTOP');
-    await waitFor('B took the lease over', async () => (await holderInRedis())?.pid === b.pid, 10_000, 50);
-    const bId = (await holderInRedis())!.id;
+    await waitFor(
+      'B took the lease over',
+      async () => (await holderIn(redis, leaseKey))?.pid === b.pid,
+      10_000,
+      50,
+    );
+    const bId = (await holderIn(redis, leaseKey))!.id;
     await waitFor('B healthy', async () => (await b.health()).status === 200, 10_000, 50);
     // B's first write to the pod is its clear, then the replay: the pod's apply record is B's.
     await waitFor(
@@ -599,7 +587,7 @@ describe('writer fence: a collector frozen past its lease (SIGSTOP) cannot write
     // put A's address back, and a write without a floor would have counted A's blocks again).
     expect(await indexKeys()).toEqual(before);
     expect(await podAddress()).toBe(ADDR_B);
-    expect(await holderInRedis()).toMatchObject({ pid: b.pid });
+    expect(await holderIn(redis, leaseKey)).toMatchObject({ pid: b.pid });
     const lost = a.lines().find((l) => l.level === 'error' && l.msg.startsWith('writer lease lost'));
     expect(lost?.msg).toContain(`pid ${b.pid}`);
     expect(lost).toMatchObject({ models: [MODEL], holder: { id: bId, pid: b.pid } });
@@ -612,9 +600,9 @@ describe('writer fence: a collector frozen past its lease (SIGSTOP) cannot write
     await waitCached(index, POD, t2.tokens, 1);
     const e = await epoch();
     const one = packEntry([1, 0, 0], e);
-    expect(await rawEntries(t1.tokens)).toEqual([one, one, one]);
-    expect(await rawEntries(t2.tokens)).toEqual([one, null]);
-    expect(await rawEntries(t3.tokens)).toEqual([one, one]);
+    expect(await rawEntries(redis, base, t1.tokens)).toEqual([one, one, one]);
+    expect(await rawEntries(redis, base, t2.tokens)).toEqual([one, null]);
+    expect(await rawEntries(redis, base, t3.tokens)).toEqual([one, one]);
     await waitFor('B healthy again', async () => (await b.health()).status === 200, 10_000, 50);
     // B's next write checks its floor: nothing of A's landed, so no loss, `overwritten` or other.
     const t4 = { tokens: freshTokens(1), hashes: hashes(1) };
@@ -633,9 +621,14 @@ describe('writer fence: a collector frozen past its lease (SIGSTOP) cannot write
     await Promise.all(procs.map((p) => p.kill()));
     await redis.client.del(leaseKey);
     const c = await startCollectorProc('127.0.0.1:18203', 60_000);
-    await waitFor('C holds the lease', async () => (await holderInRedis())?.pid === c.pid, 20_000, 50);
+    await waitFor(
+      'C holds the lease',
+      async () => (await holderIn(redis, leaseKey))?.pid === c.pid,
+      20_000,
+      50,
+    );
     await waitFor('C healthy', async () => (await c.health()).status === 200, 20_000, 50);
-    await waitIngesting(c);
+    await waitIngesting(c, pub);
     const intruder = { id: 'intruder', host: 'elsewhere', pid: 4242 };
     await redis.client.set(leaseKey, JSON.stringify(intruder), 'PX', 60_000);
     const before = await indexKeys();
