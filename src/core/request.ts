@@ -12,11 +12,22 @@ export interface TextPart {
   from?: 'input_text' | 'output_text' | 'refusal' | 'thinking' | 'string';
 }
 
+/**
+ * A `tool_reference` part (chat_utils `CustomChatCompletionContentToolReferenceParam`): a deferred tool's name,
+ * null when absent. The "string" format renders the name as text, the "openai" format passes the part on.
+ */
+export interface ToolReferencePart {
+  type: 'tool_reference';
+  name: string | null;
+}
+
+export type ContentPart = TextPart | ToolReferencePart;
+
 /** A chat message after validation: content is text only (string or text parts joined by the template). */
 export interface ChatMessage {
   role: 'system' | 'developer' | 'user' | 'assistant' | 'tool' | 'function';
-  /** String content, or the text of each text part (templates decide how parts join). */
-  content: string | TextPart[] | null;
+  /** String content, or its text and tool-reference parts (templates decide how parts join). */
+  content: string | ContentPart[] | null;
   name?: string;
   tool_calls?: unknown[];
   tool_call_id?: string;
@@ -90,6 +101,8 @@ const TEXT_PARTS = new Map<string, 'text' | 'refusal' | 'thinking'>([
  * part fails the request. OpenAI's `function` message has no list content, so its parts always pass.
  */
 const DECLARED_TEXT_PARTS = new Set(['text', 'refusal', 'thinking']);
+// `tool_reference` is declared too (`CustomChatCompletionContentToolReferenceParam` is in that union); textParts
+// handles it apart since it is not text.
 const MAX_MESSAGES = 100_000;
 
 function fail(reason: FallbackReason, detail: string, model?: string): ParseResult {
@@ -157,13 +170,26 @@ export function withPythonNumbers(json: unknown, text: string): unknown {
   };
 }
 
-/** A message's list content as the text parts vLLM renders, or why it cannot be predicted. */
+/**
+ * A tool reference's name as `MM_PARSER_MAP` reads it (`.get("name")`): null when absent or null. Any other
+ * non-string pydantic would reject or coerce, so we do not guess.
+ */
+function toolReferenceName(
+  p: Record<string, unknown>,
+  here: string,
+): { name: string | null } | { reason: FallbackReason; detail: string } {
+  if (p.name === undefined || p.name === null) return { name: null };
+  if (typeof p.name === 'string') return { name: p.name };
+  return { reason: 'body_not_chat', detail: `${here} is a tool_reference whose name is not a string` };
+}
+
+/** A message's list content as the text and tool-reference parts vLLM renders, or why it cannot be predicted. */
 function textParts(
   content: unknown[],
   role: string,
   at: string,
-): { parts: TextPart[] } | { reason: FallbackReason; detail: string } {
-  const parts: TextPart[] = [];
+): { parts: ContentPart[] } | { reason: FallbackReason; detail: string } {
+  const parts: ContentPart[] = [];
   let declared = role === 'function';
   // The first part that passes only beside a declared one (DECLARED_TEXT_PARTS).
   let needsDeclared: string | undefined;
@@ -181,20 +207,47 @@ function textParts(
       // vLLM infers a media part's type from its key (`{"image_url": …}`).
       const media = Object.keys(p).find((k) => MEDIA_PARTS.has(k));
       if (media !== undefined) return { reason: 'multimodal_content', detail: `${here} is ${media}` };
+      // …and reads one with a `tool_reference` key as a tool reference named by its `name`. Only OpenAI's
+      // part types require a type, so it passes only beside a declared part.
+      if ('tool_reference' in p) {
+        const ref = toolReferenceName(p, here);
+        if ('reason' in ref) return ref;
+        parts.push({ type: 'tool_reference', name: ref.name });
+        needsDeclared ??= `${here} has no type`;
+        continue;
+      }
       return { reason: 'body_not_chat', detail: `${here} has no type` };
     }
     const key = TEXT_PARTS.get(p.type);
-    if (key === undefined) {
+    if (key === undefined && p.type !== 'tool_reference') {
       // vLLM mixes multimodal hashes into block keys; we cannot predict them, so route on load.
       if (MEDIA_PARTS.has(p.type)) return { reason: 'multimodal_content', detail: `${here} is ${p.type}` };
       return { reason: 'body_not_chat', detail: `${here}.type ${p.type.slice(0, 40)} is unknown` };
     }
     if (p.uuid !== undefined && p.uuid !== null) {
-      // `_parse_chat_message_content_mm_part` reads a part with a uuid as media found by its key, and
-      // rejects one without such a key.
+      // `_parse_chat_message_content_mm_part` reads a part with a uuid as media found by its key, or as a
+      // tool reference when it has a `tool_reference` key (the type alone is not enough), and rejects the rest.
       const media = Object.keys(p).find((k) => MEDIA_PARTS.has(k));
       if (media !== undefined) return { reason: 'multimodal_content', detail: `${here} is ${media}` };
-      return { reason: 'body_not_chat', detail: `${here} is ${p.type} with a uuid, which vLLM rejects` };
+      if (!('tool_reference' in p))
+        return { reason: 'body_not_chat', detail: `${here} is ${p.type} with a uuid, which vLLM rejects` };
+      const ref = toolReferenceName(p, here);
+      if ('reason' in ref) return ref;
+      parts.push({ type: 'tool_reference', name: ref.name });
+      if (DECLARED_TEXT_PARTS.has(p.type) || p.type === 'tool_reference') declared = true;
+      else needsDeclared ??= `${here} is ${p.type}`;
+      continue;
+    }
+    if (key === undefined) {
+      // A tool reference (`MM_PARSER_MAP` reads its `name`). vLLM declares its part type with `name: str`
+      // (total=False): a missing name matches it, a null one does not, so that part passes only beside a
+      // declared one, as a text part without its text does.
+      const ref = toolReferenceName(p, here);
+      if ('reason' in ref) return ref;
+      parts.push({ type: 'tool_reference', name: ref.name });
+      if (p.name === null) needsDeclared ??= `${here} is a tool_reference with a null name`;
+      else declared = true;
+      continue;
     }
     const value = p[key];
     if (typeof value === 'string') {
@@ -218,7 +271,7 @@ function textParts(
   if (!declared && needsDeclared !== undefined)
     return {
       reason: 'body_not_chat',
-      detail: `${needsDeclared}: vLLM rejects it unless the message has a text, refusal or thinking part`,
+      detail: `${needsDeclared}: vLLM rejects it unless the message has a text, refusal, thinking or tool_reference part`,
     };
   return { parts };
 }

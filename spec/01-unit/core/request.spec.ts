@@ -365,6 +365,157 @@ describe('text-like content parts', () => {
       ).toHaveLength(1);
   });
 
+  /*
+   * vLLM's `tool_reference` part (vllm/frontend/entrypoints/chat_utils.py at 055e47c:
+   * `CustomChatCompletionContentToolReferenceParam`, `MM_PARSER_MAP`, `_parse_chat_message_content_part`).
+   */
+  describe('tool_reference parts', () => {
+    const REF = { type: 'tool_reference', name: 'get_weather' };
+
+    it('parses a tool_reference as its name (null when absent or null); alone it is a declared part', () => {
+      expect(
+        parsed(
+          user([
+            { type: 'text', text: 'A' },
+            REF,
+            { type: 'tool_reference' },
+            { type: 'tool_reference', name: null },
+          ]),
+        ).messages[0]!.content,
+      ).toEqual([
+        { type: 'text', text: 'A' },
+        { type: 'tool_reference', name: 'get_weather' },
+        { type: 'tool_reference', name: null },
+        { type: 'tool_reference', name: null },
+      ]);
+      // vLLM's own part union declares it (`name: str`, total=False): alone it passes, a null name does not.
+      expect(parsed(user([REF])).messages[0]!.content).toEqual([
+        { type: 'tool_reference', name: 'get_weather' },
+      ]);
+      expect(parsed(user([{ type: 'tool_reference' }])).messages[0]!.content).toEqual([
+        { type: 'tool_reference', name: null },
+      ]);
+      expect(failure(user([{ type: 'tool_reference', name: null }])).detail).toMatch(
+        /vLLM rejects it unless/,
+      );
+      // Beside it, a part only vLLM's own message type accepts passes.
+      expect(parsed(user([REF, { type: 'input_text', text: 'b' }])).messages[0]!.content).toHaveLength(2);
+    });
+
+    it.each([
+      ['a number', 5],
+      ['an object', { n: 'f' }],
+      ['a boolean', true],
+    ])('a name that is %s → body_not_chat (pydantic would reject or coerce it)', (_n, name) => {
+      expect(
+        failure(
+          user([
+            { type: 'text', text: 'a' },
+            { type: 'tool_reference', name },
+          ]),
+        ),
+      ).toEqual({
+        reason: 'body_not_chat',
+        detail: 'messages[0].content[1] is a tool_reference whose name is not a string',
+      });
+    });
+
+    it('with a uuid, vLLM looks the part up by its keys: only a `tool_reference` key makes it one', () => {
+      expect(failure(user([{ ...REF, uuid: 'u1' }])).reason).toBe('body_not_chat');
+      expect(parsed(user([{ ...REF, uuid: 'u1', tool_reference: true }])).messages[0]!.content).toEqual([
+        { type: 'tool_reference', name: 'get_weather' },
+      ]);
+      expect(
+        parsed(
+          user([
+            { type: 'text', text: 'a' },
+            { tool_reference: 1, name: 'f' },
+          ]),
+        ).messages[0]!.content,
+      ).toEqual([
+        { type: 'text', text: 'a' },
+        { type: 'tool_reference', name: 'f' },
+      ]);
+      expect(failure(user([{ ...REF, uuid: 'u1', image_url: 'http://x/y.png' }])).reason).toBe(
+        'multimodal_content',
+      );
+    });
+
+    it('"string" format (Qwen3, chatml): the name is text joined with "\\n"; a null or empty name adds nothing', () => {
+      const parts = [
+        { type: 'text', text: 'A' },
+        REF,
+        { type: 'tool_reference', name: null },
+        { type: 'tool_reference', name: '' },
+        { type: 'tool_reference' },
+        { type: 'text', text: 'B' },
+      ];
+      const expected = '<|im_start|>user\nA\nget_weather\nB<|im_end|>\n<|im_start|>assistant\n';
+      expect(loadChatTemplate(`hf:${QWEN3}`).render(parsed(user(parts)))).toBe(expected);
+      expect(loadChatTemplate('chatml').render(parsed(user(parts)))).toBe(expected);
+    });
+
+    it('"openai" format: the template sees {type: "tool_reference", name}, a null name too', () => {
+      const path = join(mkdtempSync('/tmp/kinf-parts-'), 'tokenizer_config.json');
+      writeFileSync(
+        path,
+        JSON.stringify({
+          chat_template:
+            '{% for m in messages %}{{ m.role }}:{% for p in m.content %}[{{ p.type }}|' +
+            '{% if p.type == "text" %}{{ p.text }}{% elif p.name is none %}null{% else %}{{ p.name }}{% endif %}]' +
+            '{% endfor %};{% endfor %}',
+        }),
+      );
+      const openai = createHfTemplate(`hf:${path}`, path);
+      expect(
+        openai.render(
+          parsed(user([{ type: 'text', text: 'A' }, REF, { type: 'tool_reference', name: null }])),
+        ),
+      ).toBe('user:[text|A][tool_reference|get_weather][tool_reference|null];');
+    });
+
+    it('gpt-oss (harmony) reads only `text`: a tool_reference adds nothing', () => {
+      const saved = process.env.VLLM_SYSTEM_START_DATE;
+      process.env.VLLM_SYSTEM_START_DATE = '2025-08-05';
+      try {
+        const h = createHarmonyTemplate();
+        const render = (messages: unknown[]): string => h.render(parsed({ model: 'm', messages }));
+        expect(
+          render([
+            { role: 'system', content: [{ type: 'text', text: 'S' }, REF] },
+            { role: 'user', content: [{ type: 'text', text: 'a' }, REF, { type: 'text', text: 'b' }] },
+            {
+              role: 'assistant',
+              content: 'x',
+              tool_calls: [
+                { id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{}' } },
+              ],
+            },
+            { role: 'tool', tool_call_id: 'c1', content: [REF, { type: 'text', text: 'sunny' }] },
+          ]),
+        ).toBe(
+          render([
+            { role: 'system', content: 'S' },
+            { role: 'user', content: 'ab' },
+            {
+              role: 'assistant',
+              content: 'x',
+              tool_calls: [
+                { id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{}' } },
+              ],
+            },
+            { role: 'tool', tool_call_id: 'c1', content: 'sunny' },
+          ]),
+        );
+        // A user message of only a tool_reference is one empty text content, as an empty string.
+        expect(render([{ role: 'user', content: [REF] }])).toBe(render([{ role: 'user', content: '' }]));
+      } finally {
+        if (saved === undefined) delete process.env.VLLM_SYSTEM_START_DATE;
+        else process.env.VLLM_SYSTEM_START_DATE = saved;
+      }
+    });
+  });
+
   it.each([
     ['a text part with a uuid', 'body_not_chat', [{ type: 'text', text: 'a', uuid: 'u1' }]],
     [
@@ -388,7 +539,6 @@ describe('text-like content parts', () => {
         { type: 'reasoning', text: 'b' },
       ],
     ],
-    ['tool_reference', 'body_not_chat', [{ type: 'tool_reference', name: 'f' }]],
     ['a null part', 'body_not_chat', [{ type: 'text', text: 'a' }, null]],
   ])('%s → %s', (_n, reason, content) => {
     expect(failure(user(content)).reason).toBe(reason);

@@ -300,6 +300,76 @@ describe("hf: messages as vLLM's parse_chat_messages builds them", () => {
     expect(t.render(r)).toBe('user:[q];tool:"x\n\ny";tool:"";tool:"z";');
   });
 
+  it('"openai" format: a tool message with a tool_reference keeps its parts as a list', () => {
+    const path = template(
+      '{% for m in messages %}{{ m.role }}:{% if m.content is string %}"{{ m.content }}"' +
+        '{% else %}{% for p in m.content %}[{{ p.type }}|{{ p.text if p.type == "text" else p.name }}]' +
+        '{% endfor %}{% endif %};{% endfor %}',
+    );
+    const t = createHfTemplate(`hf:${path}`, path);
+    const r = req({
+      messages: [
+        { role: 'user', content: 'q' },
+        {
+          role: 'tool',
+          tool_call_id: 'c1',
+          content: [
+            { type: 'text', text: 'x' },
+            { type: 'tool_reference', name: 'get_weather' },
+            { type: 'input_text', text: 'y' },
+          ],
+        },
+        { role: 'tool', tool_call_id: 'c2', content: [{ type: 'text', text: 'z' }] },
+      ],
+    });
+    // `_parse_chat_message_content` joins a tool message only when every part is text.
+    expect(t.render(r)).toBe('user:[text|q];tool:[text|x][tool_reference|get_weather][text|y];tool:"z";');
+  });
+
+  it('"string" format (Qwen3): a tool message renders the name as text; continue_final_message cuts after it', () => {
+    const r = req({
+      messages: [
+        { role: 'user', content: 'q' },
+        {
+          role: 'tool',
+          tool_call_id: 'c1',
+          content: [
+            { type: 'text', text: 'x' },
+            { type: 'tool_reference', name: 'f' },
+          ],
+        },
+      ],
+    });
+    expect(qwen.render(r)).toBe(
+      qwen.render(
+        req({
+          messages: [
+            { role: 'user', content: 'q' },
+            { role: 'tool', tool_call_id: 'c1', content: 'x\nf' },
+          ],
+        }),
+      ),
+    );
+    // HF continues the final message's string content, which ends with the name.
+    const cont = req({
+      messages: [
+        { role: 'user', content: 'q' },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'text', text: 'Hi' },
+            { type: 'tool_reference', name: 'f' },
+          ],
+        },
+      ],
+      add_generation_prompt: false,
+      continue_final_message: true,
+    });
+    expect(qwen.render(cont)).toBe(
+      '<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nHi\nf',
+    );
+  });
+
   it('an assistant message with empty tool_calls takes the plain path (vLLM drops the empty list)', () => {
     // As Llama 3.1's template: a message with `tool_calls` must hold exactly one call.
     const path = template(

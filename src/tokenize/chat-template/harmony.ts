@@ -1,4 +1,4 @@
-import type { ChatMessage, ChatRequest, TextPart } from '../../core/request.js';
+import type { ChatMessage, ChatRequest, ContentPart } from '../../core/request.js';
 import { KinferenceError } from '../../core/errors.js';
 import type { ChatTemplate } from '../types.js';
 import { TemplateRaisedError } from './hf-jinja.js';
@@ -73,11 +73,11 @@ function developer(instructions: string | null, tools: FunctionTool[]): string {
 }
 
 /**
- * A part's text as vLLM's harmony path reads it: from its `text` key only, so a refusal or thinking part has
- * none there (chat_utils renders them as text, but the harmony path does not use chat_utils).
+ * A part's text as vLLM's harmony path reads it: from its `text` key only, so a refusal, thinking or
+ * tool_reference part has none there (chat_utils renders them, but the harmony path does not use chat_utils).
  */
-const keyedText = (p: TextPart): string | null =>
-  p.from === 'refusal' || p.from === 'thinking' ? null : p.text;
+const keyedText = (p: ContentPart): string | null =>
+  p.type !== 'text' || p.from === 'refusal' || p.from === 'thinking' ? null : p.text;
 
 /** flatten_input_text_content: the texts of the parts that have one, joined with ""; null when none has. */
 function flatten(content: ChatMessage['content']): string | null {
@@ -88,13 +88,14 @@ function flatten(content: ChatMessage['content']): string | null {
 
 /**
  * parse_chat_input_to_harmony_message's text contents for the other messages: one per part, its `text` or ""
- * (refusal and thinking parts), [""] for empty content. A bare string part has no `.get`: vLLM fails.
+ * (refusal, thinking and tool_reference parts), [""] for empty content. A bare string part has no `.get`:
+ * vLLM fails.
  */
 function partTexts(m: ChatMessage, at: string): string[] {
   if (m.content === null || m.content.length === 0) return [''];
   if (typeof m.content === 'string') return [m.content];
   return m.content.map((p, j) => {
-    if (p.from === 'string')
+    if (p.type === 'text' && p.from === 'string')
       throw new TemplateRaisedError(`harmony: ${at}.content[${j}] is a bare string, which vLLM fails on`);
     return keyedText(p) ?? '';
   });

@@ -3,9 +3,8 @@ import { Environment, Interpreter, parse, tokenize } from '@huggingface/jinja';
 import type { ChatRequest } from '../../core/request.js';
 import { KinferenceError } from '../../core/errors.js';
 import type { ChatTemplate } from '../types.js';
-import { messageText } from './content.js';
 import { strftime } from './strftime.js';
-import { templateConversation, type ContentFormat } from './vllm-conversation.js';
+import { templateConversation, type ContentFormat, type TemplateMessage } from './vllm-conversation.js';
 import { isRecord } from '../../core/is-record.js';
 
 /** A `raise_exception(...)` call from the template: the request cannot be rendered (vLLM answers 400). */
@@ -148,13 +147,19 @@ function run(program: Program, vars: Record<string, unknown>, globals: Record<st
   return String(result.value);
 }
 
-/** HF apply_chat_template's continue_final_message: cut the render right after the final message's text. */
-function continueFinal(rendered: string, req: ChatRequest): string {
-  const last = req.messages[req.messages.length - 1];
-  const content = last?.content;
-  const final = Array.isArray(content)
-    ? (content[content.length - 1]?.text ?? '')
-    : messageText(content ?? null);
+/**
+ * HF apply_chat_template's continue_final_message: cut the render right after the final message's text, as HF
+ * finds it in the messages vLLM hands it: the string content, or the text of the last part that has a `text`
+ * (a tool_reference part has none).
+ */
+function continueFinal(rendered: string, messages: TemplateMessage[]): string {
+  const content = messages[messages.length - 1]?.content;
+  let final = '';
+  if (typeof content === 'string') final = content;
+  else if (Array.isArray(content)) {
+    const part: unknown = [...(content as unknown[])].reverse().find((p) => isRecord(p) && 'text' in p);
+    if (isRecord(part) && typeof part.text === 'string') final = part.text;
+  }
   const at = rendered.lastIndexOf(final.trim());
   if (final.trim().length === 0 || at < 0)
     throw new TemplateRaisedError(
@@ -202,7 +207,7 @@ export function createHfTemplate(
         },
         { raise_exception, strftime_now },
       );
-      return req.continueFinalMessage ? continueFinal(rendered, req) : rendered;
+      return req.continueFinalMessage ? continueFinal(rendered, messages) : rendered;
     },
   };
 }

@@ -37,12 +37,19 @@ function toolCall(call: unknown): unknown {
   return { ...call, function: { ...call.function, arguments: parsedArguments(call.function.arguments) } };
 }
 
-/** The content of one message as `_parse_chat_message_content_parts` builds it for the format. */
-function templateContent(m: ChatMessage, format: ContentFormat): string | { type: 'text'; text: string }[] {
+type TemplatePart = { type: 'text'; text: string } | { type: 'tool_reference'; name: string | null };
+
+/**
+ * The content of one message as `_parse_chat_message_content_parts` builds it for the format. In "openai"
+ * format `_parse_chat_message_content_part` passes a tool_reference on as `{type, name}`, a null name too.
+ */
+function templateContent(m: ChatMessage, format: ContentFormat): string | TemplatePart[] {
   if (format === 'string') return messageText(m.content);
   if (m.content === null) return [];
   if (typeof m.content === 'string') return [{ type: 'text', text: m.content }];
-  return m.content.map((p) => ({ type: 'text', text: p.text }));
+  return m.content.map((p) =>
+    p.type === 'text' ? { type: 'text', text: p.text } : { type: 'tool_reference', name: p.name },
+  );
 }
 
 /**
@@ -65,8 +72,10 @@ export function templateMessage(m: ChatMessage, format: ContentFormat): Template
     // "openai" format: a tool result whose parts are all text becomes one string, the texts joined with "\n"
     // (empty ones too: that format keeps empty parts), "" when there are none; templates mostly print a tool
     // message's content as a string. Only a part of another type (tool_reference) keeps the list.
-    if (Array.isArray(content) && content.every((p) => p.type === 'text'))
-      out.content = content.map((p) => p.text).join('\n');
+    if (Array.isArray(content)) {
+      const texts = content.flatMap((p) => (p.type === 'text' ? [p.text] : []));
+      if (texts.length === content.length) out.content = texts.join('\n');
+    }
   }
   if (m.name !== undefined) out.name = m.name;
   if (m.task !== undefined) out.task = m.task;
