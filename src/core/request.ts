@@ -30,7 +30,8 @@ export interface ChatMessage {
   content: string | ContentPart[] | null;
   name?: string;
   tool_calls?: unknown[];
-  tool_call_id?: string;
+  /** null is kept: vLLM's own message type allows it, and the template sees None. */
+  tool_call_id?: string | null;
   /** An assistant message's reasoning: `reasoning`, else the deprecated `reasoning_content` (see below). */
   reasoning?: string;
   /** A model-specific task marker vLLM passes through (DeepSeek V4). */
@@ -349,7 +350,7 @@ export function parseChatRequest(json: unknown): ParseResult {
     const msg: ChatMessage = { role: role as ChatMessage['role'], content: parsed };
     if (typeof m.name === 'string') msg.name = m.name;
     if (Array.isArray(m.tool_calls)) msg.tool_calls = m.tool_calls;
-    if (typeof m.tool_call_id === 'string') msg.tool_call_id = m.tool_call_id;
+    if (typeof m.tool_call_id === 'string' || m.tool_call_id === null) msg.tool_call_id = m.tool_call_id;
     if (role === 'assistant') {
       // ChatCompletionRequest._normalize_messages_before renames the deprecated `reasoning_content` to
       // `reasoning` unless `reasoning` is set (not null), and `_parse_chat_message_content` reads only

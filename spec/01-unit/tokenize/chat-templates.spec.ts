@@ -488,6 +488,24 @@ describe("hf: messages as vLLM's parse_chat_messages builds them", () => {
     );
   });
 
+  it("a tool message keeps a null tool_call_id (vLLM passes None; OpenAI's type wants a string, vLLM's own allows None)", () => {
+    const path = template(
+      '{% for m in messages %}{{ m.role }}{% if m.tool_call_id is defined %}' +
+        ' id={% if m.tool_call_id is none %}None{% else %}{{ m.tool_call_id }}{% endif %}{% endif %}' +
+        ':{{ m.content }};{% endfor %}',
+    );
+    const t = loadChatTemplate(`hf:${path}`);
+    const r = req({
+      messages: [
+        { role: 'user', content: 'q' },
+        { role: 'tool', tool_call_id: null, content: 'a' },
+        { role: 'tool', tool_call_id: 'c1', content: 'b' },
+        { role: 'tool', content: 'c' },
+      ],
+    });
+    expect(t.render(r)).toBe('user:q;tool id=None:a;tool id=c1:b;tool:c;');
+  });
+
   it("a developer message's tools keep Python's numbers (json.loads reads 1.0 as a float)", () => {
     const path = template('{% for m in messages %}{{ m.role }}:{{ m.tools | tojson }};{% endfor %}');
     const t = loadChatTemplate(`hf:${path}`);
