@@ -71,6 +71,12 @@ export class RedisConnection {
   readonly #where: string;
 
   constructor(url: string, options: RedisConnectionOptions = {}) {
+    // ioredis would read anything else as a host name or a unix socket path and fail later, obscurely.
+    if (!/^rediss?:\/\//.test(url))
+      throw new KinferenceError(
+        'KINF_ERR_CONFIG',
+        `Redis URL must start with redis:// or rediss://, got "${url}"`,
+      );
     this.client = new Redis(url, failFastOptions(options));
     this.#log = options.log ?? null;
     this.#where = redactUrl(url);

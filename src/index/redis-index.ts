@@ -21,7 +21,7 @@ import {
   type IndexLog,
   type RedisConnectionOptions,
 } from './redis-connection.js';
-import { DEFAULT_KEY_PREFIX, appliedKey, isValidKeyPrefix, modelKeyBase, podsKey } from './redis-keys.js';
+import { DEFAULT_KEY_PREFIX, appliedKey, checkKeyPrefix, modelKeyBase, podsKey } from './redis-keys.js';
 import { RedisScript, type ScriptCall } from './script.js';
 import { applyCalls, lookupCall, removePodCall, upsertPodCall } from './script-args.js';
 import { LeaseLostError } from './writer-lease.js';
@@ -143,11 +143,7 @@ export class RedisKvIndex implements KvIndex {
 
   constructor(opts: RedisKvIndexOptions) {
     const o = { ...REDIS_INDEX_DEFAULTS, ...definedOnly(opts) };
-    if (!isValidKeyPrefix(o.keyPrefix))
-      throw new KinferenceError(
-        'KINF_ERR_CONFIG',
-        `invalid Redis key prefix "${o.keyPrefix}" (1-64 of A-Z a-z 0-9 _ . : -)`,
-      );
+    checkKeyPrefix(o.keyPrefix);
     for (const [name, v, min] of [
       ['lookupTimeoutMs', o.lookupTimeoutMs, 1],
       ['commandTimeoutMs', o.commandTimeoutMs, 1],
@@ -158,11 +154,6 @@ export class RedisKvIndex implements KvIndex {
       if (!Number.isInteger(v) || v < min)
         throw new KinferenceError('KINF_ERR_CONFIG', `${name} must be an integer >= ${min}, got ${v}`);
     }
-    if (!/^rediss?:\/\//.test(opts.url))
-      throw new KinferenceError(
-        'KINF_ERR_CONFIG',
-        `Redis URL must start with redis:// or rediss://, got "${opts.url}"`,
-      );
     this.#prefix = o.keyPrefix;
     this.#lookupTimeoutMs = o.lookupTimeoutMs;
     this.#commandTimeoutMs = o.commandTimeoutMs;

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { KinferenceError } from '../core/errors.js';
 
 /**
  * Every Redis key of the index, and nothing else, is spelled here (the Lua scripts get the suffixes below
@@ -32,6 +33,16 @@ const KEY_PREFIX_PATTERN = /^[A-Za-z0-9_.:-]{1,64}$/;
 
 export function isValidKeyPrefix(prefix: string): boolean {
   return KEY_PREFIX_PATTERN.test(prefix);
+}
+
+/** The prefix, or KINF_ERR_CONFIG naming what is allowed (the index and the writer lease share it). */
+export function checkKeyPrefix(prefix: string): string {
+  if (!isValidKeyPrefix(prefix))
+    throw new KinferenceError(
+      'KINF_ERR_CONFIG',
+      `invalid Redis key prefix "${prefix}" (1-64 of A-Z a-z 0-9 _ . : -)`,
+    );
+  return prefix;
 }
 
 /**

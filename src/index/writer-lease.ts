@@ -8,7 +8,7 @@ import {
   withDeadline,
   type RedisConnectionOptions,
 } from './redis-connection.js';
-import { DEFAULT_KEY_PREFIX, isValidKeyPrefix, modelKeyBase, writerLeaseKey } from './redis-keys.js';
+import { DEFAULT_KEY_PREFIX, checkKeyPrefix, modelKeyBase, writerLeaseKey } from './redis-keys.js';
 import { RedisScript } from './script.js';
 
 /** Who holds a writer lease: a collector process (the value of the lease key, parsed). */
@@ -170,18 +170,11 @@ export class RedisWriterLease implements WriterLease {
   readonly #reconnectListeners: (() => void)[] = [];
 
   constructor(opts: RedisWriterLeaseOptions) {
-    const prefix = opts.keyPrefix ?? DEFAULT_KEY_PREFIX;
-    if (!isValidKeyPrefix(prefix))
-      throw new KinferenceError('KINF_ERR_CONFIG', `invalid Redis key prefix "${prefix}"`);
+    const prefix = checkKeyPrefix(opts.keyPrefix ?? DEFAULT_KEY_PREFIX);
     if (!Number.isInteger(opts.ttlMs) || opts.ttlMs < MIN_LEASE_TTL_MS)
       throw new KinferenceError(
         'KINF_ERR_CONFIG',
         `writer lease TTL must be an integer >= ${MIN_LEASE_TTL_MS} ms, got ${opts.ttlMs}`,
-      );
-    if (!/^rediss?:\/\//.test(opts.url))
-      throw new KinferenceError(
-        'KINF_ERR_CONFIG',
-        `Redis URL must start with redis:// or rediss://, got "${opts.url}"`,
       );
     // One fixed order for every collector: two that want overlapping models take the first shared one in
     // the same order, so one of them gets all it wants instead of each holding a part (tryAcquire).
