@@ -3,6 +3,7 @@ import { CollectorSectionSchema } from '../config/collector-section.js';
 import { loadFleetConfig } from '../config/fleet-config.js';
 import { KinferenceError, isKinferenceError } from '../core/errors.js';
 import { RedisWriterLease, createKvIndex, formatLeaseHolder, thisProcessHolder } from '../index/index.js';
+import { redactUrl } from '../index/redis-connection.js';
 import { Collector } from './collector.js';
 import { KubernetesDiscovery, loadKubeConfig } from './discovery/kubernetes.js';
 import { StaticDiscovery } from './discovery/static.js';
@@ -81,7 +82,7 @@ export async function runCollector(configPath: string): Promise<void> {
   });
   log.info('collector listening', {
     address: server.address,
-    redis: fleet.redis_url.replace(/\/\/[^@/]*@/, '//***@'),
+    redis: redactUrl(fleet.redis_url),
   });
   // A standby may wait in start() for a long time: a signal meanwhile stops it like any other.
   const signal = new Promise<string>((resolve) => {
