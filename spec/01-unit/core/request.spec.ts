@@ -234,6 +234,9 @@ describe('text-like content parts', () => {
     if (!r.ok) throw new Error(`${r.reason}: ${r.detail}`);
     return r.request;
   };
+  // gpt-oss (harmony) with its date pinned: two renders compare by content whatever the day.
+  const harmony = createHarmonyTemplate(() => new Date(2025, 7, 5));
+  const renderHarmony = (messages: unknown[]): string => harmony.render(parsed({ model: 'm', messages }));
   const failure = (body: unknown): { reason: string; detail: string } => {
     const r = parseChatRequest(body);
     if (r.ok) throw new Error('parsed');
@@ -311,41 +314,32 @@ describe('text-like content parts', () => {
   });
 
   it("gpt-oss (harmony) reads only a part's `text`: refusal and thinking parts add nothing there", () => {
-    const saved = process.env.VLLM_SYSTEM_START_DATE;
-    process.env.VLLM_SYSTEM_START_DATE = '2025-08-05';
-    try {
-      const h = createHarmonyTemplate();
-      const render = (messages: unknown[]): string => h.render(parsed({ model: 'm', messages }));
-      const think = { type: 'thinking', thinking: 'T' };
-      const refuse = { type: 'refusal', refusal: 'R' };
-      expect(
-        render([
-          { role: 'system', content: [{ type: 'text', text: 'S' }, refuse] },
-          { role: 'user', content: [{ type: 'text', text: 'a' }, think, { type: 'input_text', text: 'b' }] },
-          { role: 'assistant', content: [refuse, { type: 'text', text: 'x' }] },
-          { role: 'user', content: [think] },
-        ]),
-      ).toBe(
-        render([
-          { role: 'system', content: 'S' },
-          { role: 'user', content: 'ab' },
-          { role: 'user', content: '' },
-        ]),
-      );
-      expect(
-        render([
-          { role: 'system', content: [refuse] },
-          { role: 'user', content: 'q' },
-        ]),
-      ).toBe(render([{ role: 'user', content: 'q' }]));
-      // vLLM's harmony parser calls .get on each part: a bare string fails the request.
-      expect(() => render([{ role: 'user', content: [{ type: 'text', text: 'a' }, 'b'] }])).toThrow(
-        TemplateRaisedError,
-      );
-    } finally {
-      if (saved === undefined) delete process.env.VLLM_SYSTEM_START_DATE;
-      else process.env.VLLM_SYSTEM_START_DATE = saved;
-    }
+    const think = { type: 'thinking', thinking: 'T' };
+    const refuse = { type: 'refusal', refusal: 'R' };
+    expect(
+      renderHarmony([
+        { role: 'system', content: [{ type: 'text', text: 'S' }, refuse] },
+        { role: 'user', content: [{ type: 'text', text: 'a' }, think, { type: 'input_text', text: 'b' }] },
+        { role: 'assistant', content: [refuse, { type: 'text', text: 'x' }] },
+        { role: 'user', content: [think] },
+      ]),
+    ).toBe(
+      renderHarmony([
+        { role: 'system', content: 'S' },
+        { role: 'user', content: 'ab' },
+        { role: 'user', content: '' },
+      ]),
+    );
+    expect(
+      renderHarmony([
+        { role: 'system', content: [refuse] },
+        { role: 'user', content: 'q' },
+      ]),
+    ).toBe(renderHarmony([{ role: 'user', content: 'q' }]));
+    // vLLM's harmony parser calls .get on each part: a bare string fails the request.
+    expect(() => renderHarmony([{ role: 'user', content: [{ type: 'text', text: 'a' }, 'b'] }])).toThrow(
+      TemplateRaisedError,
+    );
   });
 
   it.each([
@@ -475,44 +469,33 @@ describe('text-like content parts', () => {
     });
 
     it('gpt-oss (harmony) reads only `text`: a tool_reference adds nothing', () => {
-      const saved = process.env.VLLM_SYSTEM_START_DATE;
-      process.env.VLLM_SYSTEM_START_DATE = '2025-08-05';
-      try {
-        const h = createHarmonyTemplate();
-        const render = (messages: unknown[]): string => h.render(parsed({ model: 'm', messages }));
-        expect(
-          render([
-            { role: 'system', content: [{ type: 'text', text: 'S' }, REF] },
-            { role: 'user', content: [{ type: 'text', text: 'a' }, REF, { type: 'text', text: 'b' }] },
-            {
-              role: 'assistant',
-              content: 'x',
-              tool_calls: [
-                { id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{}' } },
-              ],
-            },
-            { role: 'tool', tool_call_id: 'c1', content: [REF, { type: 'text', text: 'sunny' }] },
-          ]),
-        ).toBe(
-          render([
-            { role: 'system', content: 'S' },
-            { role: 'user', content: 'ab' },
-            {
-              role: 'assistant',
-              content: 'x',
-              tool_calls: [
-                { id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{}' } },
-              ],
-            },
-            { role: 'tool', tool_call_id: 'c1', content: 'sunny' },
-          ]),
-        );
-        // A user message of only a tool_reference is one empty text content, as an empty string.
-        expect(render([{ role: 'user', content: [REF] }])).toBe(render([{ role: 'user', content: '' }]));
-      } finally {
-        if (saved === undefined) delete process.env.VLLM_SYSTEM_START_DATE;
-        else process.env.VLLM_SYSTEM_START_DATE = saved;
-      }
+      expect(
+        renderHarmony([
+          { role: 'system', content: [{ type: 'text', text: 'S' }, REF] },
+          { role: 'user', content: [{ type: 'text', text: 'a' }, REF, { type: 'text', text: 'b' }] },
+          {
+            role: 'assistant',
+            content: 'x',
+            tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{}' } }],
+          },
+          { role: 'tool', tool_call_id: 'c1', content: [REF, { type: 'text', text: 'sunny' }] },
+        ]),
+      ).toBe(
+        renderHarmony([
+          { role: 'system', content: 'S' },
+          { role: 'user', content: 'ab' },
+          {
+            role: 'assistant',
+            content: 'x',
+            tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{}' } }],
+          },
+          { role: 'tool', tool_call_id: 'c1', content: 'sunny' },
+        ]),
+      );
+      // A user message of only a tool_reference is one empty text content, as an empty string.
+      expect(renderHarmony([{ role: 'user', content: [REF] }])).toBe(
+        renderHarmony([{ role: 'user', content: '' }]),
+      );
     });
   });
 
