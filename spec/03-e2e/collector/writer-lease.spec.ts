@@ -89,6 +89,40 @@ class CollectorProc {
 }
 
 /** Index losses the collector counted (kinference_collector_index_lost_total), all reasons. */
+/**
+ * A one-pod fleet file for a collector CLI: the pod's events from `pub`, a free listen port, the writer lease
+ * at `ttlMs`, and fast index retries.
+ */
+async function writeFleet(
+  config: string,
+  o: { redisUrl: string; prefix: string; pub: FakeVllmPublisher; ttlMs: number; address?: string },
+): Promise<{ config: string; listen: string }> {
+  const listen = `127.0.0.1:${await freePort()}`;
+  writeFileSync(
+    config,
+    [
+      `redis_url: ${o.redisUrl}`,
+      `redis_key_prefix: ${o.prefix}`,
+      'models:',
+      `  ${MODEL}: { tokenizer: "tiktoken:o200k_base", chat_template: chatml, block_size: ${BS} }`,
+      'pods:',
+      `  - id: ${POD}`,
+      `    model: ${MODEL}`,
+      `    address: ${o.address ?? '127.0.0.1:18097'}`,
+      `    kv_events: ${o.pub.endpoint}`,
+      `    kv_events_replay: ${o.pub.replayEndpoint}`,
+      '    kv_events_topic: kv',
+      'collector:',
+      `  listen: ${listen}`,
+      `  writer_lease_ms: ${o.ttlMs}`,
+      '  index_retry_min_ms: 20',
+      '  index_retry_max_ms: 200',
+      '',
+    ].join('\n'),
+  );
+  return { config, listen };
+}
+
 /** Probes until the collector has ingested a batch of the pod (ZMQ slow joiner), never a sleep. */
 async function waitIngesting(c: CollectorProc, pub: FakeVllmPublisher): Promise<void> {
   await waitFor(
@@ -142,33 +176,8 @@ describe('writer lease: two `kinference collector` processes on one fleet (real 
   const hashes = (n: number): bigint[] => Array.from({ length: n }, () => h.next++);
   let early: { tokens: number[]; hashes: bigint[] };
 
-  async function fleetFile(name: string): Promise<{ config: string; listen: string }> {
-    const listen = `127.0.0.1:${await freePort()}`;
-    const config = join(dir, `${name}.yaml`);
-    writeFileSync(
-      config,
-      [
-        `redis_url: ${redis.url}`,
-        `redis_key_prefix: ${PREFIX}`,
-        'models:',
-        `  ${MODEL}: { tokenizer: "tiktoken:o200k_base", chat_template: chatml, block_size: ${BS} }`,
-        'pods:',
-        `  - id: ${POD}`,
-        `    model: ${MODEL}`,
-        '    address: 127.0.0.1:18097',
-        `    kv_events: ${pub.endpoint}`,
-        `    kv_events_replay: ${pub.replayEndpoint}`,
-        '    kv_events_topic: kv',
-        'collector:',
-        `  listen: ${listen}`,
-        `  writer_lease_ms: ${TTL_MS}`,
-        '  index_retry_min_ms: 20',
-        '  index_retry_max_ms: 200',
-        '',
-      ].join('\n'),
-    );
-    return { config, listen };
-  }
+  const fleetFile = (name: string): Promise<{ config: string; listen: string }> =>
+    writeFleet(join(dir, `${name}.yaml`), { redisUrl: redis.url, prefix: PREFIX, pub, ttlMs: TTL_MS });
 
   beforeAll(async () => {
     redis = await startRedis();
@@ -426,30 +435,13 @@ describe('writer fence: a collector frozen past its lease (SIGSTOP) cannot write
 
   /** A collector of the fleet; each names the pod with its own address, so the index shows who wrote. */
   async function startCollectorProc(address: string, ttlMs = FENCE_TTL_MS): Promise<CollectorProc> {
-    const listen = `127.0.0.1:${await freePort()}`;
-    const config = join(dir, `${address.replace(/\W/g, '_')}.yaml`);
-    writeFileSync(
-      config,
-      [
-        `redis_url: ${redis.url}`,
-        `redis_key_prefix: ${FENCE_PREFIX}`,
-        'models:',
-        `  ${MODEL}: { tokenizer: "tiktoken:o200k_base", chat_template: chatml, block_size: ${BS} }`,
-        'pods:',
-        `  - id: ${POD}`,
-        `    model: ${MODEL}`,
-        `    address: ${address}`,
-        `    kv_events: ${pub.endpoint}`,
-        `    kv_events_replay: ${pub.replayEndpoint}`,
-        '    kv_events_topic: kv',
-        'collector:',
-        `  listen: ${listen}`,
-        `  writer_lease_ms: ${ttlMs}`,
-        '  index_retry_min_ms: 20',
-        '  index_retry_max_ms: 200',
-        '',
-      ].join('\n'),
-    );
+    const { config, listen } = await writeFleet(join(dir, `${address.replace(/\W/g, '_')}.yaml`), {
+      redisUrl: redis.url,
+      prefix: FENCE_PREFIX,
+      pub,
+      ttlMs,
+      address,
+    });
     const c = new CollectorProc(config, listen);
     procs.push(c);
     return c;
