@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { isKinferenceError } from '../../../src/core/errors.js';
 import { parseChatBody, parseChatRequest, type ChatRequest } from '../../../src/core/request.js';
+import type { ChatTemplate } from '../../../src/tokenize/types.js';
 import {
   createHarmonyTemplate,
   createHfTemplate,
@@ -265,20 +266,20 @@ describe('built-in templates', () => {
  * code, not produced by the renderer.
  */
 describe("hf: messages as vLLM's parse_chat_messages builds them", () => {
-  const template = (source: string): string => {
+  /** An `hf:` template of this Jinja source, from its own tokenizer_config.json. */
+  const template = (source: string): ChatTemplate => {
     const path = join(mkdtempSync('/tmp/kinf-conv-'), 'tokenizer_config.json');
     writeFileSync(path, JSON.stringify({ chat_template: source }));
-    return path;
+    return loadChatTemplate(`hf:${path}`);
   };
   const qwen = loadChatTemplate(`hf:${QWEN3_CONFIG}`);
 
   it('"openai" format: a tool message of text parts becomes one string, parts joined with "\\n"', () => {
     // Loops over content, so "openai" format; prints a string content quoted.
-    const path = template(
+    const t = template(
       '{% for m in messages %}{{ m.role }}:{% if m.content is string %}"{{ m.content }}"' +
         '{% else %}{% for p in m.content %}[{{ p.text }}]{% endfor %}{% endif %};{% endfor %}',
     );
-    const t = createHfTemplate(`hf:${path}`, path);
     const r = req({
       messages: [
         { role: 'user', content: [{ type: 'text', text: 'q' }] },
@@ -301,12 +302,11 @@ describe("hf: messages as vLLM's parse_chat_messages builds them", () => {
   });
 
   it('"openai" format: a tool message with a tool_reference keeps its parts as a list', () => {
-    const path = template(
+    const t = template(
       '{% for m in messages %}{{ m.role }}:{% if m.content is string %}"{{ m.content }}"' +
         '{% else %}{% for p in m.content %}[{{ p.type }}|{{ p.text if p.type == "text" else p.name }}]' +
         '{% endfor %}{% endif %};{% endfor %}',
     );
-    const t = createHfTemplate(`hf:${path}`, path);
     const r = req({
       messages: [
         { role: 'user', content: 'q' },
@@ -372,12 +372,11 @@ describe("hf: messages as vLLM's parse_chat_messages builds them", () => {
 
   it('an assistant message with empty tool_calls takes the plain path (vLLM drops the empty list)', () => {
     // As Llama 3.1's template: a message with `tool_calls` must hold exactly one call.
-    const path = template(
+    const t = template(
       "{% for m in messages %}{% if 'tool_calls' in m %}{% if m.tool_calls | length != 1 %}" +
         "{{ raise_exception('single tool call only') }}{% endif %}" +
         '{{ m.role }}>{{ m.tool_calls[0].function.name }};{% else %}{{ m.role }}:{{ m.content }};{% endif %}{% endfor %}',
     );
-    const t = createHfTemplate(`hf:${path}`, path);
     const r = req({
       messages: [
         { role: 'user', content: 'q' },
@@ -438,11 +437,10 @@ describe("hf: messages as vLLM's parse_chat_messages builds them", () => {
     expect(turn({ reasoning: null, reasoning_content: 'RC' })).toBe(think('RC'));
     expect(turn({})).toBe(think(''));
 
-    const path = template(
+    const t = template(
       '{% for m in messages %}{{ m.role }}{% if m.reasoning is defined %}({{ m.reasoning }}|{{ m.reasoning_content }})' +
         '{% endif %}:{{ m.content }};{% endfor %}',
     );
-    const t = createHfTemplate(`hf:${path}`, path);
     const r = req({
       messages: [
         { role: 'user', content: 'q', reasoning: 'R', reasoning_content: 'RC' },
@@ -453,13 +451,12 @@ describe("hf: messages as vLLM's parse_chat_messages builds them", () => {
   });
 
   it('name and task (strings only), and a developer message always has `tools` (None when absent)', () => {
-    const path = template(
+    const t = template(
       '{% for m in messages %}{{ m.role }}{% if m.name is defined %} name={{ m.name }}{% endif %}' +
         '{% if m.task is defined %} task={{ m.task }}{% endif %}' +
         '{% if m.tools is defined %} tools={% if m.tools is none %}None{% else %}{{ m.tools | tojson }}{% endif %}{% endif %}' +
         ':{{ m.content }};{% endfor %}',
     );
-    const t = loadChatTemplate(`hf:${path}`);
     const tool = {
       type: 'function',
       function: { parameters: { type: 'object' }, name: 'f', strict: true },
@@ -489,12 +486,11 @@ describe("hf: messages as vLLM's parse_chat_messages builds them", () => {
   });
 
   it("a tool message keeps a null tool_call_id (vLLM passes None; OpenAI's type wants a string, vLLM's own allows None)", () => {
-    const path = template(
+    const t = template(
       '{% for m in messages %}{{ m.role }}{% if m.tool_call_id is defined %}' +
         ' id={% if m.tool_call_id is none %}None{% else %}{{ m.tool_call_id }}{% endif %}{% endif %}' +
         ':{{ m.content }};{% endfor %}',
     );
-    const t = loadChatTemplate(`hf:${path}`);
     const r = req({
       messages: [
         { role: 'user', content: 'q' },
@@ -507,8 +503,7 @@ describe("hf: messages as vLLM's parse_chat_messages builds them", () => {
   });
 
   it("a developer message's tools keep Python's numbers (json.loads reads 1.0 as a float)", () => {
-    const path = template('{% for m in messages %}{{ m.role }}:{{ m.tools | tojson }};{% endfor %}');
-    const t = loadChatTemplate(`hf:${path}`);
+    const t = template('{% for m in messages %}{{ m.role }}:{{ m.tools | tojson }};{% endfor %}');
     const body = JSON.stringify({
       model: 'm',
       messages: [
