@@ -1,6 +1,6 @@
 import { BlockPool, type KvBlock } from './block-pool.js';
 import type { EngineRequest } from './request.js';
-import type { EngineBlockHash } from './types.js';
+import type { BlockStoredEvent, EngineBlockHash, ExtraKeys, KvCacheEvent } from './types.js';
 
 export interface ComputedBlocks {
   blocks: KvBlock[];
@@ -8,6 +8,18 @@ export interface ComputedBlocks {
 }
 
 const NO_HIT: ComputedBlocks = { blocks: [], numTokens: 0 };
+
+/**
+ * BlockStored events that re-announce a prefix hit (kv_cache_report_mode "full") rather than store blocks.
+ * On the wire they are ordinary BlockStored events and nothing in them tells them apart, so the emulator's own
+ * checks, which compare the event stream with the pool, ask here instead of reading an extra field.
+ */
+const reannouncements = new WeakSet<KvCacheEvent>();
+
+/** True for a "full" report mode re-announcement (a BlockStored with no matching change in the pool). */
+export function isCachedBlockReannouncement(e: KvCacheEvent): boolean {
+  return reannouncements.has(e);
+}
 
 /**
  * vLLM V1 KVCacheManager + single full-attention group manager (kv_cache_manager.py,
@@ -27,7 +39,11 @@ export class KvCacheManager {
     this.pool = new BlockPool(numGpuBlocks);
   }
 
-  /** Longest run of cached blocks from block 0, capped so the last prompt token is always recomputed. */
+  /**
+   * Longest run of cached blocks from block 0, capped so the last prompt token is always recomputed. With
+   * kv_cache_report_mode "full", a hit is re-announced (vLLM BlockPool.emit_cached_block_events) every time the
+   * scheduler looks the request up, including retries after a failed allocation and after a preemption.
+   */
   getComputedBlocks(req: EngineRequest): ComputedBlocks {
     if (req.skipPrefixCache) return NO_HIT;
     const maxHitBlocks = Math.floor((req.numTokens - 1) / this.blockSize);
@@ -38,7 +54,19 @@ export class KvCacheManager {
       if (b === null) break;
       blocks.push(b);
     }
-    return blocks.length === 0 ? NO_HIT : { blocks, numTokens: blocks.length * this.blockSize };
+    if (blocks.length === 0) return NO_HIT;
+    if (req.kvCacheReportMode === 'full') this.#emitCachedBlockEvents(req, blocks.length);
+    return { blocks, numTokens: blocks.length * this.blockSize };
+  }
+
+  /**
+   * One BlockStored for hit blocks [0, n), shaped as an ordinary store (so parent null). It only reports: no
+   * refcount, LRU position or hash-map change, so subscribers that learn from it see no matching removal.
+   */
+  #emitCachedBlockEvents(req: EngineRequest, numCachedBlocks: number): void {
+    const e = this.#storedEvent(req, 0, numCachedBlocks);
+    reannouncements.add(e);
+    this.pool.pushEvent(e);
   }
 
   blocksOf(requestId: string): readonly KvBlock[] {
@@ -98,25 +126,27 @@ export class KvCacheManager {
     const numFull = Math.floor(numTokensToCache / this.blockSize);
     if (numCached >= numFull) return;
     const hashes = req.blockHashes as readonly EngineBlockHash[];
-    const newHashes: EngineBlockHash[] = [];
-    const extraKeys = [];
-    for (let i = numCached; i < numFull; i++) {
-      const h = hashes[i] as EngineBlockHash;
-      this.pool.cacheBlock(blocks[i] as KvBlock, h);
-      newHashes.push(h);
-      extraKeys.push(req.hasher.extraKeys(i));
-    }
-    this.pool.pushEvent({
+    for (let i = numCached; i < numFull; i++)
+      this.pool.cacheBlock(blocks[i] as KvBlock, hashes[i] as EngineBlockHash);
+    this.pool.pushEvent(this.#storedEvent(req, numCached, numFull));
+    this.#numCachedBlocks.set(req.id, numFull);
+  }
+
+  /** The BlockStored vLLM builds for a request's full blocks [start, end): hashes, tokens, extra keys. */
+  #storedEvent(req: EngineRequest, start: number, end: number): BlockStoredEvent {
+    const hashes = req.blockHashes as readonly EngineBlockHash[];
+    const extraKeys: (ExtraKeys | null)[] = [];
+    for (let i = start; i < end; i++) extraKeys.push(req.hasher.extraKeys(i));
+    return {
       type: 'BlockStored',
-      blockHashes: newHashes,
-      parentBlockHash: numCached === 0 ? null : (hashes[numCached - 1] as EngineBlockHash),
-      tokenIds: req.allTokenIds.slice(numCached * this.blockSize, numFull * this.blockSize),
+      blockHashes: hashes.slice(start, end),
+      parentBlockHash: start === 0 ? null : (hashes[start - 1] as EngineBlockHash),
+      tokenIds: req.allTokenIds.slice(start * this.blockSize, end * this.blockSize),
       blockSize: this.blockSize,
       loraId: req.loraId,
       loraName: req.loraName,
       extraKeys,
-    });
-    this.#numCachedBlocks.set(req.id, numFull);
+    };
   }
 
   /** Frees a request's blocks, tail first, so prefix heads stay cached longest. */

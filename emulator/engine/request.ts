@@ -17,6 +17,8 @@ export class EngineRequest {
   readonly loraId: number | null;
   readonly cacheSalt: string | null;
   readonly skipPrefixCache: boolean;
+  /** vllm/v1/request.py: `extra_args.get("kv_cache_report_mode", "incremental")`, unvalidated. */
+  readonly kvCacheReportMode: string;
   readonly hasher: RequestBlockHasher;
 
   status: RequestStatus = 'waiting';
@@ -46,6 +48,7 @@ export class EngineRequest {
     this.loraId = input.loraId ?? null;
     this.cacheSalt = input.cacheSalt ?? null;
     this.skipPrefixCache = input.skipPrefixCache ?? false;
+    this.kvCacheReportMode = input.kvCacheReportMode ?? 'incremental';
     this.hasher = new RequestBlockHasher(noneHash, blockSize, this.loraName, this.cacheSalt);
     this.hasher.update(this.allTokenIds);
   }

@@ -53,6 +53,11 @@ export interface EngineRequestInput {
   cacheSalt?: string | null;
   /** Requests with prompt_logprobs skip reading the prefix cache. */
   skipPrefixCache?: boolean;
+  /**
+   * vLLM's `vllm_xargs.kv_cache_report_mode` (default "incremental"). "full" re-announces each prefix hit as a
+   * BlockStored when the scheduler looks the request up; any other value changes nothing, as in vLLM.
+   */
+  kvCacheReportMode?: string;
 }
 
 export type AddRequestResult =
@@ -98,7 +103,10 @@ export interface AdmittedRequest {
   requestId: string;
   /** Prefix-cache hit at admission, in tokens (full blocks, at most prompt length − 1). */
   cachedTokens: number;
-  /** Number of this outcome's kvEvents emitted before the admission (orders hits against stores). */
+  /**
+   * Number of this outcome's kvEvents emitted before the admission (orders hits against stores). With
+   * kv_cache_report_mode "full" and a hit, the event at this index is the hit's re-announcement.
+   */
   eventIndex: number;
   /** Tokens queried (request.num_tokens) for vllm:prefix_cache_queries. */
   queriedTokens: number;

@@ -17,6 +17,11 @@ export interface SamplingParams {
   /** prompt_logprobs requests skip reading the prefix cache. */
   skipPrefixCache: boolean;
   cacheSalt: string | null;
+  /**
+   * vLLM's per-request `vllm_xargs.kv_cache_report_mode` (default "incremental"). Only "full" changes anything:
+   * prefix hits are re-announced as BlockStored (vllm/v1/core/kv_cache_manager.py).
+   */
+  kvCacheReportMode: string;
 }
 
 export type Parsed<T> = { ok: true; value: T } | { ok: false; message: string; param: string | null };
@@ -34,6 +39,37 @@ function optInt(body: Json, key: string, min: number): Parsed<number | null> {
 }
 
 export const COMPLETIONS_DEFAULT_MAX_TOKENS = 16;
+
+const DEFAULT_KV_CACHE_REPORT_MODE = 'incremental';
+
+/**
+ * A `vllm_xargs` value pydantic accepts for `str | int | float`: booleans too, since lax mode coerces them to
+ * 0/1 (lists take the same scalars, not nested lists or objects).
+ */
+function isXargScalar(v: unknown): boolean {
+  return typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean';
+}
+
+/**
+ * `vllm_xargs: dict[str, str | int | float | list[str | int | float]] | None` as pydantic validates it (a 400
+ * otherwise), read into the report mode vllm/v1/request.py takes from `extra_args`.
+ */
+function parseKvCacheReportMode(body: Json): Parsed<string> {
+  const x = body.vllm_xargs;
+  if (x === undefined || x === null) return { ok: true, value: DEFAULT_KV_CACHE_REPORT_MODE };
+  if (!isRecord(x)) return bad('vllm_xargs: Input should be a valid dictionary', 'vllm_xargs');
+  for (const [k, v] of Object.entries(x))
+    if (!isXargScalar(v) && !(Array.isArray(v) && v.every(isXargScalar)))
+      return bad(
+        `vllm_xargs.${k}: Input should be a valid string, number, or list of strings and numbers`,
+        'vllm_xargs',
+      );
+  if (!Object.hasOwn(x, 'kv_cache_report_mode')) return { ok: true, value: DEFAULT_KV_CACHE_REPORT_MODE };
+  const mode = x.kv_cache_report_mode;
+  // vLLM does not validate the mode and compares it to "full" only. A non-string (a number, a list) can never
+  // equal it, so keep its JSON text: String(["full"]) would read as "full".
+  return { ok: true, value: typeof mode === 'string' ? mode : JSON.stringify(mode) };
+}
 
 /** Reads the sampling fields the emulator honours; others (temperature, top_p, seed, stop…) are accepted and ignored. */
 export function parseSamplingParams(body: Json, chat: boolean): Parsed<SamplingParams> {
@@ -74,6 +110,8 @@ export function parseSamplingParams(body: Json, chat: boolean): Parsed<SamplingP
   )
     return bad('cache_salt must be a non-empty string of at most 1024 characters', 'cache_salt');
   const pl = body.prompt_logprobs;
+  const kvCacheReportMode = parseKvCacheReportMode(body);
+  if (!kvCacheReportMode.ok) return kvCacheReportMode;
   return {
     ok: true,
     value: {
@@ -85,6 +123,7 @@ export function parseSamplingParams(body: Json, chat: boolean): Parsed<SamplingP
       continuousUsage,
       skipPrefixCache: pl !== undefined && pl !== null,
       cacheSalt: typeof salt === 'string' ? salt : null,
+      kvCacheReportMode: kvCacheReportMode.value,
     },
   };
 }

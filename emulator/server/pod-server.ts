@@ -533,6 +533,7 @@ export class EmulatedPod {
         loraId: g.model.loraId,
         cacheSalt: g.sp.cacheSalt,
         skipPrefixCache: g.sp.skipPrefixCache,
+        kvCacheReportMode: g.sp.kvCacheReportMode,
       },
       listener,
     );

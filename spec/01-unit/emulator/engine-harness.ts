@@ -1,7 +1,12 @@
 import { blockHashToU64, RequestBlockHasher } from '../../../emulator/engine/block-hash.js';
 import { Engine, type EngineOptions } from '../../../emulator/engine/engine.js';
 import type { StepCostModel } from '../../../emulator/engine/step-time.js';
-import type { EngineOutcome, EngineRequestInput, KvCacheEvent } from '../../../emulator/engine/types.js';
+import type {
+  EngineBlockHash,
+  EngineOutcome,
+  EngineRequestInput,
+  KvCacheEvent,
+} from '../../../emulator/engine/types.js';
 
 /** A fast, simple cost model for scheduler tests (times are irrelevant there, only ordering). */
 export const TOY_COST: StepCostModel = {
@@ -43,6 +48,22 @@ export function prompt(n: number, seed: number): number[] {
   return Array.from({ length: n }, (_, i) => 1 + ((i * 31 + seed * 977) % 5000));
 }
 
+/** Block hashes of a request's tokens (its prompt unless given: after a preemption, prompt + output). */
+export function blockHashesOf(
+  engine: Engine,
+  req: EngineRequestInput,
+  tokenIds: readonly number[] = req.promptTokenIds,
+): EngineBlockHash[] {
+  const hasher = new RequestBlockHasher(
+    engine.noneHash,
+    engine.blockSize,
+    req.loraName ?? null,
+    req.cacheSalt ?? null,
+  );
+  hasher.update(tokenIds);
+  return hasher.hashes;
+}
+
 /**
  * Clean-room reference for what a subscriber learns from the event stream: a multiset of wire hashes
  * (uint64 as decimal strings), written from vLLM's event semantics only.
@@ -70,17 +91,15 @@ export class EventReplica {
   /** Longest run of the prompt's blocks present, from block 0, in tokens (vLLM's hit rule). */
   longestPrefixTokens(engine: Engine, req: EngineRequestInput): number {
     if (req.skipPrefixCache) return 0;
-    const hasher = new RequestBlockHasher(
-      engine.noneHash,
-      engine.blockSize,
-      req.loraName ?? null,
-      req.cacheSalt ?? null,
-    );
-    hasher.update(req.promptTokenIds);
+    const hashes = blockHashesOf(engine, req);
     const maxBlocks = Math.floor((req.promptTokenIds.length - 1) / engine.blockSize);
     let k = 0;
-    while (k < maxBlocks && this.counts.has(blockHashToU64(hasher.hashes[k]!).toString())) k++;
+    while (k < maxBlocks && this.holds(hashes[k]!)) k++;
     return k * engine.blockSize;
+  }
+
+  holds(h: EngineBlockHash): boolean {
+    return this.counts.has(blockHashToU64(h).toString());
   }
 }
 

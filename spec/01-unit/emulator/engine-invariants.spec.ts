@@ -1,8 +1,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Engine } from '../../../emulator/engine/engine.js';
-import type { EngineOutcome, EngineRequestInput } from '../../../emulator/engine/types.js';
-import { drain, engineCachedAsWire, EventReplica, toyEngine } from './engine-harness.js';
+import { isCachedBlockReannouncement } from '../../../emulator/engine/kv-cache-manager.js';
+import type { EngineOutcome, EngineRequestInput, KvCacheEvent } from '../../../emulator/engine/types.js';
+import { blockHashesOf, drain, engineCachedAsWire, EventReplica, toyEngine } from './engine-harness.js';
 
 type Op =
   | {
@@ -15,6 +16,7 @@ type Op =
       salt: boolean;
       lora: boolean;
       skip: boolean;
+      full: boolean;
     }
   | { kind: 'abort'; dt: number; which: number }
   | { kind: 'reset'; dt: number }
@@ -48,6 +50,8 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
       salt: fc.constantFrom(false, false, false, false, true),
       lora: fc.constantFrom(false, false, false, false, true),
       skip: fc.constantFrom(false, false, false, false, false, true),
+      // vllm_xargs.kv_cache_report_mode "full": hits are re-announced as BlockStored.
+      full: fc.constantFrom(false, false, true),
     }),
   },
   {
@@ -108,6 +112,41 @@ function run(
   let n = 0;
   let lastEnd = 0;
 
+  /** Tokens each request holds so far (prompt, then sampled outputs): what a re-announcement may cover. */
+  const sequences = new Map<string, number[]>();
+
+  /**
+   * A "full" report mode re-announcement re-states a hit: the pool did not change, so the replica must not count
+   * it (it would hold a reference no BlockRemoved ever drops). It must still be true: parent null, the first n
+   * blocks (hashes and tokens) of a "full" request, each one cached per the stream so far.
+   */
+  const reannounced = (e: KvCacheEvent): boolean => {
+    if (!isCachedBlockReannouncement(e)) return false;
+    if (e.type !== 'BlockStored') {
+      problems.push(`re-announcement of type ${e.type}`);
+      return true;
+    }
+    const k = e.blockHashes.length;
+    const bs = engine.blockSize;
+    // Any full-mode request, not only live ones: an abort between a step's start and end is consumed before
+    // that step's outcome, whose events were emitted while the request still waited.
+    const source = [...sequences].find(([id, seq]) => {
+      const input = inputs.get(id) as EngineRequestInput;
+      return (
+        input.kvCacheReportMode === 'full' &&
+        k > 0 &&
+        k * bs < seq.length &&
+        JSON.stringify(blockHashesOf(engine, input, seq).slice(0, k)) === JSON.stringify(e.blockHashes) &&
+        JSON.stringify(seq.slice(0, k * bs)) === JSON.stringify(e.tokenIds)
+      );
+    });
+    if (e.parentBlockHash !== null || source === undefined)
+      problems.push(`re-announcement of ${k} blocks is no full-mode request's prefix`);
+    if (!e.blockHashes.every((h) => replica.holds(h)))
+      problems.push(`re-announcement of ${k} blocks names blocks the stream does not show cached`);
+    return true;
+  };
+
   const consume = (os: EngineOutcome[]): void => {
     for (const o of os) {
       outcomes.push(o);
@@ -121,10 +160,24 @@ function run(
             const want = replica.longestPrefixTokens(engine, inputs.get(a.requestId) as EngineRequestInput);
             if (a.cachedTokens !== want)
               problems.push(`${a.requestId}: hit ${a.cachedTokens} tokens, stream says ${want}`);
+            // A "full" admission with a hit: its own lookup's re-announcement of exactly that hit comes first.
+            // (Without the mode the event here may be a later request's, so there is nothing to check.)
+            if (inputs.get(a.requestId)?.kvCacheReportMode === 'full' && a.cachedTokens > 0) {
+              const re = o.kvEvents[i];
+              if (
+                re === undefined ||
+                !isCachedBlockReannouncement(re) ||
+                re.type !== 'BlockStored' ||
+                re.blockHashes.length * engine.blockSize !== a.cachedTokens
+              )
+                problems.push(`${a.requestId}: hit ${a.cachedTokens} tokens, then ${JSON.stringify(re)}`);
+            }
           }
-          if (i < o.kvEvents.length) replica.apply(o.kvEvents[i]!);
+          const e = o.kvEvents[i];
+          if (e !== undefined && !reannounced(e)) replica.apply(e);
         }
-      } else for (const e of o.kvEvents) replica.apply(e);
+        for (const t of o.tokens) sequences.get(t.requestId)?.push(...t.tokenIds);
+      } else for (const e of o.kvEvents) if (!reannounced(e)) replica.apply(e);
       for (const f of o.finished) {
         const i = live.indexOf(f.requestId);
         if (i >= 0) live.splice(i, 1);
@@ -152,10 +205,12 @@ function run(
         loraName: op.lora ? 'lora-a' : null,
         loraId: op.lora ? 1 : null,
         skipPrefixCache: op.skip,
+        kvCacheReportMode: op.full ? 'full' : 'incremental',
       };
       const r = engine.addRequest(input, now);
       if (r.ok) {
         inputs.set(id, input);
+        sequences.set(id, [...promptTokenIds]);
         live.push(id);
       }
     } else if (op.kind === 'abort') {
@@ -209,6 +264,7 @@ describe('engine invariants (property)', () => {
         salt: false,
         lora: false,
         skip: false,
+        full: false,
       },
     ];
     const tokens = (seed: number): number[] =>
