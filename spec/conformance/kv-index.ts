@@ -284,6 +284,7 @@ export function describeKvIndexConformance(name: string, create: () => Promise<K
         lastEventAtMs: 1_767_225_600_123,
         lastScrapeAtMs: 1_767_225_600_456,
         resyncing: true,
+        partialSinceMs: 1_767_225_599_000,
       };
       const { podId: _p, model: _m, ...patch } = full;
       await ix.upsertPodState(A, patch);

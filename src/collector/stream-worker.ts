@@ -136,6 +136,8 @@ export class StreamWorker {
   #streamRestartAtMs: number | null = null;
   /** When lastEventAtMs was last written (ms). */
   #freshAtMs = 0;
+  /** Cleared, and no batch ingested since: the first one tells whether the rebuild starts at the engine's first. */
+  #partialUntilFirst = false;
   #timer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -622,11 +624,21 @@ export class StreamWorker {
     this.#clearPod(reason);
   }
 
+  /**
+   * Drops the pod's blocks. Until a rebuild is seen to start at the engine's first batch (seq 0), the index
+   * may lack blocks the pod still holds, which vLLM announces again only when they are stored again or a
+   * request reuses them with full KV reports: partialSinceMs says so to the router.
+   */
   #clearPod(reason: ClearReason): void {
     this.stats.podClears[reason]++;
     this.mapper.forgetCounts();
-    this.#enqueue([{ op: 'clear' }], this.#lastSeq ?? -1, Date.now());
+    const now = Date.now();
+    this.#enqueue([{ op: 'clear' }], this.#lastSeq ?? -1, now);
     this.#lastSeq = null;
+    // Without an event stream the index holds nothing of the pod's to complete.
+    if (!this.spec.kvEvents) return;
+    this.#partialUntilFirst = true;
+    this.writer.write({ partialSinceMs: now });
   }
 
   #setResyncing(v: boolean): void {
@@ -638,6 +650,10 @@ export class StreamWorker {
   // ---- ingest ------------------------------------------------------------------------------------
 
   #ingest(msg: SequencedPayload): void {
+    if (this.#partialUntilFirst) {
+      this.#partialUntilFirst = false;
+      if (msg.seq === 0) this.writer.write({ partialSinceMs: 0 });
+    }
     this.#lastSeq = msg.seq;
     this.#window.record(msg.seq, payloadDigest(msg.payload));
     this.stats.batches++;

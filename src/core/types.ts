@@ -69,6 +69,13 @@ export interface PodState {
   lastScrapeAtMs: number;
   /** True while the collector knows its view of this pod's blocks is incomplete (gap not yet repaired). */
   resyncing: boolean;
+  /**
+   * When the collector last cleared this pod's blocks without (yet) replaying the pod's events from its
+   * engine's first batch (epoch ms): blocks the pod stored before then may be missing from the index until a
+   * request reuses them with vLLM's full KV reports (plugin `kv_reuse_reports_ms`). 0: the index has every
+   * event of the pod's engine process, or the collector never said.
+   */
+  partialSinceMs: number;
 }
 
 /** Cumulative prefix lengths in blocks: prefixBlocks.CPU counts blocks held in GPU or CPU, and so on. */

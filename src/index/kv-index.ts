@@ -98,5 +98,6 @@ export function defaultPodState(pod: PodRef): PodState {
     lastEventAtMs: 0,
     lastScrapeAtMs: 0,
     resyncing: false,
+    partialSinceMs: 0,
   };
 }

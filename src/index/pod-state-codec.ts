@@ -34,6 +34,7 @@ const FIELDS: Record<keyof PodStatePatch, Codec> = {
   lastEventAtMs: { field: 'last_event_at_ms', ...num },
   lastScrapeAtMs: { field: 'last_scrape_at_ms', ...num },
   resyncing: { field: 'resyncing', ...bool },
+  partialSinceMs: { field: 'partial_since_ms', ...num },
 };
 
 const BY_FIELD = new Map(Object.entries(FIELDS).map(([prop, c]) => [c.field, { prop, c }]));

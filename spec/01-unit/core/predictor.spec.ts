@@ -30,6 +30,7 @@ function pod(over: Partial<PodState> = {}, gpu = 0, cpu = gpu): PodLookup {
       lastEventAtMs: 1_000,
       lastScrapeAtMs: 1_000,
       resyncing: false,
+      partialSinceMs: 0,
       ...over,
     },
     prefixBlocks: { GPU: gpu, CPU: cpu, STORAGE: cpu },

@@ -43,6 +43,7 @@ const state: fc.Arbitrary<PodState> = fc.record({
   lastEventAtMs: fc.nat({ max: Number.MAX_SAFE_INTEGER }),
   lastScrapeAtMs: fc.nat({ max: Number.MAX_SAFE_INTEGER }),
   resyncing: fc.boolean(),
+  partialSinceMs: fc.nat({ max: Number.MAX_SAFE_INTEGER }),
 });
 
 describe('pod state codec', () => {

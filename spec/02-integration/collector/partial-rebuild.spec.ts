@@ -1,0 +1,111 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Collector } from '../../../src/collector/collector.js';
+import type { PodConfig } from '../../../src/config/fleet-config.js';
+import type { PodState } from '../../../src/core/types.js';
+import { createKvIndex } from '../../../src/index/index.js';
+import type { KvIndex } from '../../../src/index/kv-index.js';
+import { waitFor } from '../../helpers/ports.js';
+import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
+import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
+import {
+  BS,
+  MODEL,
+  cachedBlocks,
+  freshTokens,
+  startCollector,
+  waitCached,
+} from '../../helpers/collector/collector-harness.js';
+import type { EventSpec } from '../../helpers/collector/vllm-frames.js';
+
+/**
+ * PodState.partialSinceMs: the collector says when a pod's rebuilt index may lack blocks the pod still holds
+ * (its replay did not reach the engine's first batch), which is when the plugin asks vLLM to re-announce the
+ * blocks requests reuse; and such a re-announcement (BlockStored from block 0, no parent) indexes them again.
+ */
+
+let nextHash = 7n << 40n;
+const hashes = (n: number): bigint[] => Array.from({ length: n }, () => nextHash++);
+const stored = (h: bigint[], parent: bigint | null, tokens: number[]): EventSpec =>
+  ({ type: 'BlockStored', hashes: h, parent, tokens, blockSize: BS }) as EventSpec;
+
+describe('partial rebuilds (real Redis and ZMQ)', () => {
+  let redis: TestRedis;
+  let index: KvIndex;
+  let collector: Collector | null = null;
+  let pub: FakeVllmPublisher | null = null;
+
+  const pod = (id: string, p: FakeVllmPublisher, replay = true): PodConfig => ({
+    id,
+    model: MODEL,
+    address: '127.0.0.1:18090',
+    kv_events: p.endpoint,
+    ...(replay ? { kv_events_replay: p.replayEndpoint } : {}),
+  });
+  const state = async (id: string): Promise<PodState | undefined> =>
+    (await index.listPods(MODEL)).find((s) => s.podId === id);
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kpart' });
+  });
+  afterEach(async () => {
+    await collector?.stop();
+    await pub?.close();
+    collector = null;
+    pub = null;
+  });
+  afterAll(async () => {
+    await index?.close();
+    await redis?.stop();
+  });
+
+  it("a replay from the engine's first batch rebuilds the whole index: not partial", async () => {
+    pub = await new FakeVllmPublisher({ format: 'map' }).bind();
+    const t = freshTokens(3);
+    const h = hashes(3);
+    for (let i = 0; i < 3; i++)
+      await pub.publish([stored([h[i]!], i === 0 ? null : h[i - 1]!, t.slice(i * BS, (i + 1) * BS))]);
+    collector = startCollector(index, [pod('pod-full', pub)]);
+    await collector.start();
+    await waitCached(index, 'pod-full', t, 3);
+    await waitFor('complete', async () => (await state('pod-full'))?.partialSinceMs === 0);
+  });
+
+  it('a replay buffer that lost the first batches leaves the pod partial, and a re-announcement indexes the lost blocks again', async () => {
+    pub = await new FakeVllmPublisher({ format: 'map' }, { bufferSteps: 2 }).bind();
+    const old = freshTokens(2);
+    const oldHashes = hashes(2);
+    await pub.publish([stored(oldHashes, null, old)]); // seq 0, gone from the buffer by the time we ask
+    const later = freshTokens(2);
+    await pub.publish([stored(hashes(2), null, later)]);
+    await pub.publish([]);
+    const t0 = Date.now();
+    collector = startCollector(index, [pod('pod-part', pub)]);
+    await collector.start();
+    await waitCached(index, 'pod-part', later, 2);
+    const s = await state('pod-part');
+    expect(s!.partialSinceMs).toBeGreaterThanOrEqual(t0);
+    expect(s!.partialSinceMs).toBeLessThanOrEqual(Date.now());
+    expect(await cachedBlocks(index, 'pod-part', old)).toBe(0);
+
+    // vLLM with kv_cache_report_mode=full, for a request reusing the old prefix: one BlockStored from block 0.
+    await pub.publish([stored(oldHashes, null, old)]);
+    await waitCached(index, 'pod-part', old, 2);
+    // Still partial: other old blocks may be out there; the plugin's window bounds the reports.
+    expect((await state('pod-part'))!.partialSinceMs).toBe(s!.partialSinceMs);
+  });
+
+  it('without a replay endpoint, a pod that published before we subscribed is partial', async () => {
+    pub = await new FakeVllmPublisher({ format: 'array' }, { replay: false }).bind();
+    await pub.publish([stored(hashes(1), null, freshTokens(1))], { drop: true }); // before us: seq 0 lost
+    collector = startCollector(index, [pod('pod-live', pub, false)]);
+    await collector.start();
+    const t = freshTokens(1);
+    await waitFor('subscribed and indexed', async () => {
+      if ((await cachedBlocks(index, 'pod-live', t)) === 1) return true;
+      await pub!.publish([stored(hashes(1), null, t)]);
+      return false;
+    });
+    expect((await state('pod-live'))!.partialSinceMs).toBeGreaterThan(0);
+  });
+});
