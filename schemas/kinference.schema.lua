@@ -192,6 +192,18 @@ return {
             },
           },
           {
+            kv_reuse_reports_ms = {
+              type = "integer",
+              required = true,
+              default = 600000,
+              between = {
+                0,
+                86400000,
+              },
+              description = "For this long after the collector rebuilt a pod's index without the pod's whole event history (its restart, a takeover, Redis data loss), requests sent to that pod ask vLLM to report the cached blocks they reuse (vllm_xargs.kv_cache_report_mode=full, vLLM with PR #45261; older versions ignore it), so blocks cached before the rebuild come back into the index on their next hit. Only bodies without vllm_xargs are changed. 0 turns it off.",
+            },
+          },
+          {
             shed_ttft_slo_ms = {
               type = "integer",
               required = true,

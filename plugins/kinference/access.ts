@@ -10,6 +10,7 @@ import {
   type RouteSpan,
 } from '../../src/telemetry/index.js';
 import { bodyGate } from './body-gate.js';
+import { withKvReuseReport } from './kv-reuse-report.js';
 import { logOnce } from './log-once.js';
 import type { PendingDecisions } from './pending.js';
 import type { AccessPdk, RequestHeaders } from './pdk.js';
@@ -58,6 +59,7 @@ export function unreadOutcome(reason: FallbackReason, detail: string): RouteOutc
     shed: null,
     reservationId: null,
     flightId: null,
+    kvReuseReport: false,
   };
 }
 
@@ -65,22 +67,32 @@ function describe(e: unknown): string {
   return (e instanceof Error ? e.message : String(e)).slice(0, 300);
 }
 
-/** Reads the body when the headers allow it, and routes; anything unreadable keeps Kong's target. */
-async function routeRequest(pdk: AccessPdk, deps: PhaseDeps, headers: RequestHeaders): Promise<RouteOutcome> {
+/**
+ * Reads the body when the headers allow it, and routes; anything unreadable keeps Kong's target. Returns the
+ * body as read, for a change the outcome asks for.
+ */
+async function routeRequest(
+  pdk: AccessPdk,
+  deps: PhaseDeps,
+  headers: RequestHeaders,
+): Promise<{ outcome: RouteOutcome; body: Uint8Array | string | null }> {
+  const unread = (reason: FallbackReason, detail: string) => ({
+    outcome: unreadOutcome(reason, detail),
+    body: null,
+  });
   const max = deps.config.max_body_bytes;
   const gate = bodyGate(headers, max);
-  if (!gate.read) return unreadOutcome(gate.reason, gate.detail);
+  if (!gate.read) return unread(gate.reason, gate.detail);
   let body: Uint8Array | string | undefined;
   try {
     body = await pdk.getRawBody(max);
   } catch (e) {
-    return unreadOutcome('body_unreadable', `kong.request.get_raw_body failed: ${describe(e)}`);
+    return unread('body_unreadable', `kong.request.get_raw_body failed: ${describe(e)}`);
   }
-  if (body === undefined)
-    return unreadOutcome('body_unreadable', 'kong.request.get_raw_body returned no body');
+  if (body === undefined) return unread('body_unreadable', 'kong.request.get_raw_body returned no body');
   const size = typeof body === 'string' ? body.length : body.byteLength;
-  if (size === 0) return unreadOutcome('body_empty', 'the body is empty');
-  return deps.router.route(body);
+  if (size === 0) return unread('body_empty', 'the body is empty');
+  return { outcome: await deps.router.route(body), body };
 }
 
 /** JSON.parse messages quote the body: the log gets the reason and our own words only. */
@@ -99,9 +111,10 @@ export function reportFallback(o: RouteOutcome, nowMs?: number): void {
 }
 
 /**
- * The access phase. PDK round trips, in order (≤ 4, 5 with expose_headers and tracing off):
- *   [tracing on] get_headers → get_raw_body → set_target → set_headers(traceparent[, x-kinference-*])
- *   [tracing off] get_headers → get_raw_body → set_target → [set_headers(x-kinference-*)] → ctx.shared.set
+ * The access phase. PDK round trips, in order (≤ 4, 5 with expose_headers and tracing off, one more with
+ * set_raw_body when the router asks the pod for reused-block reports, kv_reuse_reports_ms):
+ *   [tracing on] get_headers → get_raw_body → set_target → [set_raw_body] → set_headers(traceparent[, x-kinference-*])
+ *   [tracing off] get_headers → get_raw_body → set_target → [set_raw_body] → [set_headers(x-kinference-*)] → ctx.shared.set
  * get_headers gives the traceparent and the body's size and encoding: a body that is absent, compressed,
  * chunked or over max_body_bytes is never fetched (Kong's target is kept). The decision id reaches the log
  * phase inside the traceparent we already send (tracing on), so no ctx.shared call is needed then.
@@ -115,7 +128,7 @@ export async function runAccess(pdk: AccessPdk, deps: PhaseDeps): Promise<void> 
   // W3C Trace Context: a request carrying several traceparent headers has none we can trust (new trace).
   const tp = headers.traceparent;
   const incoming = tracer && tp?.length === 1 ? tp[0] : undefined;
-  const outcome = await routeRequest(pdk, deps, headers);
+  const { outcome, body } = await routeRequest(pdk, deps, headers);
   reportFallback(outcome);
   const span = tracer ? startSpan(tracer, incoming, startMs, decisionAttributes(outcome)) : null;
   let targetSet = false;
@@ -128,6 +141,8 @@ export async function runAccess(pdk: AccessPdk, deps: PhaseDeps): Promise<void> 
     if (outcome.target) {
       await pdk.setTarget(outcome.target.host, outcome.target.port);
       targetSet = true;
+      const reported = outcome.kvReuseReport && body !== null ? withKvReuseReport(body) : null;
+      if (reported) await pdk.setUpstreamBody(reported);
     }
     const headers: Record<string, string> = {};
     if (span) headers.traceparent = span.traceparent;

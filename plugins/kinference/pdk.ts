@@ -3,7 +3,8 @@
  * sends (kong.md §1.3, §2.5): the raw body is a Uint8Array (msgpack bin), request headers a multimap of
  * lower-cased names (StepMultiMap, every value an array), kong.log.serialize() is a JSON string. Each method
  * is ONE RPC round trip to Kong; the access path makes at most four of them, five with expose_headers and
- * tracing off (counted in spec/02-integration/plugin/pdk-calls.spec.ts).
+ * tracing off, one more when it asks the pod for reused-block reports (counted in
+ * spec/02-integration/plugin/pdk-calls.spec.ts).
  */
 
 /** kong-pdk's bridge: a Proxy where every property path is callable as `kong.<a>.<b>(...)`. */
@@ -32,6 +33,8 @@ export interface AccessPdk {
   setTarget(host: string, port: number): Promise<void>;
   /** kong.service.request.set_headers: one round trip for any number of upstream headers. */
   setUpstreamHeaders(headers: Record<string, string>): Promise<void>;
+  /** kong.service.request.set_raw_body: the body sent upstream (Kong sets its Content-Length). */
+  setUpstreamBody(body: Uint8Array): Promise<void>;
   ctxSharedSet(key: string, value: SharedValue): Promise<void>;
   /** kong.response.exit: Kong never steps the event again, so it is not awaited (and nothing may follow). */
   exit(status: number, body: string, headers: Record<string, string>): void;
@@ -59,7 +62,10 @@ export function wrapKong(kong: RawKong): AccessPdk & LogPdk {
     request: { getRawBody(maxFile: number): Promise<unknown>; getHeaders(max: number): Promise<unknown> };
     service: {
       setTarget(h: string, p: number): Promise<unknown>;
-      request: { setHeaders(h: Record<string, string>): Promise<unknown> };
+      request: {
+        setHeaders(h: Record<string, string>): Promise<unknown>;
+        setRawBody(b: Uint8Array): Promise<unknown>;
+      };
     };
     response: { exit(s: number, b: string, h: Record<string, string>): Promise<unknown> };
     ctx: { shared: { set(k: string, v: SharedValue): Promise<unknown>; get(k: string): Promise<unknown> } };
@@ -78,6 +84,9 @@ export function wrapKong(kong: RawKong): AccessPdk & LogPdk {
     },
     async setUpstreamHeaders(headers) {
       await k.service.request.setHeaders(headers);
+    },
+    async setUpstreamBody(body) {
+      await k.service.request.setRawBody(body);
     },
     async ctxSharedSet(key, value) {
       await k.ctx.shared.set(key, value);

@@ -1,4 +1,5 @@
 import type { Gateway } from '../../kong/stand-in/index.js';
+import type { EmulatorSection } from '../../src/config/emulator-section.js';
 import type { Collector } from '../../src/collector/collector.js';
 import { createKvIndex } from '../../src/index/index.js';
 import type { KvIndex } from '../../src/index/kv-index.js';
@@ -24,11 +25,16 @@ export interface FullSystem {
   close(): Promise<void>;
 }
 
-/** Starts 3 emulated pods, the collector on a private Redis, and the gateway with `pluginExtra` merged in. */
+/**
+ * Starts emulated pods (3 unless `opts.pods`), the collector on a private Redis, and the gateway with
+ * `pluginExtra` merged in.
+ */
 export async function startFullSystem(
   keyPrefix: string,
   pluginExtra: Record<string, unknown> = {},
+  opts: { pods?: number; emulator?: Partial<EmulatorSection> } = {},
 ): Promise<FullSystem> {
+  const n = opts.pods ?? 3;
   // Stopped in reverse order, also when a later step fails.
   const closers: (() => unknown)[] = [];
   const close = async (): Promise<void> => {
@@ -46,7 +52,7 @@ export async function startFullSystem(
       () => service.close(),
       () => plugin.cleanup(),
     );
-    const fleet = await startTestFleet(3);
+    const fleet = await startTestFleet(n, opts.emulator);
     closers.push(() => fleet.close());
     const index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix });
     closers.push(() => index.close());
@@ -55,7 +61,7 @@ export async function startFullSystem(
     await collector.start();
     await waitFor(
       'pods registered',
-      async () => (await index.listPods(MODEL)).filter((p) => p.address).length === 3,
+      async () => (await index.listPods(MODEL)).filter((p) => p.address).length === n,
       20_000,
     );
     const pluginConfig = {

@@ -30,6 +30,7 @@ function candidateJson(p: Prediction) {
     within_itl: p.withinItl,
     index_age_ms: p.indexAgeMs,
     cache_credit: round(p.cacheCredit),
+    index_partial_since_ms: p.partialSinceMs,
     reasons: p.reasons,
   };
 }
@@ -50,6 +51,7 @@ export function explainJson(o: RouteOutcome) {
       : null,
     target: o.target,
     shed: o.shed,
+    kv_reuse_report: o.kvReuseReport,
     candidates: o.decision.candidates.map(candidateJson),
     timings_ms: Object.fromEntries(
       Object.entries(o.timings).map(([k, v]) => [k.replace(/Ms$/, ''), round(v)]),

@@ -99,6 +99,13 @@ export const PluginConfigSchema = Type.Object(
       description:
         "How long the router counts its own recent assignments as queued work on a pod, until the pod's metrics show them, and their prompts as about to be cached there, until the pod's KV events do. 0 turns both off.",
     }),
+    kv_reuse_reports_ms: Type.Integer({
+      default: 600000,
+      minimum: 0,
+      maximum: 86400000,
+      description:
+        "For this long after the collector rebuilt a pod's index without the pod's whole event history (its restart, a takeover, Redis data loss), requests sent to that pod ask vLLM to report the cached blocks they reuse (vllm_xargs.kv_cache_report_mode=full, vLLM with PR #45261; older versions ignore it), so blocks cached before the rebuild come back into the index on their next hit. Only bodies without vllm_xargs are changed. 0 turns it off.",
+    }),
     shed_ttft_slo_ms: Type.Integer({
       default: 0,
       minimum: 0,

@@ -56,6 +56,8 @@ export interface Prediction {
   indexAgeMs: number | null;
   /** Fraction of cached credit kept (1 fresh, lower when stale or resyncing). */
   cacheCredit: number;
+  /** PodState.partialSinceMs: since when the index may lack blocks the pod holds (0: it has them all). */
+  partialSinceMs: number;
   /** ITL the pod's decoding requests are predicted to see if it takes this request; null when not guarded. */
   predictedItlMs: number | null;
   /** False when taking this request would push the pod past the ITL bound (itl-guard.ts). */
@@ -159,6 +161,7 @@ export function predictTtft(pod: PodLookup, opts: PredictOptions): Prediction {
     predictedTtftMs,
     indexAgeMs,
     cacheCredit: credit,
+    partialSinceMs: s.partialSinceMs,
     predictedItlMs: null,
     withinItl: true,
     reasons,

@@ -54,6 +54,8 @@ export interface ChatRequest {
   stream: boolean;
   /** max_completion_tokens, else max_tokens, when a positive integer: the most tokens the answer may have. */
   maxTokens?: number;
+  /** The body has its own `vllm_xargs` (even null): the plugin leaves such a body as it is. */
+  hasVllmXargs?: boolean;
 }
 
 export type ParseResult =
@@ -387,6 +389,7 @@ export function parseChatRequest(json: unknown): ParseResult {
     req.cacheSalt = json.cache_salt;
   }
   if (isRecord(json.chat_template_kwargs)) req.chatTemplateKwargs = json.chat_template_kwargs;
+  if (Object.hasOwn(json, 'vllm_xargs')) req.hasVllmXargs = true;
   if (typeof json.reasoning_effort === 'string') req.reasoningEffort = json.reasoning_effort;
   // A malformed limit is vLLM's to reject; routing just does without it.
   const limit = [json.max_completion_tokens, json.max_tokens].find(

@@ -55,6 +55,11 @@ export interface RouteOutcome {
   reservationId: number | null;
   /** The ITL guard's record of the request in flight (null when the guard is off); `observe` ends it. */
   flightId: number | null;
+  /**
+   * Ask the chosen pod to report the cached blocks this request reuses (`kv_reuse_reports_ms`): its index
+   * was rebuilt without its whole event history a short while ago, and the body has no vllm_xargs of its own.
+   */
+  kvReuseReport: boolean;
 }
 
 /** What a router needs from the outside world; built once per config (resources.ts) or injected by tests. */
@@ -228,13 +233,20 @@ export function createRouter(
     };
   }
 
+  /** Whether a request sent to this pod should ask for reports of the blocks it reuses (kv_reuse_reports_ms). */
+  function wantsReuseReport(p: Prediction, nowMs: number): boolean {
+    const since = p.partialSinceMs;
+    return config.kv_reuse_reports_ms > 0 && since > 0 && nowMs - since < config.kv_reuse_reports_ms;
+  }
+
   function finish(
-    base: Omit<RouteOutcome, 'target' | 'shed' | 'reservationId' | 'flightId'>,
+    base: Omit<RouteOutcome, 'target' | 'shed' | 'reservationId' | 'flightId' | 'kvReuseReport'>,
     nowMs: number,
     uncachedTokens: number,
-    keys: readonly BlockKey[] = [],
-    maxTokens: number | null = null,
+    request: { keys: readonly BlockKey[]; maxTokens: number | null; hasVllmXargs: boolean } | null = null,
   ): RouteOutcome {
+    const keys = request?.keys ?? [];
+    const maxTokens = request?.maxTokens ?? null;
     // kong-default: with no healthy pod, the service url is a better bet than a pod known to be down.
     if (config.fallback === 'kong-default' && base.decision.fallbackReason === 'all_pods_unhealthy')
       base = { ...base, decision: { ...base.decision, chosen: null } };
@@ -269,7 +281,13 @@ export function createRouter(
         : null;
     const flightId = addr && chosen && itl ? itl.record(chosen, nowMs, base.promptTokens, maxTokens) : null;
     const target = addr && chosen ? { ...addr, podId: chosen.podId } : null;
-    const outcome = { ...base, target, shed, reservationId, flightId };
+    const kvReuseReport =
+      target !== null && request !== null && !request.hasVllmXargs && wantsReuseReport(chosen!, nowMs);
+    if (kvReuseReport)
+      chosen!.reasons.push(
+        `index rebuilt without the pod's whole event history ${Math.round((nowMs - chosen!.partialSinceMs) / 1000)} s ago: asking it to report the cached blocks this request reuses`,
+      );
+    const outcome = { ...base, target, shed, reservationId, flightId, kvReuseReport };
     decisionOf.set(outcome, ++decisions);
     return outcome;
   }
@@ -472,8 +490,7 @@ export function createRouter(
           },
           nowMs,
           uncached,
-          keys,
-          maxTokens,
+          { keys, maxTokens, hasVllmXargs: req.hasVllmXargs === true },
         ),
       );
     } catch (e) {

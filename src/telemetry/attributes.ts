@@ -67,6 +67,8 @@ export const ATTR_KINFERENCE_FALLBACK_REASON = 'kinference.fallback.reason' as c
 export const ATTR_KINFERENCE_FALLBACK_DETAIL = 'kinference.fallback.detail' as const;
 export const ATTR_KINFERENCE_SHED = 'kinference.shed' as const;
 export const ATTR_KINFERENCE_RETRY_AFTER_S = 'kinference.shed.retry_after_s' as const;
+/** True when the request asks its pod to report the cached blocks it reuses (kv_reuse_reports_ms). */
+export const ATTR_KINFERENCE_KV_REUSE_REPORT = 'kinference.kv_reuse_report' as const;
 /** Set when the plugin glue itself failed and let the request through untouched. */
 export const ATTR_KINFERENCE_PLUGIN_ERROR = 'kinference.plugin.error' as const;
 

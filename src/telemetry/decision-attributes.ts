@@ -28,6 +28,7 @@ export interface DecisionRecord {
     totalMs: number;
   };
   shed: { retryAfterS: number; status: number } | null;
+  kvReuseReport?: boolean;
 }
 
 const round = (x: number): number => Math.round(x * 1000) / 1000;
@@ -88,5 +89,6 @@ export function decisionAttributes(o: DecisionRecord): Attributes {
   if (o.fallbackReason !== null) attrs[A.ATTR_KINFERENCE_FALLBACK_REASON] = o.fallbackReason;
   if (o.fallbackDetail) attrs[A.ATTR_KINFERENCE_FALLBACK_DETAIL] = o.fallbackDetail;
   if (o.shed) attrs[A.ATTR_KINFERENCE_RETRY_AFTER_S] = o.shed.retryAfterS;
+  if (o.kvReuseReport) attrs[A.ATTR_KINFERENCE_KV_REUSE_REPORT] = true;
   return attrs;
 }

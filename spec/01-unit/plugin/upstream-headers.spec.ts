@@ -28,6 +28,7 @@ const base: RouteOutcome = {
   shed: null,
   reservationId: 1,
   flightId: null,
+  kvReuseReport: false,
 };
 
 describe('upstream headers and the shed answer', () => {

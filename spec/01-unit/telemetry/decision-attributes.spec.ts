@@ -31,6 +31,7 @@ function pred(
     predictedTtftMs,
     indexAgeMs,
     cacheCredit: 1,
+    partialSinceMs: 0,
     predictedItlMs: null,
     withinItl: true,
     reasons: [],

@@ -18,7 +18,8 @@ import { startGateway } from '../../../kong/stand-in/index.js';
 
 /**
  * The bundled plugin in the real plugin server, driven by the stand-in: which PDK calls it makes on each
- * path (≤ 4 in access, 5 with expose_headers and tracing off), that it routes to the pod holding the prefix,
+ * path (≤ 4 in access, 5 with expose_headers and tracing off, one more to ask a pod whose index was rebuilt
+ * partially for reused-block reports), that it routes to the pod holding the prefix,
  * sheds only when asked, fails open, and fetches a body only when its headers say that is safe.
  */
 
@@ -211,6 +212,42 @@ describe('kinference plugin PDK calls (real plugin server)', () => {
     expect(tp).not.toContain('b7ad6b7169203331'); // our span is the upstream's parent
     await gw.idle();
     expect(methods(r, 'log')).toEqual(['kong.log.serialize']);
+  });
+
+  it('a pod rebuilt partially: set_raw_body adds vllm_xargs (5 round trips), the rest of the body as sent; a body with its own vllm_xargs is left alone', async () => {
+    const mark = (partialSinceMs: number) =>
+      seedIndex(redis.url, PREFIX, MODEL, [
+        {
+          id: 'pod-b',
+          address: `127.0.0.1:${pods['pod-b']!.port}`,
+          state: { waiting: 10, meanQueuedPrefillTokens: 1000, partialSinceMs },
+        },
+      ]);
+    await mark(Date.now() - 1000);
+    try {
+      const sent = JSON.stringify(body);
+      const r = await send('plain', sent);
+      expect(await r.json()).toMatchObject({ served_by: 'pod-b' });
+      expect(methods(r, 'access')).toEqual([
+        'kong.request.get_headers',
+        'kong.request.get_raw_body',
+        'kong.service.set_target',
+        'kong.service.request.set_raw_body',
+        'kong.ctx.shared.set',
+      ]);
+      const got = pods['pod-b']!.requests.at(-1)!;
+      const member = '"vllm_xargs":{"kv_cache_report_mode":"full"},';
+      expect(got.body.toString('utf8')).toBe(`{${member}${sent.slice(1)}`);
+      expect(Number(got.headers['content-length'])).toBe(Buffer.byteLength(sent) + member.length);
+
+      const own = JSON.stringify({ ...body, vllm_xargs: { kv_cache_report_mode: 'incremental' } });
+      const r2 = await send('plain', own);
+      expect(await r2.json()).toMatchObject({ served_by: 'pod-b' });
+      expect(methods(r2, 'access')).not.toContain('kong.service.request.set_raw_body');
+      expect(pods['pod-b']!.requests.at(-1)!.body.toString('utf8')).toBe(own);
+    } finally {
+      await mark(0);
+    }
   });
 
   it('shedding (opt-in): get_headers → get_raw_body → response.exit(429) with Retry-After; nothing after exit', async () => {

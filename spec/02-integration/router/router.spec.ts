@@ -221,6 +221,39 @@ describe('router pipeline (real tokenizer, real template, both indexes)', () => 
     expect(off.shed).toBeNull();
   });
 
+  it('asks a pod for reused-block reports only within kv_reuse_reports_ms of a partial rebuild, and only for bodies without vllm_xargs', async () => {
+    const cfg = config({ kv_reuse_reports_ms: 60_000 });
+    const res = defaultResources(cfg);
+    await fleet(res.index);
+    const keys = await requestKeys(cfg, body('q'));
+    await res.index.apply({ model: MODEL, podId: 'pod-b' }, [{ op: 'store', keys, tier: 'GPU' }]);
+    const route = async (nowMs: number, b = body('q'), c = cfg) =>
+      createRouter(c, res, { clock: () => nowMs }).route(b);
+
+    // A complete index (partialSinceMs 0): nothing to win back.
+    expect((await route(NOW)).kvReuseReport).toBe(false);
+
+    await res.index.upsertPodState({ model: MODEL, podId: 'pod-b' }, { partialSinceMs: NOW - 10_000 });
+    const out = await route(NOW);
+    expect(out.target?.podId).toBe('pod-b');
+    expect(out.kvReuseReport).toBe(true);
+    expect(out.decision.chosen!.partialSinceMs).toBe(NOW - 10_000);
+    expect(out.decision.chosen!.reasons.join('; ')).toMatch(
+      /rebuilt without the pod's whole event history 10 s ago/,
+    );
+    // The window is over; the feature is off; the client has its own vllm_xargs (even null).
+    expect((await route(NOW + 50_000)).kvReuseReport).toBe(false);
+    expect((await route(NOW, body('q'), config({ kv_reuse_reports_ms: 0 }))).kvReuseReport).toBe(false);
+    expect((await route(NOW, body('q', { vllm_xargs: { priority_hint: 1 } }))).kvReuseReport).toBe(false);
+    expect((await route(NOW, body('q', { vllm_xargs: null }))).kvReuseReport).toBe(false);
+    // Another pod's partial rebuild says nothing about the chosen one.
+    await res.index.upsertPodState({ model: MODEL, podId: 'pod-b' }, { partialSinceMs: 0 });
+    await res.index.upsertPodState({ model: MODEL, podId: 'pod-a' }, { partialSinceMs: NOW - 1000 });
+    const other = await route(NOW);
+    expect(other.target?.podId).toBe('pod-b');
+    expect(other.kvReuseReport).toBe(false);
+  });
+
   it('serves a request over the SLO on an idle pod: waiting would not bring it within', async () => {
     const cfg = config({ shed_ttft_slo_ms: 1 });
     const res = defaultResources(cfg);
