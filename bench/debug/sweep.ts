@@ -1,7 +1,8 @@
 /**
  * `npx tsx bench/debug/sweep.ts --cells shared-prefix:p,shared-prefix:16 [--arm kinference] [--trials 3]
  * [--seeds 42,43] [--config '{"field":value}'] [--client-workers 10] [--arrivals guidellm] [--random-routing per-request] [--kv-capacity T]
- * [--emulator-profile h100-27b-fp8] [--rates multiturn=0.3] [--collector-calibration] [--out file]`: runs the given discrete-event cells (workload:p for the
+ * [--emulator-profile h100-27b-fp8] [--rates multiturn=0.3] [--collector-calibration]
+ * [--collector-restart S [--replay-batches N]] [--out file]`: runs the given discrete-event cells (workload:p for the
  * Poisson profile, workload:N for N streams) of one arm in this process, router config = the benchmark's
  * with the JSON overrides, and prints per cell, pooled over seeds × trials: n, share of TTFT < 0.3 s,
  * TTFT p50/p95, hit ≥ ½ prompt, goodput/min under the seed SLO, ITL p50, shares meeting the TTFT and ITL
@@ -11,7 +12,7 @@
 import { appendFileSync } from 'node:fs';
 import { loadModelSetup, routerConfig } from '../lib/setup.js';
 import { applyClientArgs, CLIENT_ARG_OPTIONS, clientArgsUsage } from '../lib/cli-args.js';
-import { benchArgs, orUsage } from '../lib/cli.js';
+import { benchArgs, numberArg, orUsage } from '../lib/cli.js';
 import { capacityProfile, latencyProfile, SEED_SCHEDULE } from '../lib/schedule.js';
 import { sloFor } from '../lib/slo.js';
 import { fleetOf } from '../lib/des/fleet.js';
@@ -30,6 +31,8 @@ line each (pooled over seeds x trials); published figures come only from npm run
   --seed N | --seeds a,b default 42
   --config JSON          router config overrides, e.g. '{"itl_slo_ms":100}'
   --collector-calibration  calibrate each pod from its /metrics as the collector does
+  --collector-restart S  the kinference arms' collector restarts at virtual second S, rebuilding each pod
+                         from its last --replay-batches KV-event batches (default 10000, vLLM's buffer_steps)
   --out FILE             append the command and the lines to FILE
 ${clientArgsUsage(SEED_SCHEDULE)}`;
 
@@ -42,6 +45,8 @@ const values = benchArgs('sweep', USAGE, {
   config: { type: 'string', default: '{}' },
   ...CLIENT_ARG_OPTIONS,
   'collector-calibration': { type: 'boolean', default: false },
+  'collector-restart': { type: 'string' },
+  'replay-batches': { type: 'string', default: '10000' },
   out: { type: 'string' },
 });
 if (values.out)
@@ -56,6 +61,14 @@ const m = await loadModelSetup();
 const fleet = fleetOf(s, m);
 const slo = sloFor(s, m);
 const config = routerConfig(m, JSON.parse(values.config!) as Record<string, unknown>);
+const restart = orUsage('sweep', USAGE, () =>
+  values['collector-restart'] === undefined
+    ? null
+    : {
+        atS: numberArg('collector-restart', values['collector-restart'], 'whole ≥ 0'),
+        replayBatches: numberArg('replay-batches', values['replay-batches']!, 'whole ≥ 0'),
+      },
+);
 
 for (const cell of values.cells!.split(',')) {
   const [w, p] = cell.split(':') as [WorkloadName, string];
@@ -81,6 +94,7 @@ for (const cell of values.cells!.split(',')) {
         slo: slo[w],
         ...(s.randomRouting ? { randomRouting: s.randomRouting } : {}),
         collectorCalibration: values['collector-calibration'],
+        ...(restart ? { collectorRestart: restart } : {}),
       });
       recs.push(...r.records.filter((x) => inMeasureWindow(x, r.windowStartMs, r.windowEndMs)));
       preemptions += r.pods.reduce((a, p) => a + p.preemptions, 0);
@@ -96,9 +110,19 @@ for (const cell of values.cells!.split(',')) {
   const byPod = new Map<string, number>();
   for (const r of recs) byPod.set(r.pod, (byPod.get(r.pod) ?? 0) + 1);
   const hit = recs.filter((r) => r.cachedTokens >= r.promptTokens / 2).length / recs.length;
-  const line = `${values.arm} ${cell} n=${ttft.length} shed=${shed} preempt=${preemptions} fast=${(fast * 100).toFixed(1)}% p50=${(percentile(ttft, 0.5) / 1000).toFixed(2)} p95=${(percentile(ttft, 0.95) / 1000).toFixed(2)} hit=${(hit * 100).toFixed(0)}% good=${good.toFixed(1)}/min itl50=${percentile(itl, 0.5).toFixed(0)} okTTFT=${(okT * 100).toFixed(0)}% okITL=${(okI * 100).toFixed(0)}% pods=${[...byPod.values()].join('/')} (${((Date.now() - t0) / 1000).toFixed(0)} s) ${values.config}`;
+  const afterRestart = restart ? restartWindow(recs, restart.atS * 1000) : '';
+  const line = `${values.arm} ${cell}${afterRestart} n=${ttft.length} shed=${shed} preempt=${preemptions} fast=${(fast * 100).toFixed(1)}% p50=${(percentile(ttft, 0.5) / 1000).toFixed(2)} p95=${(percentile(ttft, 0.95) / 1000).toFixed(2)} hit=${(hit * 100).toFixed(0)}% good=${good.toFixed(1)}/min itl50=${percentile(itl, 0.5).toFixed(0)} okTTFT=${(okT * 100).toFixed(0)}% okITL=${(okI * 100).toFixed(0)}% pods=${[...byPod.values()].join('/')} (${((Date.now() - t0) / 1000).toFixed(0)} s) ${values.config}`;
   console.log(line);
   if (values.out) appendFileSync(values.out, `${line}\n`);
+}
+
+/** The requests sent in the minute after the collector restart: how fast the index recovers. */
+function restartWindow(recs: readonly RequestRecord[], atMs: number): string {
+  const inMinute = recs.filter((r) => r.startMs >= atMs && r.startMs < atMs + 60_000);
+  const ttft = inMinute.map((r) => requestMetrics(r)?.ttftMs).filter((x): x is number => x !== undefined);
+  const fast = ttft.filter((x) => x < 300).length / ttft.length;
+  const hit = inMinute.filter((r) => r.cachedTokens >= r.promptTokens / 2).length / inMinute.length;
+  return ` [first minute after the restart: n=${ttft.length} fast=${(fast * 100).toFixed(1)}% p50=${(percentile(ttft, 0.5) / 1000).toFixed(2)} hit=${(hit * 100).toFixed(0)}%]`;
 }
 
 /** An argument as a shell would need it quoted (the JSON of --config). */

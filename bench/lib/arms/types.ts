@@ -34,6 +34,8 @@ export interface ArmDecision {
   token?: unknown;
   /** Prompt tokens a gateway arm tokenized for this request (the rest came from its segment cache). */
   tokenizedTokens?: number;
+  /** The request carries vllm_xargs.kv_cache_report_mode=full (kinference's kv_reuse_reports_ms). */
+  kvReuseReport?: boolean;
 }
 
 /** A routing policy. Pure over its inputs plus its own memory; time and randomness come from outside. */

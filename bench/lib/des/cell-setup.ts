@@ -71,6 +71,11 @@ export async function runArmCell(opts: {
   randomRouting?: RandomRouting;
   /** The kinference arms' pods are calibrated from /metrics by the collector's estimator (as live). */
   collectorCalibration?: boolean;
+  /**
+   * The kinference arms' collector restarts at this virtual second, rebuilding each pod from its last
+   * `replayBatches` KV-event batches (vLLM's buffer_steps, default 10,000).
+   */
+  collectorRestart?: { atS: number; replayBatches?: number };
   onProgress?: (virtualMs: number) => void;
 }): Promise<CellResult & { fallbacks?: Record<string, number>; indexStats?: Record<string, number> }> {
   const { fleet, model, seed, trial } = opts;
@@ -107,7 +112,13 @@ export async function runArmCell(opts: {
     case 'kinference':
     case 'kinference-slo': {
       const index = new MemoryKvIndex();
-      feed = new CollectorFeed(index, model.model, fleet.pod.blockSize, opts.collectorCalibration ?? false);
+      feed = new CollectorFeed(
+        index,
+        model.model,
+        fleet.pod.blockSize,
+        opts.collectorCalibration ?? false,
+        opts.collectorRestart ? (opts.collectorRestart.replayBatches ?? 10_000) : null,
+      );
       let config = opts.config ?? routerConfig(model);
       if (opts.arm === 'kinference-slo') {
         if (!opts.slo) throw new Error('kinference-slo needs the workload SLO');
@@ -138,6 +149,7 @@ export async function runArmCell(opts: {
     trial,
     feed,
     trackBlockHashes: opts.arm === 'oracle',
+    ...(opts.collectorRestart ? { collectorRestartAtMs: opts.collectorRestart.atS * 1000 } : {}),
     onProgress: (t) => {
       now = t;
       opts.onProgress?.(t);

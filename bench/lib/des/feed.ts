@@ -31,6 +31,10 @@ import type { SimPod } from './pod.js';
 export class CollectorFeed {
   readonly #mappers = new Map<string, KeyMapper>();
   readonly counters: MapperCounters = newMapperCounters();
+  /** Each pod's last `replayBatches` event batches, as its vLLM replay buffer (buffer_steps) holds them. */
+  readonly #buffers = new Map<string, (readonly KvCacheEvent[])[]>();
+  /** Batches each pod has published (a batch is published only for a step with events, as vLLM does). */
+  readonly #published = new Map<string, number>();
   decodeErrors = 0;
 
   /** Per pod, when the feed calibrates from /metrics as the collector does. */
@@ -44,20 +48,25 @@ export class CollectorFeed {
    * `calibrate`: each scrape renders the pod's vLLM /metrics text and runs it through the collector's own
    * parser and CalibrationEstimator (collector defaults), so the router gets the per-pod calibration and
    * queued-prefill estimate a live collector writes (pooled over like pods, the collector's default);
-   * otherwise the router keeps the profile's defaults.
+   * otherwise the router keeps the profile's defaults. `replayBatches`: keep that many of each pod's last
+   * batches for `restart` (null: keep none, no restart).
    */
   constructor(
     readonly index: KvIndex,
     readonly model: string,
     readonly blockSize: number,
     readonly calibrate = false,
+    readonly replayBatches: number | null = null,
   ) {
     const settings = validateConfig(CollectorSectionSchema, {}, 'collector defaults');
     this.#calibration = calibrate ? calibrationOptions(settings) : null;
     this.#pools = calibrate && settings.calibration_pool ? new CalibrationPools() : null;
   }
 
+  readonly #registered: string[] = [];
+
   async register(pod: SimPod, nowMs: number): Promise<void> {
+    this.#registered.push(pod.id);
     if (this.#calibration) {
       pod.enableMetrics(this.model);
       this.#estimators.set(pod.id, new CalibrationEstimator(this.#calibration));
@@ -69,6 +78,34 @@ export class CollectorFeed {
   }
 
   async applyKvBatch(podId: string, events: readonly KvCacheEvent[], nowMs: number): Promise<void> {
+    if (this.replayBatches !== null && events.length > 0) {
+      let buf = this.#buffers.get(podId);
+      if (!buf) this.#buffers.set(podId, (buf = []));
+      buf.push(events);
+      if (buf.length > this.replayBatches) buf.shift();
+      this.#published.set(podId, (this.#published.get(podId) ?? 0) + 1);
+    }
+    await this.#ingest(podId, events, nowMs);
+  }
+
+  /**
+   * A collector (re)start: each pod is cleared, its KeyMapper forgotten, and rebuilt from its replay buffer;
+   * partialSinceMs as the collector's stream worker sets it (0 only when the buffer still holds the first batch).
+   */
+  async restart(nowMs: number): Promise<void> {
+    if (this.replayBatches === null) throw new Error('CollectorFeed.restart needs replayBatches');
+    for (const podId of this.#registered) {
+      const ref = { model: this.model, podId };
+      await this.index.apply(ref, [{ op: 'clear' }]);
+      this.#mappers.delete(podId);
+      const buf = this.#buffers.get(podId) ?? [];
+      for (const events of buf) await this.#ingest(podId, events, nowMs);
+      const complete = (this.#published.get(podId) ?? 0) === buf.length;
+      await this.index.upsertPodState(ref, { partialSinceMs: complete ? 0 : nowMs });
+    }
+  }
+
+  async #ingest(podId: string, events: readonly KvCacheEvent[], nowMs: number): Promise<void> {
     let m = this.#mappers.get(podId);
     if (!m) this.#mappers.set(podId, (m = new KeyMapper(this.model, this.blockSize, 1_000_000)));
     const parsed = parseVllmBatch(encodeKvEventBatch(nowMs / 1000, events, { format: 'map' }));

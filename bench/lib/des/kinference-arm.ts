@@ -37,7 +37,12 @@ export function kinferenceArm(
       const podId = outcome.target?.podId ?? pods[0]!.id;
       const { cached, tokenized } = outcome.promptChars;
       const share = cached + tokenized > 0 ? tokenized / (cached + tokenized) : 1;
-      return { podId, token: outcome, tokenizedTokens: Math.round(outcome.promptTokens * share) };
+      return {
+        podId,
+        token: outcome,
+        tokenizedTokens: Math.round(outcome.promptTokens * share),
+        kvReuseReport: outcome.kvReuseReport,
+      };
     },
     onComplete(d, _req, _nowMs, _responseMs, ttftMs) {
       // The plugin's log phase: proxy latency ≈ time to first byte, fed back to the router.

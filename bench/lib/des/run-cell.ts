@@ -52,6 +52,11 @@ export interface CellInput {
   feed: CollectorFeed | null;
   /** The oracle needs each prompt's engine block hashes on its pod. */
   trackBlockHashes: boolean;
+  /**
+   * The collector restarts at this virtual time (ms): every pod is cleared and rebuilt from its replay buffer
+   * (the feed's `replayBatches`), as a restarted or new collector does.
+   */
+  collectorRestartAtMs?: number;
   /** Called as virtual time advances (progress bar). */
   onProgress?: (virtualMs: number) => void;
 }
@@ -95,6 +100,7 @@ export async function runCell(input: CellInput): Promise<CellResult> {
   const scraped = new Map<string, { waiting: number; kvUsage: number }>();
   const records: RequestRecord[] = [];
   const pendingArrivals: { atMs: number; live: Live }[] = [];
+  let restartAtMs = input.collectorRestartAtMs ?? null;
   const kvQueue: { atMs: number; podId: string; events: StepOutcome['kvEvents'] }[] = [];
   const streamStarts: { atMs: number; stream: number }[] = [];
   let now = 0;
@@ -238,7 +244,8 @@ export async function runCell(input: CellInput): Promise<CellResult> {
       : Number.POSITIVE_INFINITY;
     const tScrape = input.feed || arm.name === 'approx-prefix' ? nextScrapeMs : Number.POSITIVE_INFINITY;
     const tSlot = slots[nextSlot]?.atMs ?? Number.POSITIVE_INFINITY;
-    const t = Math.min(tEngine, tArrive, tKv, tStream, tScrape, tSlot);
+    const tRestart = input.feed && restartAtMs !== null ? restartAtMs : Number.POSITIVE_INFINITY;
+    const t = Math.min(tEngine, tArrive, tKv, tStream, tScrape, tSlot, tRestart);
     if (!(t <= durationMs)) break;
     now = t;
     input.onProgress?.(now);
@@ -252,6 +259,11 @@ export async function runCell(input: CellInput): Promise<CellResult> {
           await finish(p, o);
         }
       }
+      continue;
+    }
+    if (tRestart === t) {
+      restartAtMs = null;
+      await input.feed!.restart(t);
       continue;
     }
     if (tKv === t) {
@@ -280,7 +292,13 @@ export async function runCell(input: CellInput): Promise<CellResult> {
         blockHashes: input.trackBlockHashes ? blockHashesOn(l.pod, l.prepared.promptTokenIds) : null,
       });
       const r = l.pod.engine.addRequest(
-        { id, promptTokenIds: l.prepared.promptTokenIds, maxTokens: l.prepared.maxTokens, ignoreEos: true },
+        {
+          id,
+          promptTokenIds: l.prepared.promptTokenIds,
+          maxTokens: l.prepared.maxTokens,
+          ignoreEos: true,
+          ...(l.decision.kvReuseReport ? { kvCacheReportMode: 'full' } : {}),
+        },
         t,
       );
       if (!r.ok) {
