@@ -156,6 +156,11 @@ const GAUGES: [name: string, help: string, read: Reader][] = [
     one((w) => (w.resyncing ? 1 : 0)),
   ],
   ['last_sequence', 'Last ingested batch sequence number', one((w) => w.lastSeq ?? -1)],
+  [
+    'partial_since_seconds',
+    "When the pod was last rebuilt without its engine's first batch (blocks cached before may be missing until reused), Unix seconds; 0 when complete",
+    one((w) => w.partialSinceMs / 1000),
+  ],
 ];
 
 export interface ScrapeView {

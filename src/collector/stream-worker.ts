@@ -138,6 +138,7 @@ export class StreamWorker {
   #freshAtMs = 0;
   /** Cleared, and no batch ingested since: the first one tells whether the rebuild starts at the engine's first. */
   #partialUntilFirst = false;
+  #partialSinceMs = 0;
   #timer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -202,6 +203,11 @@ export class StreamWorker {
 
   get lastSeq(): number | null {
     return this.#lastSeq;
+  }
+
+  /** PodState.partialSinceMs as this stream last wrote it. */
+  get partialSinceMs(): number {
+    return this.#partialSinceMs;
   }
 
   get resyncing(): boolean {
@@ -638,6 +644,7 @@ export class StreamWorker {
     // Without an event stream the index holds nothing of the pod's to complete.
     if (!this.spec.kvEvents) return;
     this.#partialUntilFirst = true;
+    this.#partialSinceMs = now;
     this.writer.write({ partialSinceMs: now });
   }
 
@@ -652,7 +659,10 @@ export class StreamWorker {
   #ingest(msg: SequencedPayload): void {
     if (this.#partialUntilFirst) {
       this.#partialUntilFirst = false;
-      if (msg.seq === 0) this.writer.write({ partialSinceMs: 0 });
+      if (msg.seq === 0) {
+        this.#partialSinceMs = 0;
+        this.writer.write({ partialSinceMs: 0 });
+      }
     }
     this.#lastSeq = msg.seq;
     this.#window.record(msg.seq, payloadDigest(msg.payload));

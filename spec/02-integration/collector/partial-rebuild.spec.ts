@@ -69,6 +69,7 @@ describe('partial rebuilds (real Redis and ZMQ)', () => {
     await collector.start();
     await waitCached(index, 'pod-full', t, 3);
     await waitFor('complete', async () => (await state('pod-full'))?.partialSinceMs === 0);
+    expect(collector.worker('pod-full')!.partialSinceMs).toBe(0);
   });
 
   it('a replay buffer that lost the first batches leaves the pod partial, and a re-announcement indexes the lost blocks again', async () => {
@@ -86,6 +87,11 @@ describe('partial rebuilds (real Redis and ZMQ)', () => {
     const s = await state('pod-part');
     expect(s!.partialSinceMs).toBeGreaterThanOrEqual(t0);
     expect(s!.partialSinceMs).toBeLessThanOrEqual(Date.now());
+    expect(collector.worker('pod-part')!.partialSinceMs).toBe(s!.partialSinceMs);
+    const metrics = await collector.metrics.registry.metrics();
+    expect(metrics).toContain(
+      `kinference_collector_partial_since_seconds{pod="pod-part"} ${s!.partialSinceMs / 1000}`,
+    );
     expect(await cachedBlocks(index, 'pod-part', old)).toBe(0);
 
     // vLLM with kv_cache_report_mode=full, for a request reusing the old prefix: one BlockStored from block 0.
