@@ -104,7 +104,7 @@ export const PluginConfigSchema = Type.Object(
       minimum: 0,
       maximum: 86400000,
       description:
-        "For this long after the collector rebuilt a pod's index without the pod's whole event history (its restart, a takeover, Redis data loss), requests sent to that pod ask vLLM to report the cached blocks they reuse (vllm_xargs.kv_cache_report_mode=full, vLLM with PR #45261; older versions ignore it), so blocks cached before the rebuild come back into the index on their next hit. Only bodies without vllm_xargs are changed. 0 turns it off.",
+        "For this long after the collector rebuilt a pod's index without its whole event history (a restart, takeover, Redis data loss), the router credits the pod with prompts it sent there before (its own memory), and requests to the pod ask vLLM to report the cached blocks they reuse (vllm_xargs.kv_cache_report_mode=full, vLLM #45261), so those blocks return to the index. Bodies with their own vllm_xargs are left alone. 0 turns it off.",
     }),
     shed_ttft_slo_ms: Type.Integer({
       default: 0,

@@ -12,6 +12,7 @@ import type { ChatTemplate, PromptTokenizer } from '../tokenize/types.js';
 import { TtftCorrection } from './correction.js';
 import { ItlAdmission } from './itl-admission.js';
 import { ReservationBook } from './reservations.js';
+import { SEND_MEMORY_STRIDE, SendMemory } from './send-memory.js';
 import { UpstreamFailures } from './upstream-failures.js';
 
 export interface RouteTimings {
@@ -142,6 +143,7 @@ export function createRouter(
 ): Router {
   const clock = options.clock ?? Date.now;
   const reservations = new ReservationBook(config.reservation_ttl_ms);
+  const sends = new SendMemory();
   const correction = new TtftCorrection();
   const itl = config.itl_slo_ms > 0 ? new ItlAdmission(config) : null;
   /** Last pods seen per model, so an index outage can still spread load (fail open, not fail blind). */
@@ -220,23 +222,39 @@ export function createRouter(
   }
 
   /**
-   * A prompt this router sent to a pod and the pod has not answered yet will be cached there before the pod
-   * reaches a request queued behind it, but its KV events arrive only after its prefill: credit it now.
+   * Cached credit the index cannot show yet or any more, with the reason, or null: a prompt this router sent
+   * to a pod that has not answered yet will be cached there before the pod reaches a request queued behind
+   * it, but its KV events arrive only after its prefill; and after a partial rebuild (partialSinceMs, within
+   * kv_reuse_reports_ms) the index lost what the pod cached before, which this router's own sends recall.
    */
-  function withPendingPrefix(pod: PodLookup, keys: readonly BlockKey[], nowMs: number): PodLookup {
-    const pending = reservations.pendingPrefixBlocks(pod.state.podId, keys, nowMs);
+  function creditedPrefix(
+    pod: PodLookup,
+    keys: readonly BlockKey[],
+    nowMs: number,
+  ): { pod: PodLookup; reason: string } | null {
     const b = pod.prefixBlocks;
-    if (pending <= b.GPU) return pod;
+    const pending = reservations.pendingPrefixBlocks(pod.state.podId, keys, nowMs);
+    const remembered = reportsReuse(pod.state.partialSinceMs, nowMs)
+      ? sends.prefixBlocks(pod.state.podId, keys)
+      : 0;
+    const blocks = Math.max(pending, remembered);
+    if (blocks <= b.GPU) return null;
     return {
-      state: pod.state,
-      prefixBlocks: { GPU: pending, CPU: Math.max(b.CPU, pending), STORAGE: Math.max(b.STORAGE, pending) },
+      pod: {
+        state: pod.state,
+        prefixBlocks: { GPU: blocks, CPU: Math.max(b.CPU, blocks), STORAGE: Math.max(b.STORAGE, blocks) },
+      },
+      reason:
+        pending >= remembered
+          ? 'cached credit includes a prompt sent here whose KV events are pending'
+          : "cached credit includes a prompt this router sent here, which the pod's rebuilt index lost",
     };
   }
 
-  /** Whether a request sent to this pod should ask for reports of the blocks it reuses (kv_reuse_reports_ms). */
-  function wantsReuseReport(p: Prediction, nowMs: number): boolean {
-    const since = p.partialSinceMs;
-    return config.kv_reuse_reports_ms > 0 && since > 0 && nowMs - since < config.kv_reuse_reports_ms;
+  /** Within kv_reuse_reports_ms of a pod's partial rebuild: its requests ask for reuse reports. */
+  function reportsReuse(partialSinceMs: number, nowMs: number): boolean {
+    const w = config.kv_reuse_reports_ms;
+    return w > 0 && partialSinceMs > 0 && nowMs - partialSinceMs < w;
   }
 
   function finish(
@@ -281,8 +299,22 @@ export function createRouter(
         : null;
     const flightId = addr && chosen && itl ? itl.record(chosen, nowMs, base.promptTokens, maxTokens) : null;
     const target = addr && chosen ? { ...addr, podId: chosen.podId } : null;
+    if (target && keys.length > 0 && config.kv_reuse_reports_ms > 0) {
+      // About what the pod's KV cache holds, when the collector has said.
+      const cap = lastKnownPods
+        .get(base.model ?? '')
+        ?.find((p) => p.podId === target.podId)?.kvCapacityTokens;
+      sends.record(
+        target.podId,
+        keys,
+        cap ? Math.ceil(cap / (config.block_size * SEND_MEMORY_STRIDE)) : undefined,
+      );
+    }
     const kvReuseReport =
-      target !== null && request !== null && !request.hasVllmXargs && wantsReuseReport(chosen!, nowMs);
+      target !== null &&
+      request !== null &&
+      !request.hasVllmXargs &&
+      reportsReuse(chosen!.partialSinceMs, nowMs);
     if (kvReuseReport)
       chosen!.reasons.push(
         `index rebuilt without the pod's whole event history ${Math.round((nowMs - chosen!.partialSinceMs) / 1000)} s ago: asking it to report the cached blocks this request reuses`,
@@ -459,14 +491,11 @@ export function createRouter(
         model,
         lookup.pods.map((p) => p.state),
       );
-      const pods = lookup.pods.map((pod) => withPendingPrefix(pod, keys, nowMs));
+      const credits = lookup.pods.map((pod) => creditedPrefix(pod, keys, nowMs));
+      const pods = lookup.pods.map((pod, i) => credits[i]?.pod ?? pod);
       const maxTokens = req.maxTokens ?? null;
       const predictions = predictAll(pods, promptTokens, nowMs, maxTokens);
-      for (let i = 0; i < pods.length; i++)
-        if (pods[i] !== lookup.pods[i])
-          predictions[i]!.reasons.push(
-            'cached credit includes a prompt sent here whose KV events are pending',
-          );
+      credits.forEach((c, i) => c && predictions[i]!.reasons.push(c.reason));
       const skipped = markSkipped(predictions, nowMs);
       const decision = choose(predictions, skipped);
       timings.predictMs = performance.now() - t;

@@ -254,6 +254,41 @@ describe('router pipeline (real tokenizer, real template, both indexes)', () => 
     expect(other.kvReuseReport).toBe(false);
   });
 
+  it('credits a partially rebuilt pod with the prompts this router sent it before, which its index lost', async () => {
+    for (const window of [60_000, 0]) {
+      const cfg = config({ kv_reuse_reports_ms: window, reservation_ttl_ms: 0 });
+      const res = defaultResources(cfg);
+      await fleet(res.index);
+      const keys = await requestKeys(cfg, body('q'));
+      const pod = { model: MODEL, podId: 'pod-b' };
+      await res.index.apply(pod, [{ op: 'store', keys, tier: 'GPU' }]);
+      const router = createRouter(cfg, res, { clock: () => NOW });
+      expect((await router.route(body('q'))).target?.podId).toBe('pod-b');
+
+      // A collector restart: pod-b's blocks are gone from the index, and it says the rebuild was partial.
+      await res.index.apply(pod, [{ op: 'clear' }]);
+      await res.index.upsertPodState(pod, { partialSinceMs: NOW - 5_000 });
+      const out = await router.route(body('another question'));
+      const b = out.decision.candidates.find((c) => c.podId === 'pod-b')!;
+      if (window > 0) {
+        expect(out.target?.podId).toBe('pod-b');
+        expect(b.cachedTokens).toBeGreaterThanOrEqual(Math.floor(keys.length / 16) * 16 * 16);
+        expect(b.reasons).toContain(
+          "cached credit includes a prompt this router sent here, which the pod's rebuilt index lost",
+        );
+      } else {
+        // Off: only the index counts, and it has nothing; pod-a wins the tie on its id.
+        expect(b.cachedTokens).toBe(0);
+        expect(out.target?.podId).toBe('pod-a');
+      }
+      // A complete index is the truth: the memory is not consulted.
+      await res.index.upsertPodState(pod, { partialSinceMs: 0 });
+      const after = await router.route(body('a third question'));
+      expect(after.decision.candidates.find((c) => c.podId === 'pod-b')!.cachedTokens).toBe(0);
+      await router.close();
+    }
+  });
+
   it('serves a request over the SLO on an idle pod: waiting would not bring it within', async () => {
     const cfg = config({ shed_ttft_slo_ms: 1 });
     const res = defaultResources(cfg);
