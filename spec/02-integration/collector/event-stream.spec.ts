@@ -7,35 +7,21 @@ import { waitFor } from '../../helpers/ports.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
 import {
+  blockStored,
   BS,
-  MODEL,
   cachedBlocks,
   freshTokens,
+  hashCounter,
+  MODEL,
   startCollector,
   waitCached,
   waitSubscribed,
 } from '../../helpers/collector/collector-harness.js';
 import { encodeMsgspec, f64 } from '../../helpers/collector/msgspec-encoder.js';
-import { encodeBatch, seqFrame, type EventSpec } from '../../helpers/collector/vllm-frames.js';
+import { encodeBatch, seqFrame } from '../../helpers/collector/vllm-frames.js';
 
 // Hashes above 2^63: a double would round them, and chaining would then fail.
-let nextHash = 2n ** 63n + 12345n;
-const hashes = (n: number): bigint[] => Array.from({ length: n }, () => nextHash++);
-
-const stored = (
-  h: bigint[],
-  parent: bigint | null,
-  tokens: number[],
-  extra: Partial<EventSpec> = {},
-): EventSpec =>
-  ({
-    type: 'BlockStored',
-    hashes: h,
-    parent,
-    tokens,
-    blockSize: BS,
-    ...extra,
-  }) as EventSpec;
+const hashes = hashCounter(2n ** 63n + 12345n);
 
 describe.each(['array', 'map'] as const)(
   'collector ← vLLM KV events (%s encoding), real ZMQ and Redis',
@@ -80,9 +66,9 @@ describe.each(['array', 'map'] as const)(
     it('a stored prefix is found for that pod; extending it through a uint64 parent hash works', async () => {
       const t = freshTokens(5);
       const h = hashes(5);
-      await pub.publish([stored(h.slice(0, 4), null, t.slice(0, 4 * BS))]);
+      await pub.publish([blockStored(h.slice(0, 4), null, t.slice(0, 4 * BS))]);
       await waitCached(index, 'pod-a', t, 4);
-      await pub.publish([stored([h[4]!], h[3]!, t.slice(4 * BS))]);
+      await pub.publish([blockStored([h[4]!], h[3]!, t.slice(4 * BS))]);
       await waitCached(index, 'pod-a', t, 5);
       expect(await cachedBlocks(index, 'pod-b', t)).toBe(0);
     });
@@ -90,7 +76,7 @@ describe.each(['array', 'map'] as const)(
     it('removed blocks are no longer found; the prefix stops at the first removed block', async () => {
       const t = freshTokens(4);
       const h = hashes(4);
-      await pub.publish([stored(h, null, t)]);
+      await pub.publish([blockStored(h, null, t)]);
       await waitCached(index, 'pod-a', t, 4);
       await pub.publish([{ type: 'BlockRemoved', hashes: [h[3]!] }]);
       await waitCached(index, 'pod-a', t, 3);
@@ -103,25 +89,25 @@ describe.each(['array', 'map'] as const)(
       const [a, b] = hashes(2);
       await pub.publish([
         // group_idx: a vLLM whose multimodal keys are tuples, so the plain string is the cache_salt
-        stored([a!], null, t.slice(0, BS), {
+        blockStored([a!], null, t.slice(0, BS), {
           loraName: 'sql-lora',
           loraId: 1,
           extraKeys: [['sql-lora', 'salt-9']],
           groupIdx: 0,
         }),
-        stored([b!], a!, t.slice(BS), { loraName: 'sql-lora', loraId: 1, extraKeys: [['sql-lora']] }),
+        blockStored([b!], a!, t.slice(BS), { loraName: 'sql-lora', loraId: 1, extraKeys: [['sql-lora']] }),
       ]);
       await waitCached(index, 'pod-a', t, 2, { lora: 'sql-lora', salt: 'salt-9' });
       expect(await cachedBlocks(index, 'pod-a', t)).toBe(0); // not under the base model's seed
       const m = freshTokens(2);
-      await pub.publish([stored(hashes(2), null, m, { extraKeys: [null, [['image-1', 0]]] })]);
+      await pub.publish([blockStored(hashes(2), null, m, { extraKeys: [null, [['image-1', 0]]] })]);
       await waitCached(index, 'pod-a', m, 1);
       await waitFor('skip counted', () => w('pod-a').stats.skipped.unreproducible_extra_keys >= 1);
     });
 
     it('AllBlocksCleared drops every block of the pod', async () => {
       const t = freshTokens(3);
-      await pub.publish([stored(hashes(3), null, t)]);
+      await pub.publish([blockStored(hashes(3), null, t)]);
       await waitCached(index, 'pod-a', t, 3);
       await pub.publish([{ type: 'AllBlocksCleared' }]);
       await waitCached(index, 'pod-a', t, 0);
@@ -131,8 +117,8 @@ describe.each(['array', 'map'] as const)(
       const t = freshTokens(3);
       const h = hashes(3);
       const gaps = w('pod-a').stats.gaps;
-      await pub.publish([stored(h.slice(0, 2), null, t.slice(0, 2 * BS))], { drop: true }); // lost on the wire (HWM)
-      await pub.publish([stored([h[2]!], h[1]!, t.slice(2 * BS))]);
+      await pub.publish([blockStored(h.slice(0, 2), null, t.slice(0, 2 * BS))], { drop: true }); // lost on the wire (HWM)
+      await pub.publish([blockStored([h[2]!], h[1]!, t.slice(2 * BS))]);
       await waitCached(index, 'pod-a', t, 3);
       expect(w('pod-a').stats.gaps).toBe(gaps + 1);
       expect(w('pod-a').stats.replays.covered).toBeGreaterThanOrEqual(1);
@@ -140,13 +126,13 @@ describe.each(['array', 'map'] as const)(
 
     it('without replay, a gap clears the pod and it is rebuilt from new events', async () => {
       const old = freshTokens(2);
-      await plain.publish([stored(hashes(2), null, old)]);
+      await plain.publish([blockStored(hashes(2), null, old)]);
       await waitCached(index, 'pod-b', old, 2);
       const lost = freshTokens(1);
       const lostHash = hashes(1);
-      await plain.publish([stored(lostHash, null, lost)], { drop: true });
+      await plain.publish([blockStored(lostHash, null, lost)], { drop: true });
       const t = freshTokens(2);
-      await plain.publish([stored(hashes(2), null, t)]);
+      await plain.publish([blockStored(hashes(2), null, t)]);
       await waitCached(index, 'pod-b', t, 2);
       expect(await cachedBlocks(index, 'pod-b', old)).toBe(0);
       expect(w('pod-b').stats.podClears.gap).toBe(1);
@@ -154,11 +140,11 @@ describe.each(['array', 'map'] as const)(
 
     it('a sequence that goes backwards (engine restart) clears the pod; the new process’s blocks are indexed', async () => {
       const before = freshTokens(2);
-      await pub.publish([stored(hashes(2), null, before)]);
+      await pub.publish([blockStored(hashes(2), null, before)]);
       await waitCached(index, 'pod-a', before, 2);
       pub.restart();
       const after = freshTokens(2);
-      await pub.publish([stored(hashes(2), null, after)]); // seq 0 again
+      await pub.publish([blockStored(hashes(2), null, after)]); // seq 0 again
       await waitCached(index, 'pod-a', after, 2);
       expect(await cachedBlocks(index, 'pod-a', before)).toBe(0);
       expect(w('pod-a').stats.restarts).toBe(1);
@@ -168,7 +154,7 @@ describe.each(['array', 'map'] as const)(
       const s = w('pod-a').stats;
       await pub.sendRaw([Buffer.from('kv-events'), seqFrame(pub.seq)]); // 2 frames
       await pub.sendRaw([Buffer.from('kv-events'), Buffer.alloc(4), Buffer.from([0x90])]); // bad sequence frame
-      const good = encodeBatch([stored(hashes(1), null, freshTokens(1))], { format });
+      const good = encodeBatch([blockStored(hashes(1), null, freshTokens(1))], { format });
       await pub.publishPayload(good.subarray(0, good.length - 5)); // truncated
       await pub.publishPayload(Buffer.from('not msgpack at all'));
       await pub.publishPayload(encodeMsgspec([f64(1), 'events', 0])); // wrong type
@@ -176,7 +162,7 @@ describe.each(['array', 'map'] as const)(
         encodeMsgspec([f64(1), [['BlockStored', 'x', null, [], 16, null, 'GPU', null], ['Mystery']], 0]),
       );
       const t = freshTokens(2);
-      await pub.publish([stored(hashes(2), null, t)]);
+      await pub.publish([blockStored(hashes(2), null, t)]);
       await waitCached(index, 'pod-a', t, 2);
       expect(s.malformedFrames).toBe(2);
       expect(s.decodeErrors.truncated).toBe(1);

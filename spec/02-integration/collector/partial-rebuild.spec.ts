@@ -10,12 +10,13 @@ import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
 import {
   BS,
   MODEL,
+  blockStored,
   cachedBlocks,
   freshTokens,
+  hashCounter,
   startCollector,
   waitCached,
 } from '../../helpers/collector/collector-harness.js';
-import type { EventSpec } from '../../helpers/collector/vllm-frames.js';
 
 /**
  * PodState.partialSinceMs: the collector says when a pod's rebuilt index may lack blocks the pod still holds
@@ -23,10 +24,7 @@ import type { EventSpec } from '../../helpers/collector/vllm-frames.js';
  * blocks requests reuse; and such a re-announcement (BlockStored from block 0, no parent) indexes them again.
  */
 
-let nextHash = 7n << 40n;
-const hashes = (n: number): bigint[] => Array.from({ length: n }, () => nextHash++);
-const stored = (h: bigint[], parent: bigint | null, tokens: number[]): EventSpec =>
-  ({ type: 'BlockStored', hashes: h, parent, tokens, blockSize: BS }) as EventSpec;
+const hashes = hashCounter(7n << 40n);
 
 describe('partial rebuilds (real Redis and ZMQ)', () => {
   let redis: TestRedis;
@@ -64,7 +62,7 @@ describe('partial rebuilds (real Redis and ZMQ)', () => {
     const t = freshTokens(3);
     const h = hashes(3);
     for (let i = 0; i < 3; i++)
-      await pub.publish([stored([h[i]!], i === 0 ? null : h[i - 1]!, t.slice(i * BS, (i + 1) * BS))]);
+      await pub.publish([blockStored([h[i]!], i === 0 ? null : h[i - 1]!, t.slice(i * BS, (i + 1) * BS))]);
     collector = startCollector(index, [pod('pod-full', pub)]);
     await collector.start();
     await waitCached(index, 'pod-full', t, 3);
@@ -76,9 +74,9 @@ describe('partial rebuilds (real Redis and ZMQ)', () => {
     pub = await new FakeVllmPublisher({ format: 'map' }, { bufferSteps: 2 }).bind();
     const old = freshTokens(2);
     const oldHashes = hashes(2);
-    await pub.publish([stored(oldHashes, null, old)]); // seq 0, gone from the buffer by the time we ask
+    await pub.publish([blockStored(oldHashes, null, old)]); // seq 0, gone from the buffer by the time we ask
     const later = freshTokens(2);
-    await pub.publish([stored(hashes(2), null, later)]);
+    await pub.publish([blockStored(hashes(2), null, later)]);
     await pub.publish([]);
     const t0 = Date.now();
     collector = startCollector(index, [pod('pod-part', pub)]);
@@ -95,7 +93,7 @@ describe('partial rebuilds (real Redis and ZMQ)', () => {
     expect(await cachedBlocks(index, 'pod-part', old)).toBe(0);
 
     // vLLM with kv_cache_report_mode=full, for a request reusing the old prefix: one BlockStored from block 0.
-    await pub.publish([stored(oldHashes, null, old)]);
+    await pub.publish([blockStored(oldHashes, null, old)]);
     await waitCached(index, 'pod-part', old, 2);
     // Still partial: other old blocks may be out there; the plugin's window bounds the reports.
     expect((await state('pod-part'))!.partialSinceMs).toBe(s!.partialSinceMs);
@@ -103,13 +101,13 @@ describe('partial rebuilds (real Redis and ZMQ)', () => {
 
   it('without a replay endpoint, a pod that published before we subscribed is partial', async () => {
     pub = await new FakeVllmPublisher({ format: 'array' }, { replay: false }).bind();
-    await pub.publish([stored(hashes(1), null, freshTokens(1))], { drop: true }); // before us: seq 0 lost
+    await pub.publish([blockStored(hashes(1), null, freshTokens(1))], { drop: true }); // before us: seq 0 lost
     collector = startCollector(index, [pod('pod-live', pub, false)]);
     await collector.start();
     const t = freshTokens(1);
     await waitFor('subscribed and indexed', async () => {
       if ((await cachedBlocks(index, 'pod-live', t)) === 1) return true;
-      await pub!.publish([stored(hashes(1), null, t)]);
+      await pub!.publish([blockStored(hashes(1), null, t)]);
       return false;
     });
     expect((await state('pod-live'))!.partialSinceMs).toBeGreaterThan(0);

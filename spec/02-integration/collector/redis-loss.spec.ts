@@ -7,9 +7,10 @@ import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
 import {
   BS,
-  MODEL,
   cachedBlocks,
   freshTokens,
+  hashCounter,
+  MODEL,
   startCollector,
   waitCached,
   waitSubscribed,
@@ -19,8 +20,7 @@ import {
  * The collector's writes against a Redis that stalls, loses its data, or goes back to an older snapshot
  * while the collector keeps running (docs/redis-index.md, "Failure behaviour").
  */
-let nextHash = 1n << 44n;
-const hashes = (n: number): bigint[] => Array.from({ length: n }, () => nextHash++);
+const hashes = hashCounter(1n << 44n);
 
 describe('collector against Redis trouble (real Redis, ZMQ)', () => {
   let redis: TestRedis;

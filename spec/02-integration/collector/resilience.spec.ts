@@ -8,17 +8,17 @@ import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
 import {
   BS,
-  MODEL,
   cachedBlocks,
   freshTokens,
+  hashCounter,
+  MODEL,
   startCollector,
   waitCached,
   waitSubscribed,
 } from '../../helpers/collector/collector-harness.js';
 import { vllmExposition } from '../../helpers/collector/vllm-metrics-text.js';
 
-let nextHash = 1n << 40n;
-const hashes = (n: number): bigint[] => Array.from({ length: n }, () => nextHash++);
+const hashes = hashCounter(1n << 40n);
 
 describe('collector resilience (real Redis, ZMQ, HTTP)', () => {
   let redis: TestRedis;

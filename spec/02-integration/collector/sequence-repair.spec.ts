@@ -13,16 +13,18 @@ import { freePort, waitFor } from '../../helpers/ports.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
 import {
+  blockStored,
   BS,
-  MODEL,
   cachedBlocks,
   freshTokens,
+  hashCounter,
+  MODEL,
   testSettings,
   waitCached,
   waitSubscribed,
 } from '../../helpers/collector/collector-harness.js';
 import { encodeMsgspec, f64 } from '../../helpers/collector/msgspec-encoder.js';
-import { liveFrames, seqFrame, type EventSpec } from '../../helpers/collector/vllm-frames.js';
+import { liveFrames, seqFrame } from '../../helpers/collector/vllm-frames.js';
 import { vllmExposition } from '../../helpers/collector/vllm-metrics-text.js';
 
 /**
@@ -30,10 +32,7 @@ import { vllmExposition } from '../../helpers/collector/vllm-metrics-text.js';
  * replays that are slow, absent or overflowing, and idle spells (docs/collector.md "Sequence numbers").
  */
 
-let nextHash = 3n << 40n;
-const hashes = (n: number): bigint[] => Array.from({ length: n }, () => nextHash++);
-const stored = (h: bigint[], parent: bigint | null, tokens: number[], extra: object = {}): EventSpec =>
-  ({ type: 'BlockStored', hashes: h, parent, tokens, blockSize: BS, ...extra }) as EventSpec;
+const hashes = hashCounter(3n << 40n);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const END = Buffer.alloc(8, 0xff);
 
@@ -176,13 +175,13 @@ describe('collector event sequencing (real Redis, ZMQ, HTTP)', () => {
       expect(Date.now() - t0).toBeLessThan(4000); // not one replay timeout, let alone two
 
       const before = freshTokens(2);
-      await pub.publish([stored(hashes(2), null, before)]);
+      await pub.publish([blockStored(hashes(2), null, before)]);
       await waitCached(index, 'pod-s', before, 2);
 
       await restartProcess(pub);
       const after = freshTokens(2);
       const t1 = Date.now();
-      await pub.publish([stored(hashes(2), null, after)]); // the new process's seq 0
+      await pub.publish([blockStored(hashes(2), null, after)]); // the new process's seq 0
       await waitCached(index, 'pod-s', after, 2);
       expect(Date.now() - t1).toBeLessThan(4000);
       expect(await cachedBlocks(index, 'pod-s', before)).toBe(0);
@@ -205,7 +204,7 @@ describe('collector event sequencing (real Redis, ZMQ, HTTP)', () => {
     ]);
     await waitSubscribed(pub, () => collector!.worker('pod-p'));
     const before = freshTokens(1);
-    await pub.publish([stored(hashes(1), null, before)]);
+    await pub.publish([blockStored(hashes(1), null, before)]);
     await waitCached(index, 'pod-p', before, 1);
     const last = worker('pod-p').lastSeq!;
 
@@ -214,7 +213,7 @@ describe('collector event sequencing (real Redis, ZMQ, HTTP)', () => {
       pub!.restart();
       // More batches than the old process had: the number after our last one exists again.
       for (let i = 0; i <= last + 1; i++) await pub!.publish([], { drop: true });
-      await pub!.publish([stored(hashes(2), null, after)], { drop: true });
+      await pub!.publish([blockStored(hashes(2), null, after)], { drop: true });
     });
     await waitCached(index, 'pod-p', after, 2); // no later traffic: the connection replay did it
     expect(await cachedBlocks(index, 'pod-p', before)).toBe(0);
@@ -245,14 +244,14 @@ describe('collector event sequencing (real Redis, ZMQ, HTTP)', () => {
       await waitSubscribed(pub, () => collector!.worker('pod-m'));
       await waitFor('first scrape', () => collector!.scraper('pod-m')!.lastPod !== null);
       const old = freshTokens(1);
-      await pub.publish([stored(hashes(1), null, old)]);
+      await pub.publish([blockStored(hashes(1), null, old)]);
       await waitCached(index, 'pod-m', old, 1);
 
       const restartedAt = Date.now() / 1000 - 2; // the process started before its first batch
       await restartProcess(pub);
       const t = freshTokens(3);
       const h = hashes(3);
-      await pub.publish([stored(h.slice(0, 2), null, t.slice(0, 2 * BS))]); // seq 0 of the new process
+      await pub.publish([blockStored(h.slice(0, 2), null, t.slice(0, 2 * BS))]); // seq 0 of the new process
       await waitCached(index, 'pod-m', t.slice(0, 2 * BS), 2);
       expect(worker('pod-m').stats.restarts).toBe(1);
 
@@ -260,7 +259,7 @@ describe('collector event sequencing (real Redis, ZMQ, HTTP)', () => {
       const scraper = collector!.scraper('pod-m')!;
       await waitFor('new start time scraped', () => scraper.lastPod?.processStartTimeSec === restartedAt);
       // Its child: indexed only if the scrape did not clear the pod and forget the parent's hash.
-      await pub.publish([stored([h[2]!], h[1]!, t.slice(2 * BS))]);
+      await pub.publish([blockStored([h[2]!], h[1]!, t.slice(2 * BS))]);
       await waitCached(index, 'pod-m', t, 3);
       expect(worker('pod-m').stats.podClears.restart_signal).toBe(0);
 
@@ -283,10 +282,10 @@ describe('collector event sequencing (real Redis, ZMQ, HTTP)', () => {
       await waitSubscribed(pub, () => collector!.worker('pod-d'));
       const t = freshTokens(3);
       const h = hashes(3);
-      await pub.publish([stored([h[0]!], null, t.slice(0, BS))]);
-      const s1 = await pub.publish([stored([h[1]!], h[0]!, t.slice(BS, 2 * BS))]);
+      await pub.publish([blockStored([h[0]!], null, t.slice(0, BS))]);
+      const s1 = await pub.publish([blockStored([h[1]!], h[0]!, t.slice(BS, 2 * BS))]);
       await pub.sendRaw(liveFrames('', s1, pub.buffer.at(-1)!.payload)); // the same batch again
-      await pub.publish([stored([h[2]!], h[1]!, t.slice(2 * BS))]);
+      await pub.publish([blockStored([h[2]!], h[1]!, t.slice(2 * BS))]);
       await waitCached(index, 'pod-d', t, 3);
       const s = worker('pod-d').stats;
       expect(s.duplicates).toBe(1);
@@ -307,12 +306,12 @@ describe('collector event sequencing (real Redis, ZMQ, HTTP)', () => {
       await waitSubscribed(pub, () => collector!.worker('pod-o'));
       const a = freshTokens(1);
       const b = freshTokens(1);
-      const s1 = await pub.publish([stored(hashes(1), null, a)], { drop: true });
-      await pub.publish([stored(hashes(1), null, b)]); // a gap: no replay, the pod is cleared
+      const s1 = await pub.publish([blockStored(hashes(1), null, a)], { drop: true });
+      await pub.publish([blockStored(hashes(1), null, b)]); // a gap: no replay, the pod is cleared
       await waitCached(index, 'pod-o', b, 1);
       await pub.sendRaw(liveFrames('', s1, pub.buffer.find((x) => x.seq === s1)!.payload)); // then the late one
       const c = freshTokens(1);
-      await pub.publish([stored(hashes(1), null, c)]);
+      await pub.publish([blockStored(hashes(1), null, c)]);
       await waitCached(index, 'pod-o', c, 1);
       const s = worker('pod-o').stats;
       expect(s.outOfOrder).toBe(1);
@@ -345,7 +344,7 @@ describe('collector event sequencing (real Redis, ZMQ, HTTP)', () => {
     await pub.publish([]); // a gap: the (slow) replay starts
     await waitFor('replay requested', () => slow!.requests.length > asked);
     const chains = Array.from({ length: 20 }, () => freshTokens(1));
-    for (const t of chains) await pub.publish([stored(hashes(1), null, t)]);
+    for (const t of chains) await pub.publish([blockStored(hashes(1), null, t)]);
     for (const t of chains) await waitCached(index, 'pod-l', t, 1);
     const w = worker('pod-l');
     expect(w.stats.liveDropped).toBeGreaterThan(0);
@@ -371,11 +370,11 @@ describe('collector event sequencing (real Redis, ZMQ, HTTP)', () => {
     );
     await waitSubscribed(pub, () => collector!.worker('pod-e'));
     for (let i = 0; i < 2; i++) {
-      await pub.publish([stored(hashes(1), null, freshTokens(1), { medium: 'DISK' })]);
+      await pub.publish([blockStored(hashes(1), null, freshTokens(1), { medium: 'DISK' })]);
       await pub.publishPayload(encodeMsgspec([f64(Date.now() / 1000), [['BlockPinned', [1]]], 0]));
     }
     const t = freshTokens(1);
-    await pub.publish([stored(hashes(1), null, t)]);
+    await pub.publish([blockStored(hashes(1), null, t)]);
     await waitCached(index, 'pod-e', t, 1);
     const s = worker('pod-e').stats;
     expect(s.invalidEvents.unknown_medium).toBe(2);
@@ -401,7 +400,7 @@ describe('collector event sequencing (real Redis, ZMQ, HTTP)', () => {
     ]);
     await waitSubscribed(pub, () => collector!.worker('pod-f'));
     const t = freshTokens(1);
-    await pub.publish([stored(hashes(1), null, t)]);
+    await pub.publish([blockStored(hashes(1), null, t)]);
     await waitCached(index, 'pod-f', t, 1);
     const idleFrom = Date.now();
     // Nothing published: the heartbeat keeps lastEventAtMs within about a second of now.

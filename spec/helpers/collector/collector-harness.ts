@@ -9,6 +9,7 @@ import { blockKeys, keySeed } from '../../../src/core/block-keys.js';
 import type { KvIndex } from '../../../src/index/kv-index.js';
 import { waitFor } from '../ports.js';
 import type { FakeVllmPublisher } from './fake-publisher.js';
+import type { EventSpec } from './vllm-frames.js';
 
 export const MODEL = 'Qwen/Qwen3-8B';
 export const BS = 16;
@@ -91,4 +92,20 @@ export function freshTokens(blocks: number): number[] {
   const base = next;
   next += blocks * BS;
   return Array.from({ length: blocks * BS }, (_, i) => base + i);
+}
+
+/** Fresh vLLM block hashes counting up from `start` (a spec picks its own range; above 2^63 tests bigint chaining). */
+export function hashCounter(start: bigint): (n: number) => bigint[] {
+  let next = start;
+  return (n) => Array.from({ length: n }, () => next++);
+}
+
+/** vLLM's BlockStored for blocks `hashes` of `tokens` after `parent` (null: from block 0), block size BS. */
+export function blockStored(
+  hashes: bigint[],
+  parent: bigint | null,
+  tokens: number[],
+  extra: Partial<EventSpec> = {},
+): EventSpec {
+  return { type: 'BlockStored', hashes, parent, tokens, blockSize: BS, ...extra } as EventSpec;
 }
