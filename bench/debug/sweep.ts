@@ -2,7 +2,7 @@
  * `npx tsx bench/debug/sweep.ts --cells shared-prefix:p,shared-prefix:16 [--arm kinference] [--trials 3]
  * [--seeds 42,43] [--config '{"field":value}'] [--client-workers 10] [--arrivals guidellm] [--random-routing per-request] [--kv-capacity T]
  * [--emulator-profile h100-27b-fp8] [--rates multiturn=0.3] [--collector-calibration]
- * [--collector-restart S [--replay-batches N]] [--out file]`: runs the given discrete-event cells (workload:p for the
+ * [--collector-restart S [--replay-batches N]] [--gateways N] [--out file]`: runs the given discrete-event cells (workload:p for the
  * Poisson profile, workload:N for N streams) of one arm in this process, router config = the benchmark's
  * with the JSON overrides, and prints per cell, pooled over seeds × trials: n, share of TTFT < 0.3 s,
  * TTFT p50/p95, hit ≥ ½ prompt, goodput/min under the seed SLO, ITL p50, shares meeting the TTFT and ITL
@@ -33,6 +33,8 @@ line each (pooled over seeds x trials); published figures come only from npm run
   --collector-calibration  calibrate each pod from its /metrics as the collector does
   --collector-restart S  the kinference arms' collector restarts at virtual second S, rebuilding each pod
                          from its last --replay-batches KV-event batches (default 10000, vLLM's buffer_steps)
+  --gateways N           Kong nodes in front of the kinference arms, each with its own router (default 1),
+                         taking requests in turn
   --out FILE             append the command and the lines to FILE
 ${clientArgsUsage(SEED_SCHEDULE)}`;
 
@@ -47,6 +49,7 @@ const values = benchArgs('sweep', USAGE, {
   'collector-calibration': { type: 'boolean', default: false },
   'collector-restart': { type: 'string' },
   'replay-batches': { type: 'string', default: '10000' },
+  gateways: { type: 'string', default: '1' },
   out: { type: 'string' },
 });
 if (values.out)
@@ -61,6 +64,7 @@ const m = await loadModelSetup();
 const fleet = fleetOf(s, m);
 const slo = sloFor(s, m);
 const config = routerConfig(m, JSON.parse(values.config!) as Record<string, unknown>);
+const gateways = orUsage('sweep', USAGE, () => numberArg('gateways', values.gateways!, 'whole ≥ 1'));
 const restart = orUsage('sweep', USAGE, () =>
   values['collector-restart'] === undefined
     ? null
@@ -95,6 +99,7 @@ for (const cell of values.cells!.split(',')) {
         ...(s.randomRouting ? { randomRouting: s.randomRouting } : {}),
         collectorCalibration: values['collector-calibration'],
         ...(restart ? { collectorRestart: restart } : {}),
+        gateways,
       });
       recs.push(...r.records.filter((x) => inMeasureWindow(x, r.windowStartMs, r.windowEndMs)));
       preemptions += r.pods.reduce((a, p) => a + p.preemptions, 0);

@@ -76,6 +76,8 @@ export async function runArmCell(opts: {
    * `replayBatches` KV-event batches (vLLM's buffer_steps, default 10,000).
    */
   collectorRestart?: { atS: number; replayBatches?: number };
+  /** Kong nodes in front of the kinference arms, each with its own router (default 1). */
+  gateways?: number;
   onProgress?: (virtualMs: number) => void;
 }): Promise<CellResult & { fallbacks?: Record<string, number>; indexStats?: Record<string, number> }> {
   const { fleet, model, seed, trial } = opts;
@@ -129,7 +131,7 @@ export async function runArmCell(opts: {
       const tokenizer = fleet.latency.requestOverheadMsPerTokenizedToken
         ? createPromptTokenizer(model.promptTokenizer.tokenizer, { maxBytes: SEGMENT_CACHE_BYTES })
         : model.promptTokenizer;
-      const k = kinferenceArm(config, index, model.template, tokenizer, clock, opts.arm);
+      const k = kinferenceArm(config, index, model.template, tokenizer, clock, opts.arm, opts.gateways);
       fallbacks = k.fallbacks;
       arm = k;
       break;

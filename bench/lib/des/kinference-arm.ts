@@ -8,7 +8,9 @@ import type { Arm, ArmDecision } from '../arms/types.js';
  * The kinference arm: the REAL router (src/router: parse → template → tokenize → block keys → index lookup
  * → predictTtft → choose, with reservations and the online TTFT correction) over an index fed only by the
  * collector path. Its clock is the simulation's. A fallback that leaves Kong's default target goes to the
- * service URL, the first pod, as Kong would.
+ * service URL, the first pod, as Kong would. `gateways` > 1: that many Kong nodes, each with its own router
+ * (its own reservations and memory of sends) over the one index, taking requests in turn (a load balancer in
+ * front of them, each request on a fresh connection): a conversation's turns land on any of them.
  */
 export function kinferenceArm(
   config: PluginConfig,
@@ -17,19 +19,27 @@ export function kinferenceArm(
   promptTokenizer: PromptTokenizer,
   clock: () => number,
   name: 'kinference' | 'kinference-slo' = 'kinference',
+  gateways = 1,
 ): Arm & { router: Router; fallbacks: Map<string, number> } {
-  const router = createRouter(
-    config,
-    { index, template: () => template, promptTokenizer: () => promptTokenizer },
-    { clock },
+  const routers = Array.from({ length: gateways }, () =>
+    createRouter(
+      config,
+      { index, template: () => template, promptTokenizer: () => promptTokenizer },
+      { clock },
+    ),
   );
+  const router = routers[0]!;
+  const routerOf = new WeakMap<RouteOutcome, Router>();
   const fallbacks = new Map<string, number>();
+  let sent = 0;
   return {
     name,
     router,
     fallbacks,
     async choose(req, pods): Promise<ArmDecision> {
-      const outcome = await router.route(req.body);
+      const via = routers[sent++ % gateways]!;
+      const outcome = await via.route(req.body);
+      routerOf.set(outcome, via);
       if (outcome.fallbackReason)
         fallbacks.set(outcome.fallbackReason, (fallbacks.get(outcome.fallbackReason) ?? 0) + 1);
       if (outcome.shed)
@@ -46,7 +56,8 @@ export function kinferenceArm(
     },
     onComplete(d, _req, _nowMs, _responseMs, ttftMs) {
       // The plugin's log phase: proxy latency ≈ time to first byte, fed back to the router.
-      if (d.token) router.observe(d.token as RouteOutcome, ttftMs);
+      const outcome = d.token as RouteOutcome | undefined;
+      if (outcome) (routerOf.get(outcome) ?? router).observe(outcome, ttftMs);
     },
   };
 }
