@@ -204,6 +204,14 @@ return {
             },
           },
           {
+            share_reservations = {
+              type = "boolean",
+              required = true,
+              default = true,
+              description = "Share this node's reservations (its recent assignments, see reservation_ttl_ms) with the other Kong nodes through the Redis index, and count theirs: nodes then see each other's work in flight. One small Redis write per routed request and one read beside each lookup.",
+            },
+          },
+          {
             shed_ttft_slo_ms = {
               type = "integer",
               required = true,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { BlockKey, LookupResult, PodState } from '../../src/core/types.js';
-import type { ApplyId, IndexOp, KvIndex, PodRef } from '../../src/index/kv-index.js';
+import type { ApplyId, IndexOp, KvIndex, PodRef, SharedReservation } from '../../src/index/kv-index.js';
 import { MemoryKvIndex } from '../../src/index/memory-index.js';
 import type { PodStatePatch } from '../../src/index/pod-state-codec.js';
 import { assertSameAsReference } from './differential.js';
@@ -26,6 +26,15 @@ class Rewriting implements KvIndex {
   }
   listPods(model: string): Promise<PodState[]> {
     return this.inner.listPods(model);
+  }
+  shareReservation(model: string, r: SharedReservation, ttlMs: number): Promise<void> {
+    return this.inner.shareReservation(model, r, ttlMs);
+  }
+  endReservation(model: string, r: SharedReservation): Promise<void> {
+    return this.inner.endReservation(model, r);
+  }
+  sharedReservations(model: string, sinceMs: number): Promise<SharedReservation[]> {
+    return this.inner.sharedReservations(model, sinceMs);
   }
   close(): Promise<void> {
     return this.inner.close();

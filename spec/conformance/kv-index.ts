@@ -360,5 +360,35 @@ export function describeKvIndexConformance(name: string, create: () => Promise<K
       await ix.upsertPodState(A, {});
       expect(await gpu(ix)).toEqual({ 'pod-a': 0 });
     });
+
+    it('shares reservations between routers: listed from a time on, oldest first, until ended or too old', async () => {
+      const ix = await fresh();
+      const r = (router: string, id: number, atMs: number, podId = 'pod|a b') => ({
+        router,
+        id,
+        podId,
+        atMs,
+        uncachedTokens: 1000 + id,
+        promptTokens: 2000 + id,
+      });
+      const [a1, b1, a2] = [r('ra', 1, 10_000), r('rb', 1, 10_500, 'pod-b'), r('ra', 2, 11_000)];
+      await ix.shareReservation(M, a1, 15_000);
+      await ix.shareReservation(M, a2, 15_000);
+      await ix.shareReservation(M, b1, 15_000);
+      expect(await ix.sharedReservations(M, 0)).toEqual([a1, b1, a2]);
+      expect(await ix.sharedReservations(M, 10_500)).toEqual([b1, a2]);
+      expect(await ix.sharedReservations('other-model', 0)).toEqual([]);
+      await ix.endReservation(M, b1);
+      await ix.endReservation(M, r('rc', 9, 10_000)); // unknown: ignored
+      expect(await ix.sharedReservations(M, 0)).toEqual([a1, a2]);
+      // Sharing one drops those more than its TTL older than it.
+      const late = r('rb', 2, 25_500);
+      await ix.shareReservation(M, late, 15_000);
+      expect(await ix.sharedReservations(M, 0)).toEqual([a2, late]);
+      // Pods and blocks do not touch them.
+      await ix.apply(A, [{ op: 'clear' }]);
+      await ix.removePod(A);
+      expect(await ix.sharedReservations(M, 0)).toEqual([a2, late]);
+    });
   });
 }

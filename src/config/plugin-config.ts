@@ -106,6 +106,11 @@ export const PluginConfigSchema = Type.Object(
       description:
         "For this long after the collector rebuilt a pod's index without its whole event history (a restart, takeover, Redis data loss), the router credits the pod with prompts it sent there before (its own memory), and requests to the pod ask vLLM to report the cached blocks they reuse (vllm_xargs.kv_cache_report_mode=full, vLLM #45261), so those blocks return to the index. Bodies with their own vllm_xargs are left alone. 0 turns it off.",
     }),
+    share_reservations: Type.Boolean({
+      default: true,
+      description:
+        "Share this node's reservations (its recent assignments, see reservation_ttl_ms) with the other Kong nodes through the Redis index, and count theirs: nodes then see each other's work in flight. One small Redis write per routed request and one read beside each lookup.",
+    }),
     shed_ttft_slo_ms: Type.Integer({
       default: 0,
       minimum: 0,

@@ -38,6 +38,21 @@ export type IndexLossReason =
 export const INDEX_LOSS_REASONS: readonly IndexLossReason[] = ['missing', 'rolled_back', 'overwritten'];
 
 /**
+ * One router's recent assignment (src/router/reservations.ts), shared through the index with the routers
+ * of the other Kong nodes: the work a pod's metrics do not show yet is then counted by every node.
+ */
+export interface SharedReservation {
+  /** The router that made it: one id per router (plugin-server process and config). */
+  router: string;
+  /** Unique within its router. */
+  id: number;
+  podId: PodId;
+  atMs: number;
+  uncachedTokens: number;
+  promptTokens: number;
+}
+
+/**
  * The KV-location index: which pod holds which block keys, in which tier, plus each pod's state.
  *
  * Contract (both implementations; spec/conformance/kv-index.ts checks it):
@@ -62,6 +77,9 @@ export const INDEX_LOSS_REASONS: readonly IndexLossReason[] = ['missing', 'rolle
  *   (no ops, or only empty key lists) records no id. Without an id, an apply gets a fresh one
  *   (nextApplyId() in src/index/apply-id.ts).
  * - Pods appear sorted by podId. Keys are never prompt text or token ids.
+ * - Shared reservations: `sharedReservations(model, sinceMs)` lists those shared for the model (by any
+ *   router) with atMs ≥ sinceMs and not ended, oldest first. Sharing one with
+ *   `ttlMs` drops those more than ttlMs older than it. They are independent of pods and blocks.
  */
 export interface KvIndex {
   apply(pod: PodRef, ops: readonly IndexOp[], id?: ApplyId): Promise<void>;
@@ -79,6 +97,12 @@ export interface KvIndex {
    * implement it.
    */
   onWritesLost?(pod: PodRef, listener: (reason: IndexLossReason) => void): () => void;
+  /** Shares a router's reservation with every router reading this index, for at most `ttlMs`. */
+  shareReservation(model: string, r: SharedReservation, ttlMs: number): Promise<void>;
+  /** Ends a shared reservation before its TTL (its response was seen); an unknown one is ignored. */
+  endReservation(model: string, r: SharedReservation): Promise<void>;
+  /** Shared reservations of `model` made at or after `sinceMs`, by any router, oldest first. */
+  sharedReservations(model: string, sinceMs: number): Promise<SharedReservation[]>;
   close(): Promise<void>;
 }
 

@@ -6,6 +6,7 @@ import {
   type IndexOp,
   type KvIndex,
   type PodRef,
+  type SharedReservation,
 } from './kv-index.js';
 import { nextApplyId } from './apply-id.js';
 import { comparePodIds } from './pod-order.js';
@@ -29,6 +30,8 @@ interface PodEntry {
  */
 export class MemoryKvIndex implements KvIndex {
   readonly #models = new Map<string, Map<string, PodEntry>>();
+  /** Per model: shared reservations, in the order shared. */
+  readonly #reservations = new Map<string, SharedReservation[]>();
 
   #entry(pod: PodRef): PodEntry {
     let pods = this.#models.get(pod.model);
@@ -91,8 +94,30 @@ export class MemoryKvIndex implements KvIndex {
     return this.#registered(model).map(([, e]) => structuredClone(e.state!));
   }
 
+  async shareReservation(model: string, r: SharedReservation, ttlMs: number): Promise<void> {
+    // Those older than ttlMs before this one go as it comes, as in Redis.
+    const live = (this.#reservations.get(model) ?? []).filter((x) => x.atMs >= r.atMs - ttlMs);
+    live.push({ ...r });
+    this.#reservations.set(model, live);
+  }
+
+  async endReservation(model: string, r: SharedReservation): Promise<void> {
+    const list = this.#reservations.get(model);
+    if (!list) return;
+    const i = list.findIndex((x) => x.router === r.router && x.id === r.id);
+    if (i >= 0) list.splice(i, 1);
+  }
+
+  async sharedReservations(model: string, sinceMs: number): Promise<SharedReservation[]> {
+    return (this.#reservations.get(model) ?? [])
+      .filter((x) => x.atMs >= sinceMs)
+      .map((x) => ({ ...x }))
+      .sort((a, b) => a.atMs - b.atMs);
+  }
+
   async close(): Promise<void> {
     this.#models.clear();
+    this.#reservations.clear();
   }
 
   #registered(model: string): [string, PodEntry][] {

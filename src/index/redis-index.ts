@@ -7,7 +7,7 @@ import {
   parseApplyRecord,
   type ApplyRecord,
 } from './apply-id.js';
-import type { ApplyId, IndexLossReason, IndexOp, KvIndex, PodRef } from './kv-index.js';
+import type { ApplyId, IndexLossReason, IndexOp, KvIndex, PodRef, SharedReservation } from './kv-index.js';
 import { APPLY_LUA, APPLY_REPLY } from './lua/apply.js';
 import { notLeaseHolderReply } from './lua/fence.js';
 import { LOOKUP_LUA } from './lua/lookup.js';
@@ -21,7 +21,15 @@ import {
   type IndexLog,
   type RedisConnectionOptions,
 } from './redis-connection.js';
-import { DEFAULT_KEY_PREFIX, appliedKey, checkKeyPrefix, modelKeyBase, podsKey } from './redis-keys.js';
+import {
+  DEFAULT_KEY_PREFIX,
+  appliedKey,
+  checkKeyPrefix,
+  modelKeyBase,
+  podsKey,
+  reservationsKey,
+} from './redis-keys.js';
+import { parseReservationMember, reservationMember } from './reservation-member.js';
 import { RedisScript, type ScriptCall } from './script.js';
 import { applyCalls, lookupCall, removePodCall, upsertPodCall } from './script-args.js';
 import { LeaseLostError } from './writer-lease.js';
@@ -301,6 +309,39 @@ export class RedisKvIndex implements KvIndex {
       this.#flushLossReport();
     }
     await this.#conn.close();
+  }
+
+  async shareReservation(model: string, r: SharedReservation, ttlMs: number): Promise<void> {
+    const key = reservationsKey(this.#base(model));
+    await this.#run('shareReservation', this.#commandTimeoutMs, async () => {
+      // One round trip; the key lives as long as reservations keep coming, and no older one outlives ttlMs.
+      const res = await this.#conn.client
+        .multi()
+        .zadd(key, r.atMs, reservationMember(r))
+        .zremrangebyscore(key, '-inf', `(${r.atMs - ttlMs}`)
+        .pexpire(key, Math.max(1, 2 * ttlMs))
+        .exec();
+      const failed = res?.find(([err]) => err !== null)?.[0];
+      if (failed) throw failed;
+    });
+  }
+
+  async endReservation(model: string, r: SharedReservation): Promise<void> {
+    const key = reservationsKey(this.#base(model));
+    await this.#run('endReservation', this.#commandTimeoutMs, () =>
+      this.#conn.client.zrem(key, reservationMember(r)),
+    );
+  }
+
+  async sharedReservations(model: string, sinceMs: number): Promise<SharedReservation[]> {
+    const key = reservationsKey(this.#base(model));
+    const flat = await this.#run('sharedReservations', this.#lookupTimeoutMs, () =>
+      this.#conn.client.zrangebyscore(key, sinceMs, '+inf', 'WITHSCORES'),
+    );
+    const out: SharedReservation[] = [];
+    for (let i = 0; i + 1 < flat.length; i += 2)
+      out.push(parseReservationMember(flat[i]!, Number(flat[i + 1])));
+    return out;
   }
 
   /** Key base of a model, e.g. "kinf:{Ab3_x9Qz}:" (exposed for tests and tools that inspect keys). */

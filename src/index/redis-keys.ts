@@ -14,6 +14,8 @@ import { KinferenceError } from '../core/errors.js';
  *                        (src/index/lua/entry.ts); TTL refreshed on store
  *   kinf:{T}:writer      STRING the writer lease: who alone may write M's index (JSON id/host/pid of one
  *                        collector process, src/index/writer-lease.ts); PX TTL, renewed while it runs
+ *   kinf:{T}:resv        ZSET  routers' shared reservations (src/index/reservation-member.ts), score atMs;
+ *                        PX TTL refreshed on each share
  *
  * T = modelTag(M), a Redis Cluster hash tag: all keys of one model hash to one slot, so every script
  * touches a single slot (docs/redis-index.md says what that means for Cluster).
@@ -25,6 +27,7 @@ export const KEY_SUFFIX = {
   state: 's:',
   block: 'b:',
   writer: 'writer',
+  reservations: 'resv',
 } as const;
 
 export const DEFAULT_KEY_PREFIX = 'kinf';
@@ -76,6 +79,10 @@ export function stateKey(base: string, podIdx: number): string {
 
 export function writerLeaseKey(base: string): string {
   return base + KEY_SUFFIX.writer;
+}
+
+export function reservationsKey(base: string): string {
+  return base + KEY_SUFFIX.reservations;
 }
 
 /** A block's key: the base, the suffix, then the block key's 8 raw bytes (not 16 hex digits: memory). */

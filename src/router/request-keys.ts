@@ -16,6 +16,9 @@ export async function requestKeys(config: PluginConfig, body: Uint8Array | strin
     upsertPodState: async () => undefined,
     removePod: async () => undefined,
     listPods: async () => [],
+    shareReservation: async () => undefined,
+    endReservation: async () => undefined,
+    sharedReservations: async () => [],
     close: async () => undefined,
     lookup: async (_model: string, keys: readonly BlockKey[]): Promise<LookupResult> => {
       seen = [...keys];

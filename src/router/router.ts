@@ -4,7 +4,7 @@ import { choose, type Decision } from '../core/choose.js';
 import type { FallbackReason } from '../core/fallback.js';
 import { predictTtft, type Prediction } from '../core/predictor.js';
 import { parseChatBody } from '../core/request.js';
-import type { BlockKey, LookupResult, PodLookup, PodState } from '../core/types.js';
+import type { BlockKey, LookupResult, PodLookup, PodState, Reservation } from '../core/types.js';
 import { isKinferenceError } from '../core/errors.js';
 import type { PluginConfig } from '../config/plugin-config.js';
 import { defaultPodState, type KvIndex } from '../index/kv-index.js';
@@ -13,6 +13,7 @@ import { TtftCorrection } from './correction.js';
 import { ItlAdmission } from './itl-admission.js';
 import { ReservationBook } from './reservations.js';
 import { SEND_MEMORY_STRIDE, SendMemory } from './send-memory.js';
+import { SharedReservations } from './shared-reservations.js';
 import { UpstreamFailures } from './upstream-failures.js';
 
 export interface RouteTimings {
@@ -144,6 +145,10 @@ export function createRouter(
   const clock = options.clock ?? Date.now;
   const reservations = new ReservationBook(config.reservation_ttl_ms);
   const sends = new SendMemory();
+  const shared =
+    config.share_reservations && config.reservation_ttl_ms > 0
+      ? new SharedReservations(resources.index, config.reservation_ttl_ms)
+      : null;
   const correction = new TtftCorrection();
   const itl = config.itl_slo_ms > 0 ? new ItlAdmission(config) : null;
   /** Last pods seen per model, so an index outage can still spread load (fail open, not fail blind). */
@@ -205,9 +210,12 @@ export function createRouter(
     promptTokens: number,
     nowMs: number,
     maxTokens: number | null,
+    others: ReadonlyMap<string, Reservation[]> | null = null,
   ): Prediction[] {
     return pods.map((pod) => {
-      const active = reservations.active(pod.state.podId, nowMs);
+      const own = reservations.active(pod.state.podId, nowMs);
+      const theirs = others?.get(pod.state.podId);
+      const active = theirs ? [...own, ...theirs] : own;
       const prediction = predictTtft(pod, {
         promptTokens,
         blockSize: config.block_size,
@@ -297,6 +305,13 @@ export function createRouter(
             keys,
           )
         : null;
+    if (reservationId !== null && shared && base.model !== null)
+      shared.share(base.model, reservationId, {
+        podId: chosen!.podId,
+        atMs: nowMs,
+        uncachedTokens,
+        promptTokens: base.promptTokens,
+      });
     const flightId = addr && chosen && itl ? itl.record(chosen, nowMs, base.promptTokens, maxTokens) : null;
     const target = addr && chosen ? { ...addr, podId: chosen.podId } : null;
     if (target && keys.length > 0 && config.kv_reuse_reports_ms > 0) {
@@ -473,6 +488,10 @@ export function createRouter(
       timings.keysMs = u - t;
       t = u;
 
+      // The other nodes' reservations are read beside the lookup, never after it; without them, ours alone.
+      const othersRead = shared
+        ? withTimeout(shared.others(model, nowMs), config.redis_timeout_ms).catch(() => null)
+        : null;
       let lookup: LookupResult;
       try {
         lookup = await lookupIndex(model, keys);
@@ -494,7 +513,7 @@ export function createRouter(
       const credits = lookup.pods.map((pod) => creditedPrefix(pod, keys, nowMs));
       const pods = lookup.pods.map((pod, i) => credits[i]?.pod ?? pod);
       const maxTokens = req.maxTokens ?? null;
-      const predictions = predictAll(pods, promptTokens, nowMs, maxTokens);
+      const predictions = predictAll(pods, promptTokens, nowMs, maxTokens, await othersRead);
       credits.forEach((c, i) => c && predictions[i]!.reasons.push(c.reason));
       const skipped = markSkipped(predictions, nowMs);
       const decision = choose(predictions, skipped);
@@ -533,7 +552,10 @@ export function createRouter(
     actualTtftMs: number | null,
     upstream: UpstreamReport | null = null,
   ): void {
-    if (outcome.reservationId !== null) reservations.release(outcome.reservationId);
+    if (outcome.reservationId !== null) {
+      reservations.release(outcome.reservationId);
+      shared?.end(outcome.reservationId);
+    }
     if (outcome.flightId !== null) itl?.end(outcome.flightId);
     if (outcome.target && upstream) {
       // An outcome from elsewhere (no record) counts as routed now.

@@ -3,6 +3,7 @@ import type { PluginConfig } from '../../../src/config/plugin-config.js';
 import type { KvIndex } from '../../../src/index/index.js';
 import { createRouter, defaultResources, requestKeys } from '../../../src/router/index.js';
 import { qwen3RouterConfig } from '../../helpers/qwen3.js';
+import { waitFor } from '../../helpers/ports.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 
 const MODEL = 'Qwen/Qwen3-8B';
@@ -286,6 +287,53 @@ describe('router pipeline (real tokenizer, real template, both indexes)', () => 
       const after = await router.route(body('a third question'));
       expect(after.decision.candidates.find((c) => c.podId === 'pod-b')!.cachedTokens).toBe(0);
       await router.close();
+    }
+  });
+
+  it('two Kong nodes share their reservations through Redis: each counts the other’s work in flight, until its response', async () => {
+    for (const share of [true, false]) {
+      const cfg = config({
+        index: 'redis',
+        redis_url: redis.url,
+        redis_key_prefix: `share-${share}`,
+        share_reservations: share,
+        redis_timeout_ms: 2000,
+      });
+      const [resA, resB] = [defaultResources(cfg), defaultResources(cfg)];
+      await fleet(resA.index);
+      const nodeA = createRouter(cfg, resA, { clock: () => NOW });
+      const nodeB = createRouter(cfg, resB, { clock: () => NOW });
+      // A cold prompt of ~600 tokens: nodeA sends it to pod-a (every pod idle, pod-a first by id).
+      const first = await nodeA.route(body('What is the refund policy?'));
+      expect(first.target?.podId).toBe('pod-a');
+      // Another cold prompt through nodeB: with sharing it sees pod-a busy and picks pod-b.
+      const second = await nodeB.route(body('How do I reset my password?'));
+      const seen = second.decision.candidates.find((c) => c.podId === 'pod-a')!;
+      if (share) {
+        expect(seen.queuedTokens).toBe(first.decision.chosen!.uncachedTokens);
+        expect(second.target?.podId).toBe('pod-b');
+      } else {
+        expect(seen.queuedTokens).toBe(0);
+        expect(second.target?.podId).toBe('pod-a');
+      }
+      // nodeA does not count its own reservation twice.
+      const own = await nodeA.route(body('A third question'));
+      expect(own.decision.candidates.find((c) => c.podId === 'pod-a')!.queuedTokens).toBe(
+        first.decision.chosen!.uncachedTokens,
+      );
+      // Once nodeA has seen the responses, nodeB stops counting them.
+      nodeA.observe(first, null);
+      nodeA.observe(own, null);
+      // Only nodeB's own (`second`) is left shared.
+      await waitFor(
+        "nodeA's reservations ended in Redis",
+        async () => (await resB.index.sharedReservations(MODEL, 0)).length === (share ? 1 : 0),
+      );
+      const after = await nodeB.route(body('A fourth question'));
+      // What is left on pod-a is nodeB's own `second`, if it went there (without sharing).
+      const left = second.target?.podId === 'pod-a' ? second.decision.chosen!.uncachedTokens : 0;
+      expect(after.decision.candidates.find((c) => c.podId === 'pod-a')!.queuedTokens).toBe(left);
+      await Promise.all([nodeA.close(), nodeB.close()]);
     }
   });
 
