@@ -33,8 +33,8 @@ class Rewriting implements KvIndex {
   endReservation(model: string, r: SharedReservation): Promise<void> {
     return this.inner.endReservation(model, r);
   }
-  sharedReservations(model: string, sinceMs: number): Promise<SharedReservation[]> {
-    return this.inner.sharedReservations(model, sinceMs);
+  sharedReservations(model: string, sinceMs: number, limit: number): Promise<SharedReservation[]> {
+    return this.inner.sharedReservations(model, sinceMs, limit);
   }
   close(): Promise<void> {
     return this.inner.close();

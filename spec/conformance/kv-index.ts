@@ -375,20 +375,21 @@ export function describeKvIndexConformance(name: string, create: () => Promise<K
       await ix.shareReservation(M, a1, 15_000);
       await ix.shareReservation(M, a2, 15_000);
       await ix.shareReservation(M, b1, 15_000);
-      expect(await ix.sharedReservations(M, 0)).toEqual([a1, b1, a2]);
-      expect(await ix.sharedReservations(M, 10_500)).toEqual([b1, a2]);
-      expect(await ix.sharedReservations('other-model', 0)).toEqual([]);
+      expect(await ix.sharedReservations(M, 0, 100)).toEqual([a1, b1, a2]);
+      expect(await ix.sharedReservations(M, 10_500, 100)).toEqual([b1, a2]);
+      expect(await ix.sharedReservations(M, 0, 2)).toEqual([b1, a2]); // the newest 2
+      expect(await ix.sharedReservations('other-model', 0, 100)).toEqual([]);
       await ix.endReservation(M, b1);
       await ix.endReservation(M, r('rc', 9, 10_000)); // unknown: ignored
-      expect(await ix.sharedReservations(M, 0)).toEqual([a1, a2]);
+      expect(await ix.sharedReservations(M, 0, 100)).toEqual([a1, a2]);
       // Sharing one drops those more than its TTL older than it.
       const late = r('rb', 2, 25_500);
       await ix.shareReservation(M, late, 15_000);
-      expect(await ix.sharedReservations(M, 0)).toEqual([a2, late]);
+      expect(await ix.sharedReservations(M, 0, 100)).toEqual([a2, late]);
       // Pods and blocks do not touch them.
       await ix.apply(A, [{ op: 'clear' }]);
       await ix.removePod(A);
-      expect(await ix.sharedReservations(M, 0)).toEqual([a2, late]);
+      expect(await ix.sharedReservations(M, 0, 100)).toEqual([a2, late]);
     });
   });
 }

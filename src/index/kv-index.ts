@@ -77,8 +77,8 @@ export interface SharedReservation {
  *   (no ops, or only empty key lists) records no id. Without an id, an apply gets a fresh one
  *   (nextApplyId() in src/index/apply-id.ts).
  * - Pods appear sorted by podId. Keys are never prompt text or token ids.
- * - Shared reservations: `sharedReservations(model, sinceMs)` lists those shared for the model (by any
- *   router) with atMs ≥ sinceMs and not ended, oldest first. Sharing one with
+ * - Shared reservations: `sharedReservations(model, sinceMs, limit)` lists the newest `limit` of those shared
+ *   for the model (by any router) with atMs ≥ sinceMs and not ended, oldest first. Sharing one with
  *   `ttlMs` drops those more than ttlMs older than it. They are independent of pods and blocks.
  */
 export interface KvIndex {
@@ -101,8 +101,8 @@ export interface KvIndex {
   shareReservation(model: string, r: SharedReservation, ttlMs: number): Promise<void>;
   /** Ends a shared reservation before its TTL (its response was seen); an unknown one is ignored. */
   endReservation(model: string, r: SharedReservation): Promise<void>;
-  /** Shared reservations of `model` made at or after `sinceMs`, by any router, oldest first. */
-  sharedReservations(model: string, sinceMs: number): Promise<SharedReservation[]>;
+  /** The newest `limit` shared reservations of `model` made at or after `sinceMs`, by any router, oldest first. */
+  sharedReservations(model: string, sinceMs: number, limit: number): Promise<SharedReservation[]>;
   close(): Promise<void>;
 }
 

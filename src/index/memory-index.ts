@@ -108,11 +108,12 @@ export class MemoryKvIndex implements KvIndex {
     if (i >= 0) list.splice(i, 1);
   }
 
-  async sharedReservations(model: string, sinceMs: number): Promise<SharedReservation[]> {
-    return (this.#reservations.get(model) ?? [])
+  async sharedReservations(model: string, sinceMs: number, limit: number): Promise<SharedReservation[]> {
+    const live = (this.#reservations.get(model) ?? [])
       .filter((x) => x.atMs >= sinceMs)
       .map((x) => ({ ...x }))
       .sort((a, b) => a.atMs - b.atMs);
+    return live.slice(Math.max(0, live.length - limit));
   }
 
   async close(): Promise<void> {

@@ -333,13 +333,14 @@ export class RedisKvIndex implements KvIndex {
     );
   }
 
-  async sharedReservations(model: string, sinceMs: number): Promise<SharedReservation[]> {
+  async sharedReservations(model: string, sinceMs: number, limit: number): Promise<SharedReservation[]> {
     const key = reservationsKey(this.#base(model));
     const flat = await this.#run('sharedReservations', this.#lookupTimeoutMs, () =>
-      this.#conn.client.zrangebyscore(key, sinceMs, '+inf', 'WITHSCORES'),
+      this.#conn.client.zrevrangebyscore(key, '+inf', sinceMs, 'WITHSCORES', 'LIMIT', 0, limit),
     );
     const out: SharedReservation[] = [];
-    for (let i = 0; i + 1 < flat.length; i += 2)
+    // Newest first from Redis; oldest first out.
+    for (let i = flat.length - 2; i >= 0; i -= 2)
       out.push(parseReservationMember(flat[i]!, Number(flat[i + 1])));
     return out;
   }

@@ -488,13 +488,15 @@ export function createRouter(
       timings.keysMs = u - t;
       t = u;
 
-      // The other nodes' reservations are read beside the lookup, never after it; without them, ours alone.
+      // The other nodes' reservations are read beside the lookup (sent after it, so its reply comes first);
+      // without them, ours alone.
+      const lookupSent = lookupIndex(model, keys);
       const othersRead = shared
         ? withTimeout(shared.others(model, nowMs), config.redis_timeout_ms).catch(() => null)
         : null;
       let lookup: LookupResult;
       try {
-        lookup = await lookupIndex(model, keys);
+        lookup = await lookupSent;
       } catch (e) {
         timings.lookupMs = performance.now() - t;
         const timeout = e instanceof LookupTimeout || isKinferenceError(e, 'KINF_ERR_REDIS_TIMEOUT');

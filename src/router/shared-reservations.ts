@@ -3,6 +3,12 @@ import type { PodId, Reservation } from '../core/types.js';
 import type { KvIndex, SharedReservation } from '../index/kv-index.js';
 
 /**
+ * The newest reservations read per request (about 50 bytes each). Older ones have mostly been prefilled
+ * already, and only those since the pod's last scrape count as queued work.
+ */
+export const SHARED_RESERVATIONS_READ = 256;
+
+/**
  * This router's reservations shared with the routers of the other Kong nodes through the index, and theirs
  * read back (`share_reservations`): each node then counts the work the others sent that the pods' metrics
  * do not show yet. Best effort: a failed share or read leaves a node with its own reservations only, as
@@ -42,7 +48,7 @@ export class SharedReservations {
   async others(model: string, nowMs: number): Promise<Map<PodId, Reservation[]> | null> {
     let all: SharedReservation[];
     try {
-      all = await this.index.sharedReservations(model, nowMs - this.ttlMs);
+      all = await this.index.sharedReservations(model, nowMs - this.ttlMs, SHARED_RESERVATIONS_READ);
     } catch {
       return null;
     }

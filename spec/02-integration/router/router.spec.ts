@@ -327,7 +327,7 @@ describe('router pipeline (real tokenizer, real template, both indexes)', () => 
       // Only nodeB's own (`second`) is left shared.
       await waitFor(
         "nodeA's reservations ended in Redis",
-        async () => (await resB.index.sharedReservations(MODEL, 0)).length === (share ? 1 : 0),
+        async () => (await resB.index.sharedReservations(MODEL, 0, 100)).length === (share ? 1 : 0),
       );
       const after = await nodeB.route(body('A fourth question'));
       // What is left on pod-a is nodeB's own `second`, if it went there (without sharing).
