@@ -502,6 +502,7 @@ export function createRouter(
         const timeout = e instanceof LookupTimeout || isKinferenceError(e, 'KINF_ERR_REDIS_TIMEOUT');
         return await bail(timeout ? 'index_timeout' : 'index_error', detailOf(e));
       }
+      const others = await othersRead;
       u = performance.now();
       timings.lookupMs = u - t;
       t = u;
@@ -515,7 +516,7 @@ export function createRouter(
       const credits = lookup.pods.map((pod) => creditedPrefix(pod, keys, nowMs));
       const pods = lookup.pods.map((pod, i) => credits[i]?.pod ?? pod);
       const maxTokens = req.maxTokens ?? null;
-      const predictions = predictAll(pods, promptTokens, nowMs, maxTokens, await othersRead);
+      const predictions = predictAll(pods, promptTokens, nowMs, maxTokens, others);
       credits.forEach((c, i) => c && predictions[i]!.reasons.push(c.reason));
       const skipped = markSkipped(predictions, nowMs);
       const decision = choose(predictions, skipped);
