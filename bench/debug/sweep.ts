@@ -107,26 +107,31 @@ for (const cell of values.cells!.split(',')) {
       good += goodputPerMin(r.records, slo[w], r.windowStartMs, r.windowEndMs) / trials;
     }
   const ms = recs.map((r) => requestMetrics(r)!).filter(Boolean);
-  const ttft = ms.map((x) => x.ttftMs);
+  const { ttft, fast, hit } = cacheShares(recs);
   const itl = ms.map((x) => x.itlMs ?? 0);
-  const fast = ttft.filter((x) => x < 300).length / ttft.length;
   const okT = ms.filter((x) => x.ttftMs <= slo[w].ttftMs).length / ms.length;
   const okI = ms.filter((x) => (x.itlMs ?? 0) <= slo[w].itlMs).length / ms.length;
   const byPod = new Map<string, number>();
   for (const r of recs) byPod.set(r.pod, (byPod.get(r.pod) ?? 0) + 1);
-  const hit = recs.filter((r) => r.cachedTokens >= r.promptTokens / 2).length / recs.length;
   const afterRestart = restart ? restartWindow(recs, restart.atS * 1000) : '';
   const line = `${values.arm} ${cell}${afterRestart} n=${ttft.length} shed=${shed} preempt=${preemptions} fast=${(fast * 100).toFixed(1)}% p50=${(percentile(ttft, 0.5) / 1000).toFixed(2)} p95=${(percentile(ttft, 0.95) / 1000).toFixed(2)} hit=${(hit * 100).toFixed(0)}% good=${good.toFixed(1)}/min itl50=${percentile(itl, 0.5).toFixed(0)} okTTFT=${(okT * 100).toFixed(0)}% okITL=${(okI * 100).toFixed(0)}% pods=${[...byPod.values()].join('/')} (${((Date.now() - t0) / 1000).toFixed(0)} s) ${values.config}`;
   console.log(line);
   if (values.out) appendFileSync(values.out, `${line}\n`);
 }
 
+/** TTFTs of the records that have one, the share under 0.3 s, and the share with half the prompt cached. */
+function cacheShares(recs: readonly RequestRecord[]): { ttft: number[]; fast: number; hit: number } {
+  const ttft = recs.map((r) => requestMetrics(r)?.ttftMs).filter((x): x is number => x !== undefined);
+  return {
+    ttft,
+    fast: ttft.filter((x) => x < 300).length / ttft.length,
+    hit: recs.filter((r) => r.cachedTokens >= r.promptTokens / 2).length / recs.length,
+  };
+}
+
 /** The requests sent in the minute after the collector restart: how fast the index recovers. */
 function restartWindow(recs: readonly RequestRecord[], atMs: number): string {
-  const inMinute = recs.filter((r) => r.startMs >= atMs && r.startMs < atMs + 60_000);
-  const ttft = inMinute.map((r) => requestMetrics(r)?.ttftMs).filter((x): x is number => x !== undefined);
-  const fast = ttft.filter((x) => x < 300).length / ttft.length;
-  const hit = inMinute.filter((r) => r.cachedTokens >= r.promptTokens / 2).length / inMinute.length;
+  const { ttft, fast, hit } = cacheShares(recs.filter((r) => r.startMs >= atMs && r.startMs < atMs + 60_000));
   return ` [first minute after the restart: n=${ttft.length} fast=${(fast * 100).toFixed(1)}% p50=${(percentile(ttft, 0.5) / 1000).toFixed(2)} hit=${(hit * 100).toFixed(0)}%]`;
 }
 
