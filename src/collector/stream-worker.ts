@@ -136,8 +136,6 @@ export class StreamWorker {
   #streamRestartAtMs: number | null = null;
   /** When lastEventAtMs was last written (ms). */
   #freshAtMs = 0;
-  /** Cleared, and no batch ingested since: the first one tells whether the rebuild starts at the engine's first. */
-  #partialUntilFirst = false;
   #partialSinceMs = 0;
   #timer: NodeJS.Timeout | null = null;
 
@@ -643,7 +641,6 @@ export class StreamWorker {
     this.#lastSeq = null;
     // Without an event stream the index holds nothing of the pod's to complete.
     if (!this.spec.kvEvents) return;
-    this.#partialUntilFirst = true;
     this.#partialSinceMs = now;
     this.writer.write({ partialSinceMs: now });
   }
@@ -657,12 +654,10 @@ export class StreamWorker {
   // ---- ingest ------------------------------------------------------------------------------------
 
   #ingest(msg: SequencedPayload): void {
-    if (this.#partialUntilFirst) {
-      this.#partialUntilFirst = false;
-      if (msg.seq === 0) {
-        this.#partialSinceMs = 0;
-        this.writer.write({ partialSinceMs: 0 });
-      }
+    // The first batch since the clear (which reset lastSeq) decides: the engine's first, and nothing is missing.
+    if (this.#lastSeq === null && msg.seq === 0 && this.#partialSinceMs > 0) {
+      this.#partialSinceMs = 0;
+      this.writer.write({ partialSinceMs: 0 });
     }
     this.#lastSeq = msg.seq;
     this.#window.record(msg.seq, payloadDigest(msg.payload));
