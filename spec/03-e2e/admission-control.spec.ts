@@ -1,6 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODEL } from '../02-integration/emulator/emulator-fleet.js';
-import { promCounter as counter, startFullSystem, type FullSystem } from '../helpers/full-system.js';
+import {
+  postChat,
+  promCounter as counter,
+  startFullSystem,
+  type FullSystem,
+} from '../helpers/full-system.js';
 import { waitFor } from '../helpers/ports.js';
 
 /**
@@ -20,12 +25,7 @@ const chat = (q: string, maxTokens: number): string =>
     stream: true,
   });
 
-const post = (body: string): Promise<Response> =>
-  fetch(`${sys.gw.url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body,
-  });
+const post = (body: string): Promise<Response> => postChat(sys.gw.url, body);
 
 beforeAll(async () => {
   sys = await startFullSystem('kinf-e2e-adm', {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { L40S_27B_FP8 } from '../../emulator/profiles.js';
 import { MODEL } from '../02-integration/emulator/emulator-fleet.js';
-import { startFullSystem, type FullSystem } from '../helpers/full-system.js';
+import { postChat, startFullSystem, type FullSystem } from '../helpers/full-system.js';
 import { waitFor } from '../helpers/ports.js';
 
 /**
@@ -15,15 +15,11 @@ let sys: FullSystem;
 const SCALE = 20;
 
 const stream = async (q: string): Promise<void> => {
-  const r = await fetch(`${sys.gw.url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({
-      model: MODEL,
-      messages: [{ role: 'user', content: `${q} ${'explain the clause in detail. '.repeat(40)}` }],
-      max_tokens: 300,
-      stream: true,
-    }),
+  const r = await postChat(sys.gw.url, {
+    model: MODEL,
+    messages: [{ role: 'user', content: `${q} ${'explain the clause in detail. '.repeat(40)}` }],
+    max_tokens: 300,
+    stream: true,
   });
   expect(r.status).toBe(200);
   expect(await r.text()).toContain('data: [DONE]');

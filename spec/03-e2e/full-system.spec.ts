@@ -2,7 +2,12 @@ import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODEL } from '../02-integration/emulator/emulator-fleet.js';
 import { keysFor } from '../02-integration/plugin/harness.js';
-import { promCounter as counter, startFullSystem, type FullSystem } from '../helpers/full-system.js';
+import {
+  postChat,
+  promCounter as counter,
+  startFullSystem,
+  type FullSystem,
+} from '../helpers/full-system.js';
 import { waitFor } from '../helpers/ports.js';
 
 /**
@@ -41,14 +46,10 @@ describe('e2e: emulator → collector → Redis → plugin (stand-in) → OpenAI
   it('sends the request to the pod that really cached the prefix, which then hits its prefix cache', async () => {
     // Warm pod-2 only (pod-0 would win a tie on pod id, so a hit on pod-2 can only come from the cache).
     const warm = sys.fleet.pods[2]!;
-    const r0 = await fetch(`${warm.base}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        model: MODEL,
-        messages: messages('Which clause covers quoting?'),
-        max_tokens: 4,
-      }),
+    const r0 = await postChat(warm.base, {
+      model: MODEL,
+      messages: messages('Which clause covers quoting?'),
+      max_tokens: 4,
     });
     expect(r0.status).toBe(200);
     await r0.text();

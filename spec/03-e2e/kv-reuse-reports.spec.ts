@@ -4,7 +4,7 @@ import type { BlockKey } from '../../src/core/types.js';
 import { MODEL } from '../02-integration/emulator/emulator-fleet.js';
 import { keysFor } from '../02-integration/plugin/harness.js';
 import { startCollector } from '../helpers/collector/collector-harness.js';
-import { promCounter, startFullSystem, type FullSystem } from '../helpers/full-system.js';
+import { postChat, promCounter, startFullSystem, type FullSystem } from '../helpers/full-system.js';
 import { waitFor } from '../helpers/ports.js';
 
 /**
@@ -41,11 +41,7 @@ async function afterCollectorRestart(reportsMs: number): Promise<{ regained: num
   try {
     const pod = sys.fleet.pods[0]!;
     const direct = async (msgs: unknown): Promise<void> => {
-      const r = await fetch(`${pod.base}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: MODEL, messages: msgs, max_tokens: 4 }),
-      });
+      const r = await postChat(pod.base, { model: MODEL, messages: msgs, max_tokens: 4 });
       expect(r.status).toBe(200);
       await r.text();
     };
@@ -77,11 +73,7 @@ async function afterCollectorRestart(reportsMs: number): Promise<{ regained: num
     expect(await prefixOn(sys, keys)).toBeLessThan(shared);
 
     const hits = await promCounter(pod.base, 'vllm:prefix_cache_hits_total');
-    const res = await fetch(`${sys.gw.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
+    const res = await postChat(sys.gw.url, body);
     expect(res.status).toBe(200);
     expect(await res.text()).toContain('data: [DONE]');
     // The pod served it from its prefix cache either way.

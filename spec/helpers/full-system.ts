@@ -88,3 +88,12 @@ export async function promCounter(base: string, name: string): Promise<number> {
       sum += Number(line.slice(line.lastIndexOf(' ') + 1));
   return sum;
 }
+
+/** POSTs a chat completion body (an object, or JSON already) to `base`/v1/chat/completions. */
+export function postChat(base: string, body: unknown): Promise<Response> {
+  return fetch(`${base}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+}
