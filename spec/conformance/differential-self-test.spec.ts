@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import type { BlockKey, LookupResult, PodState } from '../../src/core/types.js';
-import type { ApplyId, IndexOp, KvIndex, PodRef, SharedReservation } from '../../src/index/kv-index.js';
+import type {
+  ApplyId,
+  HandoffTake,
+  IndexOp,
+  KvIndex,
+  PodRef,
+  SharedReservation,
+} from '../../src/index/kv-index.js';
 import { MemoryKvIndex } from '../../src/index/memory-index.js';
 import type { PodStatePatch } from '../../src/index/pod-state-codec.js';
 import { assertSameAsReference } from './differential.js';
@@ -35,6 +42,12 @@ class Rewriting implements KvIndex {
   }
   sharedReservations(model: string, sinceMs: number, limit: number): Promise<SharedReservation[]> {
     return this.inner.sharedReservations(model, sinceMs, limit);
+  }
+  saveHandoff(pod: PodRef, record: string): Promise<boolean> {
+    return this.inner.saveHandoff(pod, record);
+  }
+  takeHandoff(pod: PodRef): Promise<HandoffTake> {
+    return this.inner.takeHandoff(pod);
   }
   close(): Promise<void> {
     return this.inner.close();

@@ -391,5 +391,48 @@ export function describeKvIndexConformance(name: string, create: () => Promise<K
       await ix.removePod(A);
       expect(await ix.sharedReservations(M, 0, 100)).toEqual([a2, late]);
     });
+
+    it('hands a saved record over once, while nothing was applied to the pod since', async () => {
+      const ix = await fresh();
+      const keys = sys.slice(0, 3);
+      expect(await ix.saveHandoff(A, 'unknown pod')).toBe(false);
+      expect(await ix.takeHandoff(A)).toEqual({ kind: 'none' });
+      await ix.upsertPodState(A, {});
+      await ix.upsertPodState(B, {});
+      await ix.apply(A, [{ op: 'store', keys, tier: 'GPU' }], { writer: 'w1', seq: 1 });
+      const record = '{"v":1,"entries":[["ab",null,1,0,0]]}\n second line: ünïcode';
+      expect(await ix.saveHandoff(A, 'first')).toBe(true);
+      expect(await ix.saveHandoff(A, record)).toBe(true); // replaces
+      expect(await ix.takeHandoff(B)).toEqual({ kind: 'none' });
+      await ix.upsertPodState(A, { running: 3 }); // state is not blocks: still current
+      await ix.apply(A, [{ op: 'store', keys, tier: 'GPU' }], { writer: 'w1', seq: 1 }); // a retry: skipped
+      expect(await ix.takeHandoff(A)).toEqual({ kind: 'found', record });
+      expect(await ix.takeHandoff(A)).toEqual({ kind: 'none' }); // read once
+      expect(await gpu(ix, keys)).toEqual({ 'pod-a': 3, 'pod-b': 0 });
+    });
+
+    it('calls a handoff stale after any apply to the pod (a clear too); removePod drops it', async () => {
+      const ix = await fresh();
+      const keys = sys.slice(0, 2);
+      await ix.upsertPodState(A, {});
+      await ix.upsertPodState(B, {});
+      for (const ops of [
+        [{ op: 'store', keys, tier: 'GPU' }],
+        [{ op: 'remove', keys, tier: 'GPU' }],
+        [{ op: 'clear' }],
+      ] as IndexOp[][]) {
+        expect(await ix.saveHandoff(A, 'r')).toBe(true);
+        await ix.apply(A, ops);
+        expect(await ix.takeHandoff(A)).toEqual({ kind: 'stale' });
+      }
+      // Another pod's writes leave it current.
+      expect(await ix.saveHandoff(A, 'r')).toBe(true);
+      await ix.apply(B, [{ op: 'store', keys, tier: 'GPU' }]);
+      expect(await ix.takeHandoff(A)).toEqual({ kind: 'found', record: 'r' });
+      expect(await ix.saveHandoff(A, 'r')).toBe(true);
+      await ix.removePod(A);
+      await ix.upsertPodState(A, {});
+      expect(await ix.takeHandoff(A)).toEqual({ kind: 'none' });
+    });
   });
 }

@@ -53,6 +53,13 @@ export interface SharedReservation {
 }
 
 /**
+ * A collector's handoff for one pod, as the next collector takes it (KvIndex.takeHandoff): the record, or
+ * why there is none to resume from. `stale`: one was saved, but the pod was written, cleared or removed
+ * since, so it no longer describes the index.
+ */
+export type HandoffTake = { kind: 'found'; record: string } | { kind: 'none' } | { kind: 'stale' };
+
+/**
  * The KV-location index: which pod holds which block keys, in which tier, plus each pod's state.
  *
  * Contract (both implementations; spec/conformance/kv-index.ts checks it):
@@ -80,6 +87,10 @@ export interface SharedReservation {
  * - Shared reservations: `sharedReservations(model, sinceMs, limit)` lists the newest `limit` of those shared
  *   for the model (by any router) with atMs ≥ sinceMs and not ended, oldest first. Sharing one with
  *   `ttlMs` drops those more than ttlMs older than it. They are independent of pods and blocks.
+ * - Handoffs: `saveHandoff(pod, record)` keeps one opaque record per known pod (false: the pod is unknown);
+ *   `takeHandoff(pod)` returns it once and deletes it. It is `stale` if anything was applied to the pod (a
+ *   clear included) after the save. Saving again replaces it; `removePod` drops it. Redis gives it the
+ *   blocks' TTL.
  */
 export interface KvIndex {
   apply(pod: PodRef, ops: readonly IndexOp[], id?: ApplyId): Promise<void>;
@@ -103,6 +114,10 @@ export interface KvIndex {
   endReservation(model: string, r: SharedReservation): Promise<void>;
   /** The newest `limit` shared reservations of `model` made at or after `sinceMs`, by any router, oldest first. */
   sharedReservations(model: string, sinceMs: number, limit: number): Promise<SharedReservation[]>;
+  /** Keeps a stopping collector's record of the pod's stream for the next one; false if the pod is unknown. */
+  saveHandoff(pod: PodRef, record: string): Promise<boolean>;
+  /** The pod's handoff, once: a second take finds none. */
+  takeHandoff(pod: PodRef): Promise<HandoffTake>;
   close(): Promise<void>;
 }
 

@@ -3,6 +3,7 @@ import {
   REFCOUNT_MAX,
   defaultPodState,
   type ApplyId,
+  type HandoffTake,
   type IndexOp,
   type KvIndex,
   type PodRef,
@@ -21,6 +22,8 @@ interface PodEntry {
   blocks: Map<BlockKey, Counts>;
   /** The last ApplyId applied (a retry of it, or an older one of the same writer, is skipped). */
   applied: ApplyId | null;
+  /** A collector's handoff, with the apply record it was saved under (each apply that runs makes a new one). */
+  handoff: { record: string; applied: ApplyId | null } | null;
 }
 
 /**
@@ -37,7 +40,7 @@ export class MemoryKvIndex implements KvIndex {
     let pods = this.#models.get(pod.model);
     if (!pods) this.#models.set(pod.model, (pods = new Map()));
     let e = pods.get(pod.podId);
-    if (!e) pods.set(pod.podId, (e = { state: null, blocks: new Map(), applied: null }));
+    if (!e) pods.set(pod.podId, (e = { state: null, blocks: new Map(), applied: null, handoff: null }));
     return e;
   }
 
@@ -78,6 +81,21 @@ export class MemoryKvIndex implements KvIndex {
 
   async removePod(pod: PodRef): Promise<void> {
     this.#models.get(pod.model)?.delete(pod.podId);
+  }
+
+  async saveHandoff(pod: PodRef, record: string): Promise<boolean> {
+    const e = this.#models.get(pod.model)?.get(pod.podId);
+    if (!e) return false;
+    e.handoff = { record, applied: e.applied };
+    return true;
+  }
+
+  async takeHandoff(pod: PodRef): Promise<HandoffTake> {
+    const e = this.#models.get(pod.model)?.get(pod.podId);
+    const h = e?.handoff ?? null;
+    if (!e || h === null) return { kind: 'none' };
+    e.handoff = null;
+    return h.applied === e.applied ? { kind: 'found', record: h.record } : { kind: 'stale' };
   }
 
   async lookup(model: string, keys: readonly BlockKey[]): Promise<LookupResult> {

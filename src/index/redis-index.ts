@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { KinferenceError } from '../core/errors.js';
 import type { BlockKey, LookupResult, PodState } from '../core/types.js';
 import {
@@ -7,9 +8,18 @@ import {
   parseApplyRecord,
   type ApplyRecord,
 } from './apply-id.js';
-import type { ApplyId, IndexLossReason, IndexOp, KvIndex, PodRef, SharedReservation } from './kv-index.js';
+import type {
+  ApplyId,
+  HandoffTake,
+  IndexLossReason,
+  IndexOp,
+  KvIndex,
+  PodRef,
+  SharedReservation,
+} from './kv-index.js';
 import { APPLY_LUA, APPLY_REPLY } from './lua/apply.js';
 import { notLeaseHolderReply } from './lua/fence.js';
+import { SAVE_HANDOFF_LUA, TAKE_HANDOFF_LUA } from './lua/handoff.js';
 import { LOOKUP_LUA } from './lua/lookup.js';
 import { REMOVE_POD_LUA, UPSERT_POD_LUA } from './lua/pods.js';
 import { parseLookupReply } from './lookup-reply.js';
@@ -26,12 +36,20 @@ import {
   appliedKey,
   checkKeyPrefix,
   modelKeyBase,
+  handoffTransferKey,
   podsKey,
   reservationsKey,
 } from './redis-keys.js';
 import { parseReservationMember, reservationMember } from './reservation-member.js';
 import { RedisScript, type ScriptCall } from './script.js';
-import { applyCalls, lookupCall, removePodCall, upsertPodCall } from './script-args.js';
+import {
+  applyCalls,
+  lookupCall,
+  removePodCall,
+  saveHandoffCall,
+  takeHandoffCall,
+  upsertPodCall,
+} from './script-args.js';
 import { LeaseLostError } from './writer-lease.js';
 
 export interface RedisKvIndexOptions extends RedisConnectionOptions {
@@ -102,9 +120,15 @@ export const SCRIPTS = {
   apply: new RedisScript('apply', APPLY_LUA),
   upsertPod: new RedisScript('upsert-pod', UPSERT_POD_LUA),
   removePod: new RedisScript('remove-pod', REMOVE_POD_LUA),
+  saveHandoff: new RedisScript('save-handoff', SAVE_HANDOFF_LUA),
+  takeHandoff: new RedisScript('take-handoff', TAKE_HANDOFF_LUA),
 } as const;
 
 const MAX_CACHED_MODELS = 4096;
+/** Handoff records move in pieces of this size (see saveHandoff). */
+const HANDOFF_CHUNK_BYTES = 1 << 20;
+/** A record in transfer outlives a client that dies midway by at most this long. */
+const HANDOFF_TRANSFER_TTL_MS = 60_000;
 
 /**
  * The KvIndex in Redis (layout in redis-keys.ts, scripts in lua/). Every operation is one script call
@@ -354,6 +378,69 @@ export class RedisKvIndex implements KvIndex {
     const call = lookupCall(this.#base(model), keys);
     const reply = await this.#run('lookup', timeoutMs, () => SCRIPTS.lookup.run(this.#conn.client, call));
     return parseLookupReply(model, reply);
+  }
+
+  /**
+   * The record goes in 1 MB pieces to a key of this call's own, and the script only stamps and renames it:
+   * no command copies more than a piece, so a large handoff never stalls the routers' lookups (lua/handoff.ts).
+   */
+  async saveHandoff(pod: PodRef, record: string): Promise<boolean> {
+    const base = this.#base(pod.model);
+    const transfer = handoffTransferKey(base, randomBytes(8).toString('hex'));
+    const bytes = Buffer.from(record, 'utf8');
+    try {
+      for (let at = 0; at === 0 || at < bytes.length; at += HANDOFF_CHUNK_BYTES) {
+        const piece = bytes.subarray(at, at + HANDOFF_CHUNK_BYTES);
+        await this.#run('saveHandoff', this.#commandTimeoutMs, (): Promise<unknown> =>
+          at === 0
+            ? this.#conn.client.set(transfer, piece, 'PX', HANDOFF_TRANSFER_TTL_MS)
+            : this.#conn.client.append(transfer, piece),
+        );
+      }
+      const call = saveHandoffCall(base, pod.podId, transfer, this.#ttlSeconds * 1000, this.#fence);
+      const r = await this.#script('saveHandoff', SCRIPTS.saveHandoff, call);
+      this.#fenceCheck(r, pod.model, `saveHandoff of pod ${pod.podId}`);
+      return r === 1;
+    } catch (err) {
+      await this.#dropTransfer(transfer);
+      throw err;
+    }
+  }
+
+  async takeHandoff(pod: PodRef): Promise<HandoffTake> {
+    const base = this.#base(pod.model);
+    const transfer = handoffTransferKey(base, randomBytes(8).toString('hex'));
+    const call = takeHandoffCall(base, pod.podId, transfer, HANDOFF_TRANSFER_TTL_MS, this.#fence);
+    const r = await this.#script('takeHandoff', SCRIPTS.takeHandoff, call);
+    this.#fenceCheck(r, pod.model, `takeHandoff of pod ${pod.podId}`);
+    if (!Array.isArray(r)) throw new KinferenceError('KINF_ERR_REDIS', 'take-handoff: unexpected reply');
+    if (r[0] === 2) return { kind: 'stale' };
+    if (r[0] !== 1) return { kind: 'none' };
+    try {
+      const length = Number(r[1]);
+      const pieces: Buffer[] = [];
+      for (let at = 0; at < length; at += HANDOFF_CHUNK_BYTES) {
+        const last = Math.min(length, at + HANDOFF_CHUNK_BYTES) - 1;
+        pieces.push(
+          await this.#run('takeHandoff', this.#commandTimeoutMs, () =>
+            this.#conn.client.getrangeBuffer(transfer, at, last),
+          ),
+        );
+      }
+      const bytes = Buffer.concat(pieces);
+      if (bytes.length !== length)
+        throw new KinferenceError('KINF_ERR_REDIS', 'take-handoff: the record was gone before it was read');
+      return { kind: 'found', record: bytes.toString('utf8') };
+    } finally {
+      await this.#dropTransfer(transfer);
+    }
+  }
+
+  /** Best effort: the transfer key expires anyway. UNLINK frees a large value off Redis's main thread. */
+  async #dropTransfer(key: string): Promise<void> {
+    await this.#run('handoff cleanup', this.#commandTimeoutMs, () => this.#conn.client.unlink(key)).catch(
+      () => undefined,
+    );
   }
 
   async #removePod(base: string, model: string, podId: string): Promise<void> {

@@ -16,6 +16,11 @@ import { KinferenceError } from '../core/errors.js';
  *                        collector process, src/index/writer-lease.ts); PX TTL, renewed while it runs
  *   kinf:{T}:resv        ZSET  routers' shared reservations (src/index/reservation-member.ts), score atMs;
  *                        PX TTL refreshed on each share
+ *   kinf:{T}:h:<idx>     STRING a stopped collector's handoff for the pod (JSON, lua/handoff.ts): read once
+ *                        by the next collector; same TTL as blocks
+ *   kinf:{T}:hs:<idx>    STRING its stamp: the pod's "idx:epoch|<apply record>" when it was saved
+ *   kinf:{T}:ht:<token>  STRING a record on its way in or out, one client's own (1 MB APPENDs / GETRANGEs
+ *                        around an O(1) RENAME); PX TTL of a minute, deleted when done
  *
  * T = modelTag(M), a Redis Cluster hash tag: all keys of one model hash to one slot, so every script
  * touches a single slot (docs/redis-index.md says what that means for Cluster).
@@ -28,6 +33,9 @@ export const KEY_SUFFIX = {
   block: 'b:',
   writer: 'writer',
   reservations: 'resv',
+  handoff: 'h:',
+  handoffStamp: 'hs:',
+  handoffTransfer: 'ht:',
 } as const;
 
 export const DEFAULT_KEY_PREFIX = 'kinf';
@@ -83,6 +91,15 @@ export function writerLeaseKey(base: string): string {
 
 export function reservationsKey(base: string): string {
   return base + KEY_SUFFIX.reservations;
+}
+
+export function handoffKey(base: string, podIdx: number): string {
+  return `${base}${KEY_SUFFIX.handoff}${podIdx}`;
+}
+
+/** A record in transfer: `token` is unique to one save or take (random). */
+export function handoffTransferKey(base: string, token: string): string {
+  return `${base}${KEY_SUFFIX.handoffTransfer}${token}`;
 }
 
 /** A block's key: the base, the suffix, then the block key's 8 raw bytes (not 16 hex digits: memory). */

@@ -116,3 +116,30 @@ export function upsertPodCall(
 export function removePodCall(base: string, podId: string, fence: string | null = null): ScriptCall {
   return fenced(base, [podsKey(base), appliedKey(base)], [base, podId], fence);
 }
+
+/** save-handoff (lua/handoff.ts): the record waits in `transferKey`, written there beforehand. */
+export function saveHandoffCall(
+  base: string,
+  podId: string,
+  transferKey: string,
+  ttlMs: number,
+  fence: string | null = null,
+): ScriptCall {
+  return fenced(base, [podsKey(base), appliedKey(base), transferKey], [base, podId, String(ttlMs)], fence);
+}
+
+/** take-handoff (lua/handoff.ts): a current record is moved to `transferKey`, which lives `transferTtlMs`. */
+export function takeHandoffCall(
+  base: string,
+  podId: string,
+  transferKey: string,
+  transferTtlMs: number,
+  fence: string | null = null,
+): ScriptCall {
+  return fenced(
+    base,
+    [podsKey(base), appliedKey(base), transferKey],
+    [base, podId, String(transferTtlMs)],
+    fence,
+  );
+}

@@ -19,6 +19,8 @@ export async function requestKeys(config: PluginConfig, body: Uint8Array | strin
     shareReservation: async () => undefined,
     endReservation: async () => undefined,
     sharedReservations: async () => [],
+    saveHandoff: async () => false,
+    takeHandoff: async () => ({ kind: 'none' }),
     close: async () => undefined,
     lookup: async (_model: string, keys: readonly BlockKey[]): Promise<LookupResult> => {
       seen = [...keys];

@@ -34,6 +34,6 @@ describe('createKvIndex', () => {
 
   it('computes each script SHA1 once, from its exact source', () => {
     expect(SCRIPTS.lookup.sha1).toBe(createHash('sha1').update(LOOKUP_LUA).digest('hex'));
-    expect(new Set(Object.values(SCRIPTS).map((s) => s.sha1)).size).toBe(4);
+    expect(new Set(Object.values(SCRIPTS).map((s) => s.sha1)).size).toBe(Object.keys(SCRIPTS).length);
   });
 });

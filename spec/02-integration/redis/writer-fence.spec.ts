@@ -87,6 +87,7 @@ describe('RedisKvIndex with a writer fence', () => {
     expect([await gpu(ix, A), await gpu(ix, B)]).toEqual([8, 4]);
 
     // A standby took over: the key now names it.
+    expect(await ix.saveHandoff(B, 'a clean stop')).toBe(true);
     await fx.redis.client.set(lease, otherValue, 'PX', 60_000);
     const before = await modelKeys(fx.redis.client, base);
     expect(before.size).toBeGreaterThan(8);
@@ -98,6 +99,8 @@ describe('RedisKvIndex with a writer fence', () => {
     await refused(ix.upsertPodState(A, { running: 5, healthy: false }));
     await refused(ix.upsertPodState(C, { address: '10.0.0.3:8000' })); // would register C
     await refused(ix.removePod(B));
+    await refused(ix.saveHandoff(A, 'a stale collector state'));
+    await refused(ix.takeHandoff(B)); // it deletes the record
     expect(await modelKeys(fx.redis.client, base)).toEqual(before);
     expect(await fx.redis.client.get(lease)).toBe(otherValue);
     const pods = (await ix.lookup(M, keys)).pods;

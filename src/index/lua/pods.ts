@@ -58,7 +58,8 @@ return tonumber(idx)
  * ARGV[1] = <base>, ARGV[2] = podId, [ARGV[3] = lease holder value, fenced only]
  * Reply:   1 if the pod was known, else 0; {APPLY_REPLY.notLeaseHolder, holder value}: the fence refused
  *
- * O(1): deletes the pod's index mapping, its state and its apply record. Its block entries become stale
+ * O(1): deletes the pod's index mapping, its state, its apply record and any collector handoff (handoff.ts).
+ * Its block entries become stale
  * at once (their index is no longer live and is never handed out again), are dropped lazily by apply, and
  * expire by TTL.
  */
@@ -73,6 +74,7 @@ local ref = redis.call('HGET', KEYS[1], pod_id)
 if not ref then return 0 end
 local idx = pod_ref(ref)
 redis.call('HDEL', KEYS[1], pod_id)
-redis.call('DEL', base .. '${KEY_SUFFIX.state}' .. idx)
+redis.call('DEL', base .. '${KEY_SUFFIX.state}' .. idx, base .. '${KEY_SUFFIX.handoff}' .. idx,
+  base .. '${KEY_SUFFIX.handoffStamp}' .. idx)
 return 1
 `;
