@@ -54,7 +54,8 @@ async function afterCollectorRestart(reportsMs: number): Promise<{ regained: num
     await waitFor('prefix indexed', async () => (await prefixOn(sys, keys)) >= shared, 20_000, 50);
 
     await sys.collector.stop();
-    collector = startCollector(sys.index, sys.fleet.config.pods ?? []);
+    // As after a crash: the new collector does not go on from the handoff the stopped one left.
+    collector = startCollector(sys.index, sys.fleet.config.pods ?? [], { handoff: false });
     await collector.start();
     await waitFor(
       'pod rebuilt from its one-batch buffer',

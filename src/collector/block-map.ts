@@ -88,4 +88,15 @@ export class BlockMap {
     this.#map.clear();
     this.#gen++;
   }
+
+  /** Every entry, least recently used first, with the counts as they stand (stale ones as zero). */
+  *entries(): IterableIterator<[VllmBlockHash, BlockEntry]> {
+    for (const [hash, e] of this.#map) {
+      const live = e.gen === this.#gen;
+      yield [
+        hash,
+        { key: e.key, gen: 0, gpu: live ? e.gpu : 0, cpu: live ? e.cpu : 0, storage: live ? e.storage : 0 },
+      ];
+    }
+  }
 }

@@ -115,6 +115,18 @@ const COUNTERS: [name: string, help: string, labels: string[], read: Reader][] =
     byKey('reason', (w) => w.stats.podClears),
   ],
   [
+    'handoff_takes_total',
+    "At start, the previous collector's handoff, by result (resumed: the pod was not cleared)",
+    ['result'],
+    byKey('result', (w) => w.stats.handoffTakes),
+  ],
+  [
+    'handoff_saves_total',
+    'At a clean stop, handoffs left for the next collector, by result',
+    ['result'],
+    byKey('result', (w) => w.stats.handoffSaves),
+  ],
+  [
     'live_dropped_total',
     'Live batches dropped before decoding (replay backlog or index down)',
     [],

@@ -10,6 +10,7 @@ import {
 import { CollectorMetrics, type ScrapeView } from './collector-metrics.js';
 import type { Discovery } from './discovery/discovery.js';
 import { EventSilenceWatch, computedPromptTokens } from './event-silence.js';
+import { encodeHandoff } from './handoff.js';
 import type { Logger } from './logger.js';
 import { calibrationOptions } from './metrics/calibration.js';
 import { CalibrationPools } from './metrics/calibration-pool.js';
@@ -275,6 +276,7 @@ export class Collector {
 
   async #shutdown(flushTimeoutMs: number): Promise<boolean> {
     this.#stopping = true;
+    const deadline = Date.now() + flushTimeoutMs;
     if (this.#sweepRetry) clearTimeout(this.#sweepRetry);
     this.#sweepRetry = null;
     this.#lease?.stopAcquiring();
@@ -288,11 +290,46 @@ export class Collector {
       runners.map(async (r) => {
         await r.scraper?.stop();
         const ok = await Promise.all(r.workers.map((w) => w.stop(flushTimeoutMs)));
+        // Before the lease goes: the next holder's first step is to read them.
+        if (this.settings.handoff && !this.#leaseGone)
+          await Promise.all(r.workers.map((w) => this.#saveHandoff(w, r, deadline)));
         return ok.every(Boolean);
       }),
     );
     await this.#lease?.release();
     return flushed.every(Boolean);
+  }
+
+  /** Leaves the stopped stream's state for the next collector (handoff.ts), when the index holds exactly it. */
+  async #saveHandoff(w: StreamWorker, r: PodRunner, deadline: number): Promise<void> {
+    if (!w.spec.kvEvents) return;
+    const log = this.deps.log.child({ pod: w.pod.podId });
+    if (Date.now() > deadline) {
+      w.stats.handoffSaves.timeout++;
+      log.warn('no handoff for the next collector: shutdown_timeout_ms is spent; it will clear the pod');
+      return;
+    }
+    const h = w.handoff(r.scraper?.lastPod?.processStartTimeSec ?? null);
+    if (h === null) {
+      w.stats.handoffSaves.not_ready++;
+      log.info(
+        'no handoff for the next collector (writes left unflushed or lost, or nothing applied since a clear): it will clear the pod',
+      );
+      return;
+    }
+    try {
+      if (await this.deps.index.saveHandoff(w.pod, encodeHandoff(h))) {
+        w.stats.handoffSaves.saved++;
+        log.info('handoff saved for the next collector', {
+          lastSeq: h.lastSeq,
+          blocks: h.mapper.entries.length,
+        });
+      } else w.stats.handoffSaves.not_ready++; // the index no longer knows the pod
+    } catch (err) {
+      if (this.#writeRefused(err)) return;
+      w.stats.handoffSaves.failed++;
+      log.warn('handoff not saved: the next collector will clear the pod', { err });
+    }
   }
 
   /**
@@ -345,6 +382,7 @@ export class Collector {
       replayTimeoutMs: s.replay_timeout_ms,
       liveBufferBatches: s.live_buffer_batches,
       receiveHighWaterMark: s.zmq_receive_hwm,
+      handoff: s.handoff,
       queue: {
         maxQueuedOps: s.max_queued_ops,
         maxOpsPerApply: s.max_ops_per_apply,
@@ -369,6 +407,12 @@ export class Collector {
         this.deps.onApplied?.(w.pod.podId, batches, appliedAtMs);
       },
       leaseLost: (_w: StreamWorker, err: LeaseLostError): void => void this.#writeRefused(err),
+      // The engine may have restarted between the two collectors: its start time says so.
+      resumed: (w: StreamWorker, processStartSec: number | null): void => {
+        if (processStartSec === null || !runner.scraper) return;
+        const now = runner.scraper.noteEarlierStart(processStartSec);
+        if (now !== null && now !== processStartSec) w.restartSignal(now);
+      },
     };
     const workers = streamsOf(spec).map(
       (st) =>

@@ -49,6 +49,15 @@ export function newMapperCounters(): MapperCounters {
   };
 }
 
+/**
+ * What a KeyMapper knows, for a collector handoff (handoff.ts): its map entries, least recently used first,
+ * as [vLLM hash, our key or null, GPU, CPU, STORAGE counts], and the KV-cache groups that are not ours.
+ */
+export interface MapperSnapshot {
+  entries: [VllmBlockHash, BlockKey | null, number, number, number][];
+  otherGroups: number[];
+}
+
 /** Appends a key to the last op when it is the same kind and tier, so a batch becomes few ops. */
 export function pushKey(ops: IndexOp[], op: 'store' | 'remove', tier: Tier, key: BlockKey): void {
   const last = ops[ops.length - 1];
@@ -94,6 +103,30 @@ export class KeyMapper {
   /** The index dropped this pod's blocks (clear): keep hash → key facts, zero the counts. */
   forgetCounts(): void {
     this.#map.forgetCounts();
+  }
+
+  snapshot(): MapperSnapshot {
+    const entries: MapperSnapshot['entries'] = [];
+    for (const [hash, e] of this.#map.entries()) entries.push([hash, e.key, e.gpu, e.cpu, e.storage]);
+    return { entries, otherGroups: [...this.#otherGroups] };
+  }
+
+  /**
+   * Takes over another mapper's knowledge (a handoff), for an index that holds exactly what its counts say.
+   * A smaller map than the snapshot's keeps the most recent entries: the removals for the older held ones
+   * are appended to `ops`, as when the map evicts them.
+   */
+  restore(snap: MapperSnapshot, c: MapperCounters, ops: IndexOp[] = []): IndexOp[] {
+    this.#map.clear();
+    this.#otherGroups.clear();
+    for (const g of snap.otherGroups) this.#otherGroups.add(g);
+    for (const [hash, key, gpu, cpu, storage] of snap.entries) {
+      const e = this.#insert(hash, key, c, ops);
+      this.#map.add(e, 'GPU', gpu);
+      this.#map.add(e, 'CPU', cpu);
+      this.#map.add(e, 'STORAGE', storage);
+    }
+    return ops;
   }
 
   /** Appends the ops for `events` to `ops` (adjacent ops of one kind and tier are merged). */

@@ -97,4 +97,19 @@ export class AppliedWindow {
     this.#seqs.fill(-1);
     this.#digests.fill(null);
   }
+
+  /** The remembered [seq, digest] pairs, oldest first. */
+  entries(): [number, string][] {
+    const out: [number, string][] = [];
+    for (let i = 0; i < this.size; i++) {
+      const d = this.#digests[i];
+      if (d !== null && d !== undefined) out.push([this.#seqs[i]!, d]);
+    }
+    return out.sort((a, b) => a[0] - b[0]);
+  }
+
+  restore(entries: readonly (readonly [number, string])[]): void {
+    this.reset();
+    for (const [seq, digest] of entries) this.record(seq, digest);
+  }
 }

@@ -22,6 +22,20 @@ export const REPLAY_RESULTS = [
 ] as const;
 export type ReplayResult = (typeof REPLAY_RESULTS)[number];
 
+/**
+ * At start, what became of the previous collector's handoff (handoff.ts): resumed from it; none left; stale
+ * (the pod was written since); invalid (unreadable, another version); mismatch (another endpoint, topic or
+ * block size); error (Redis did not answer). Every result but resumed clears the pod.
+ */
+export const HANDOFF_TAKE_RESULTS = ['resumed', 'none', 'stale', 'invalid', 'mismatch', 'error'] as const;
+export type HandoffTakeResult = (typeof HANDOFF_TAKE_RESULTS)[number];
+/**
+ * At a clean stop: saved; not_ready (writes left or lost, or nothing ingested since a clear); timeout
+ * (shutdown_timeout_ms spent before its turn); failed (Redis did not take it).
+ */
+export const HANDOFF_SAVE_RESULTS = ['saved', 'not_ready', 'timeout', 'failed'] as const;
+export type HandoffSaveResult = (typeof HANDOFF_SAVE_RESULTS)[number];
+
 /** Plain counters for one event stream (one pod, one DP rank); /metrics exports them at scrape time. */
 export interface StreamStats extends MapperCounters {
   framesReceived: number;
@@ -43,6 +57,8 @@ export interface StreamStats extends MapperCounters {
   replays: Record<ReplayResult, number>;
   replayedBatches: number;
   podClears: Record<ClearReason, number>;
+  handoffTakes: Record<HandoffTakeResult, number>;
+  handoffSaves: Record<HandoffSaveResult, number>;
   /** Live batches dropped before decoding: inbox full during a replay, or writes suspended. */
   liveDropped: number;
   /** Replays run again because live batches were dropped (inbox full) during a replay. */
@@ -80,6 +96,8 @@ export function newStreamStats(): StreamStats {
     replays: zero(REPLAY_RESULTS),
     replayedBatches: 0,
     podClears: zero(CLEAR_REASONS),
+    handoffTakes: zero(HANDOFF_TAKE_RESULTS),
+    handoffSaves: zero(HANDOFF_SAVE_RESULTS),
     liveDropped: 0,
     liveDropReplays: 0,
     overflows: 0,

@@ -1,5 +1,6 @@
-import type { IndexOp, KvIndex, PodRef } from '../index/kv-index.js';
+import type { HandoffTake, IndexOp, KvIndex, PodRef } from '../index/kv-index.js';
 import { LeaseLostError } from '../index/writer-lease.js';
+import { HANDOFF_VERSION, decodeHandoff, handoffMismatch, type StreamHandoff } from './handoff.js';
 import { KeyMapper } from './key-mapper.js';
 import type { Logger } from './logger.js';
 import { ApplyQueue, type ApplyQueueOptions, type QueuedBatch } from './ops/apply-queue.js';
@@ -35,6 +36,11 @@ export interface StreamSettings {
    * no write did (an idle pod's index is still current). Default FRESHNESS_INTERVAL_MS.
    */
   freshnessIntervalMs?: number;
+  /**
+   * Resume from the handoff a previous collector left at a clean stop (handoff.ts) instead of clearing the
+   * pod at start. Off (the default here; the collector's `handoff` setting turns it on): every start clears.
+   */
+  handoff?: boolean;
 }
 
 /** Well inside the router's default stale_after_ms (10 s); the same cadence as the default scrape. */
@@ -51,6 +57,11 @@ export interface StreamObserver {
    * writer lease. The stream's queue and state writer have stopped writing; the owner must stop it all.
    */
   leaseLost?(worker: StreamWorker, err: LeaseLostError): void;
+  /**
+   * The stream went on from a previous collector's handoff, which saw the engine's process start at
+   * `processStartSec` (null: not scraped): the owner checks it against the engine's, a restart in between.
+   */
+  resumed?(worker: StreamWorker, processStartSec: number | null): void;
 }
 
 interface LiveItem {
@@ -138,6 +149,8 @@ export class StreamWorker {
   #freshAtMs = 0;
   #partialSinceMs = 0;
   #timer: NodeJS.Timeout | null = null;
+  /** stop() flushed every queued write, and none was lost: the index holds exactly what was ingested. */
+  #flushedClean = false;
 
   constructor(
     readonly spec: StreamSpec,
@@ -228,7 +241,9 @@ export class StreamWorker {
   start(initial: PodStatePatch): void {
     this.writer.write({ ...initial, address: this.spec.address, resyncing: true });
     this.#resyncing = true;
-    this.#clearPod('start');
+    // The handoff is read before anything else of the stream runs: live batches wait in the inbox.
+    if (this.spec.kvEvents && this.settings.handoff) this.#control(() => this.#takeHandoff());
+    else this.#clearPod('start');
     if (this.spec.kvEvents) {
       this.#sub = new EventSubscriber({
         endpoint: this.spec.kvEvents,
@@ -278,12 +293,112 @@ export class StreamWorker {
     this.#drops.flush(true);
     const deadline = new Promise<false>((r) => setTimeout(() => r(false), flushTimeoutMs).unref());
     const flushed = await Promise.race([this.queue.drained().then(() => true as const), deadline]);
+    this.#flushedClean = flushed && !this.queue.suspended && !this.#resyncing && !this.#recoveryPending;
     await Promise.race([this.writer.settled(), deadline]);
     // Nothing of this stream may land after stop() returns (a removed pod must stay removed); writes in
     // flight are bounded by the index's command timeout.
     await this.queue.close();
     await this.writer.close();
     return flushed;
+  }
+
+  /**
+   * After stop(): what the next collector needs to go on from here (handoff.ts), or null when the index
+   * may not hold exactly what this stream ingested (writes left or lost, a resync cut short) or there is
+   * nothing to go on from (no event stream, nothing ingested since the last clear).
+   */
+  handoff(processStartSec: number | null, nowMs = Date.now()): StreamHandoff | null {
+    if (!this.#stopped || !this.#flushedClean || !this.spec.kvEvents || this.#lastSeq === null) return null;
+    return {
+      v: HANDOFF_VERSION,
+      model: this.pod.model,
+      podId: this.pod.podId,
+      endpoint: this.spec.kvEvents,
+      topic: this.spec.topic,
+      blockSize: this.settings.blockSize,
+      lastSeq: this.#lastSeq,
+      lastTsSec: this.#lastTsSec,
+      window: this.#window.entries(),
+      bufferKeeps: this.#bufferKeeps,
+      partialSinceMs: this.#partialSinceMs,
+      processStartSec,
+      mapper: this.mapper.snapshot(),
+      savedAtMs: nowMs,
+    };
+  }
+
+  // ---- handoff -----------------------------------------------------------------------------------
+
+  /** At start: go on from the previous collector's handoff if it still describes the index, else clear. */
+  async #takeHandoff(): Promise<void> {
+    let take: HandoffTake;
+    try {
+      take = await this.index.takeHandoff(this.pod);
+    } catch (err) {
+      if (err instanceof LeaseLostError) return this.observer.leaseLost?.(this, err);
+      this.stats.handoffTakes.error++;
+      this.log.warn("the previous collector's handoff could not be read: clearing the pod", { err });
+      return this.#clearPod('start');
+    }
+    if (this.#stopped) return;
+    const h = this.#usableHandoff(take);
+    if (h === null) return this.#clearPod('start');
+    this.#resume(h);
+  }
+
+  #usableHandoff(take: HandoffTake): StreamHandoff | null {
+    if (take.kind === 'none') {
+      this.stats.handoffTakes.none++;
+      return null;
+    }
+    if (take.kind === 'stale') {
+      this.stats.handoffTakes.stale++;
+      this.log.info(
+        "the previous collector's handoff is stale (the pod was written since): clearing the pod",
+      );
+      return null;
+    }
+    const d = decodeHandoff(take.record);
+    if (!d.ok) {
+      this.stats.handoffTakes.invalid++;
+      this.log.warn("the previous collector's handoff is unusable: clearing the pod", { detail: d.detail });
+      return null;
+    }
+    const why = handoffMismatch(d.handoff, {
+      model: this.pod.model,
+      podId: this.pod.podId,
+      endpoint: this.spec.kvEvents ?? '',
+      topic: this.spec.topic,
+      blockSize: this.settings.blockSize,
+    });
+    if (why !== null) {
+      this.stats.handoffTakes.mismatch++;
+      this.log.info("the previous collector's handoff is for another stream: clearing the pod", { why });
+      return null;
+    }
+    return d.handoff;
+  }
+
+  /**
+   * Takes the previous collector's place: its hashes, its last batch and the digests before it. The replay
+   * at connection then asks from that batch, which tells a continuation from a gap or an engine restart.
+   */
+  #resume(h: StreamHandoff): void {
+    const ops = this.mapper.restore(h.mapper, this.stats);
+    if (ops.length > 0) this.#enqueue(ops, -1, Date.now()); // a smaller block_map_max_entries than before
+    this.#window.restore(h.window);
+    this.#lastSeq = h.lastSeq;
+    this.#lastTsSec = h.lastTsSec;
+    this.#bufferKeeps = h.bufferKeeps;
+    this.#partialSinceMs = h.partialSinceMs;
+    this.writer.write({ partialSinceMs: h.partialSinceMs });
+    this.stats.handoffTakes.resumed++;
+    this.log.info("resumed from the previous collector's handoff: the pod is not cleared", {
+      lastSeq: h.lastSeq,
+      blocks: h.mapper.entries.length,
+      savedAgoMs: Date.now() - h.savedAtMs,
+    });
+    this.observer.resumed?.(this, h.processStartSec);
   }
 
   // ---- connection and freshness ------------------------------------------------------------------

@@ -92,7 +92,13 @@ export const CollectorSectionSchema = Type.Object(
     shutdown_timeout_ms: Type.Integer({
       default: 10000,
       minimum: 0,
-      description: 'On SIGTERM, how long queued index writes may take to flush.',
+      description:
+        'On SIGTERM, how long queued index writes may take to flush and handoffs to be saved (pods not saved by then are cleared by the next collector).',
+    }),
+    handoff: Type.Boolean({
+      default: true,
+      description:
+        "On a clean stop, leave each pod's event-stream state in Redis (the vLLM hash map, the last batch applied) so that the next collector, a restart or a standby taking over, goes on from the pod's replay buffer instead of clearing the pod and rebuilding it. Used only if nothing wrote the pod since. Off: every start clears.",
     }),
     writer_lease_ms: Type.Integer({
       default: 15000,

@@ -2,7 +2,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { blockKeys, keySeed } from '../../../src/core/block-keys.js';
 import type { BlockKey, Tier } from '../../../src/core/types.js';
-import { KeyMapper, newMapperCounters } from '../../../src/collector/key-mapper.js';
+import { HANDOFF_VERSION, decodeHandoff, encodeHandoff } from '../../../src/collector/handoff.js';
+import { KeyMapper, newMapperCounters, type MapperCounters } from '../../../src/collector/key-mapper.js';
 import { parseVllmBatch } from '../../../src/collector/wire/vllm-events.js';
 import { MemoryKvIndex } from '../../../src/index/index.js';
 import type { IndexOp, PodRef } from '../../../src/index/kv-index.js';
@@ -59,6 +60,32 @@ const cmd: fc.Arbitrary<Cmd> = fc.oneof(
   { weight: 1, arbitrary: fc.constant({ k: 'clear' as const }) },
 );
 
+/** The next collector's mapper: what `m` knew, through a handoff record and back (src/collector/handoff.ts). */
+function handedOver(m: KeyMapper, counters: MapperCounters): KeyMapper {
+  const record = encodeHandoff({
+    v: HANDOFF_VERSION,
+    model: MODEL,
+    podId: POD.podId,
+    endpoint: 'tcp://pod:5557',
+    topic: '',
+    blockSize: BS,
+    lastSeq: 7,
+    lastTsSec: null,
+    window: [],
+    bufferKeeps: true,
+    partialSinceMs: 0,
+    processStartSec: null,
+    mapper: m.snapshot(),
+    savedAtMs: 0,
+  });
+  const d = decodeHandoff(record);
+  if (!d.ok) throw new Error(d.detail);
+  const next = new KeyMapper(MODEL, BS, 100_000);
+  expect(next.restore(d.handoff.mapper, counters)).toEqual([]);
+  expect(next.snapshot()).toEqual(m.snapshot());
+  return next;
+}
+
 interface Block {
   hash: bigint;
   key: BlockKey;
@@ -90,18 +117,21 @@ interface Chain {
  * block 0 and is never indexed.
  */
 describe('collector write path vs ground truth', () => {
-  it('property: decoded, keyed events leave the same index as the truth', async () => {
+  it('property: decoded, keyed events leave the same index as the truth, across collector handoffs', async () => {
     await fc.assert(
       fc.asyncProperty(
         fc.array(cmd, { minLength: 1, maxLength: 40 }),
         fc.constantFrom('array' as const, 'map' as const),
         fc.boolean(),
-        async (cmds, format, current) => {
+        fc.array(fc.nat({ max: 39 }), { maxLength: 3 }),
+        async (cmds, format, current, handoffs) => {
           const a = new MemoryKvIndex();
           const b = new MemoryKvIndex();
           for (const ix of [a, b]) await ix.upsertPodState(POD, { address: 'x:1' });
-          const mapper = new KeyMapper(MODEL, BS, 100_000);
+          let mapper = new KeyMapper(MODEL, BS, 100_000);
           const counters = newMapperCounters();
+          /** The mapper before the last handoff, kept running: the next one must write exactly what it writes. */
+          let twin: KeyMapper | null = null;
           const chains: Chain[] = [];
           /** GPU: physical blocks per hash. */
           const held = new Map<bigint, number>();
@@ -115,7 +145,9 @@ describe('collector write path vs ground truth', () => {
           const emit = async (events: EventSpec[]): Promise<void> => {
             const r = parseVllmBatch(encodeBatch(events, { format, storedFields: 11, removedFields: 3 }));
             if (!r.ok) throw new Error(r.detail);
-            await a.apply(POD, mapper.toOps(r.batch.events, counters));
+            const ops = mapper.toOps(r.batch.events, counters);
+            if (twin) expect(ops).toEqual(twin.toOps(r.batch.events, newMapperCounters()));
+            await a.apply(POD, ops);
           };
           const truth = async (chain: Chain, ops: IndexOp[]): Promise<void> => {
             if (chain.indexed) await b.apply(POD, ops);
@@ -145,7 +177,9 @@ describe('collector write path vs ground truth', () => {
           };
           const isHeld = (x: Block | undefined): x is Block => x !== undefined && (held.get(x.hash) ?? 0) > 0;
 
-          for (const c of cmds) {
+          for (const [i, c] of cmds.entries()) {
+            // A collector stopped here and the next one went on from its handoff.
+            if (handoffs.includes(i)) [twin, mapper] = [mapper, handedOver(mapper, counters)];
             const chain = chains.length > 0 && 'chain' in c ? chains[c.chain % chains.length]! : null;
             const last = chain?.blocks[chain.blocks.length - 1];
             if (c.k === 'new') {

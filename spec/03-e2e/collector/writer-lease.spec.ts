@@ -266,14 +266,28 @@ describe('writer lease: two `kinference collector` processes on one fleet (real 
     expect((await b.health()).body).toMatchObject({ ok: true, standby: false });
     expect(await b.metrics()).toMatch(/^kinference_collector_standby 0$/m);
 
-    // B rebuilt the pod from its replay buffer (a clear, then everything): what A had written holds…
+    // A left its handoff, and B went on from it instead of clearing the pod: what A had written holds…
+    expect(a.lines().some((l) => l.msg === 'handoff saved for the next collector')).toBe(true);
     await waitCached(index, POD, early.tokens, 2);
+    await waitFor(
+      'B resumed',
+      async () =>
+        new RegExp(
+          `^kinference_collector_handoff_takes_total\\{pod="${POD}",result="resumed"\\} 1$`,
+          'm',
+        ).test(await b.metrics()),
+      10_000,
+      50,
+    );
+    expect(await b.metrics()).toMatch(
+      new RegExp(`^kinference_collector_pod_clears_total\\{pod="${POD}",reason="start"\\} 0$`, 'm'),
+    );
     // …and new traffic reaches the index through B.
     await waitIngesting(b, pub);
     const tokens = freshTokens(4);
     await pub.publish([{ type: 'BlockStored', hashes: hashes(4), parent: null, tokens, blockSize: BS }]);
     await waitCached(index, POD, tokens, 4);
-    // The takeover is not a lost write: B's first write was the pod's clear.
+    // The takeover is not a lost write.
     expect(indexLosses(await b.metrics())).toBe(0);
     expect(b.lines().filter((l) => l.level === 'error')).toEqual([]);
   });

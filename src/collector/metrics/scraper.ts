@@ -109,6 +109,16 @@ export class MetricsScraper {
     tick();
   }
 
+  /**
+   * The process start time a previous collector saw (its handoff): until a scrape finds one, the first that
+   * finds another is a restart. Returns the start time a scrape already found, else null.
+   */
+  noteEarlierStart(sec: number): number | null {
+    if (this.#lastStart !== null) return this.#lastStart;
+    this.#lastStart = sec;
+    return null;
+  }
+
   async stop(): Promise<void> {
     this.#stopped = true;
     if (this.#timer) clearTimeout(this.#timer);

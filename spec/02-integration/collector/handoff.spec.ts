@@ -1,0 +1,188 @@
+import { createServer, type Server } from 'node:http';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Collector } from '../../../src/collector/collector.js';
+import type { StreamWorker } from '../../../src/collector/stream-worker.js';
+import type { CollectorSection } from '../../../src/config/collector-section.js';
+import type { PodConfig } from '../../../src/config/fleet-config.js';
+import { createKvIndex } from '../../../src/index/index.js';
+import type { KvIndex } from '../../../src/index/kv-index.js';
+import { freePort, waitFor } from '../../helpers/ports.js';
+import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
+import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
+import {
+  BS,
+  MODEL,
+  blockStored,
+  cachedBlocks,
+  freshTokens,
+  hashCounter,
+  startCollector,
+  waitCached,
+  waitSubscribed,
+} from '../../helpers/collector/collector-harness.js';
+import { vllmExposition } from '../../helpers/collector/vllm-metrics-text.js';
+
+/**
+ * Handoffs (src/collector/handoff.ts): a collector that stops cleanly leaves each pod's stream state in
+ * Redis, and the next one goes on from the pod's replay buffer instead of clearing the pod. Real Redis, real
+ * ZeroMQ (a vLLM-shaped PUB + ROUTER whose replay buffer has lost the engine's first batches, so that only
+ * a handoff can keep what they stored).
+ */
+
+const hashes = hashCounter(11n << 40n);
+
+describe('collector handoff at a clean stop (real Redis and ZMQ)', () => {
+  let redis: TestRedis;
+  let index: KvIndex;
+  let collector: Collector | null = null;
+  let pub: FakeVllmPublisher | null = null;
+  let server: Server | null = null;
+
+  const pod = (id: string, p: FakeVllmPublisher, extra: Partial<PodConfig> = {}): PodConfig => ({
+    id,
+    model: MODEL,
+    address: '127.0.0.1:18091',
+    kv_events: p.endpoint,
+    kv_events_replay: p.replayEndpoint,
+    ...extra,
+  });
+  const start = async (p: PodConfig, over: Partial<CollectorSection> = {}): Promise<StreamWorker> => {
+    collector = startCollector(index, [p], over);
+    await collector.start();
+    await waitFor('worker', () => collector!.worker(p.id) !== undefined);
+    return collector.worker(p.id)!;
+  };
+  const stop = async (): Promise<void> => {
+    expect(await collector!.stop()).toBe(true);
+    collector = null;
+  };
+
+  /** A chain of `n` blocks, one BlockStored per batch; returns its tokens and hashes. */
+  const chain = async (n: number, p: FakeVllmPublisher): Promise<{ t: number[]; h: bigint[] }> => {
+    const t = freshTokens(n);
+    const h = hashes(n);
+    for (let i = 0; i < n; i++)
+      await p.publish([blockStored([h[i]!], i === 0 ? null : h[i - 1]!, t.slice(i * BS, (i + 1) * BS))]);
+    return { t, h };
+  };
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'khand' });
+  });
+  afterEach(async () => {
+    await collector?.stop();
+    await pub?.close();
+    await new Promise<void>((r) => (server ? server.close(() => r()) : r()));
+    collector = null;
+    pub = null;
+    server = null;
+  });
+  afterAll(async () => {
+    await index?.close();
+    await redis?.stop();
+  });
+
+  it('the next collector goes on from the last batch: blocks whose batches the buffer lost are kept, and what came meanwhile is applied', async () => {
+    pub = await new FakeVllmPublisher({ format: 'map' }, { bufferSteps: 3 }).bind();
+    let w = await start(pod('pod-h', pub));
+    await waitSubscribed(pub, () => collector!.worker('pod-h'));
+    const a = await chain(4, pub);
+    await waitCached(index, 'pod-h', a.t, 4);
+    await stop();
+
+    // While no collector runs: the tail block is evicted and the chain grows from a parent only the handoff
+    // knows; the buffer (3 batches) no longer holds the batches that stored the first blocks.
+    const b = freshTokens(2);
+    const bh = hashes(2);
+    await pub.publish([{ type: 'BlockRemoved', hashes: [a.h[3]!] }]);
+    await pub.publish([blockStored(bh, a.h[2]!, b)]);
+
+    w = await start(pod('pod-h', pub));
+    const grown = [...a.t.slice(0, 3 * BS), ...b];
+    await waitCached(index, 'pod-h', grown, 5);
+    expect(await cachedBlocks(index, 'pod-h', a.t)).toBe(3);
+    expect(w.stats.handoffTakes.resumed).toBe(1);
+    expect(w.stats.podClears.start).toBe(0);
+    expect(w.stats.replays.covered).toBe(1);
+    expect(w.partialSinceMs).toBe(0);
+    // And the handoff was read once: a third collector, after this one was written to, clears.
+    await stop();
+    await index.apply({ model: MODEL, podId: 'pod-h' }, [{ op: 'clear' }]);
+    w = await start(pod('pod-h', pub));
+    await waitFor('stale', () => w.stats.handoffTakes.stale === 1);
+    expect(w.stats.podClears.start).toBe(1);
+    expect(w.stats.handoffTakes.resumed).toBe(0);
+  });
+
+  it('without a handoff (handoff: false, or the pod written since) the pod is cleared and rebuilt from what the buffer still holds', async () => {
+    pub = await new FakeVllmPublisher({ format: 'map' }, { bufferSteps: 3 }).bind();
+    await start(pod('pod-o', pub), { handoff: false });
+    await waitSubscribed(pub, () => collector!.worker('pod-o'));
+    const a = await chain(5, pub);
+    await waitCached(index, 'pod-o', a.t, 5);
+    await stop(); // saves nothing
+
+    const w = await start(pod('pod-o', pub));
+    await waitFor('rebuilt', () => w.stats.replays.partial === 1 && !w.resyncing);
+    expect(w.stats.handoffTakes.none).toBe(1);
+    expect(w.stats.podClears.start).toBe(1);
+    expect(await cachedBlocks(index, 'pod-o', a.t)).toBe(0); // block 0's batch is gone from the buffer
+    expect(w.partialSinceMs).toBeGreaterThan(0);
+  });
+
+  it('an engine that restarted while no collector ran is seen at once: the old blocks go, the new process is rebuilt', async () => {
+    pub = await new FakeVllmPublisher({ format: 'map' }).bind();
+    // Published before the collector starts: its first replay returns them, so it knows the buffer keeps
+    // batches (vLLM buffer_steps > 0), and an empty answer later means a new process.
+    const a = await chain(3, pub);
+    await start(pod('pod-r', pub));
+    await waitCached(index, 'pod-r', a.t, 3);
+    await stop();
+
+    pub.restart(); // sequence from 0, an empty buffer
+    const n = await chain(2, pub);
+    const w = await start(pod('pod-r', pub));
+    await waitCached(index, 'pod-r', n.t, 2);
+    await waitCached(index, 'pod-r', a.t, 0);
+    expect(w.stats.handoffTakes.resumed).toBe(1);
+    expect(w.stats.restarts).toBe(1);
+    expect(w.stats.podClears.restart).toBe(1);
+    expect(w.partialSinceMs).toBe(0); // rebuilt from the new process's seq 0
+  });
+
+  it('an idle engine that restarted meanwhile is caught by its new process start time in /metrics', async () => {
+    let startTime = 1.7e9;
+    const port = await freePort();
+    server = createServer((_req, res) => {
+      res
+        .writeHead(200, { 'content-type': 'text/plain; version=0.0.4' })
+        .end(vllmExposition({ '0': { running: 0 } }, `process_start_time_seconds ${startTime}\n`));
+    });
+    await new Promise<void>((r) => server!.listen(port, '127.0.0.1', () => r()));
+    pub = await new FakeVllmPublisher({ format: 'map' }, { replay: false }).bind();
+    const cfg: PodConfig = {
+      id: 'pod-m',
+      model: MODEL,
+      address: '127.0.0.1:18092',
+      kv_events: pub.endpoint,
+      metrics: `http://127.0.0.1:${port}/metrics`,
+    };
+    await start(cfg);
+    await waitSubscribed(pub, () => collector!.worker('pod-m'));
+    await waitFor('first scrape', () => collector!.scraper('pod-m')!.lastPod !== null);
+    const a = await chain(2, pub);
+    await waitCached(index, 'pod-m', a.t, 2);
+    await stop();
+
+    // A new process that has published nothing yet, and no replay endpoint to ask: nothing in the event
+    // stream shows the restart, only the start time does.
+    pub.restart();
+    startTime += 60;
+    const w = await start(cfg);
+    await waitCached(index, 'pod-m', a.t, 0);
+    expect(w.stats.handoffTakes.resumed).toBe(1);
+    expect(w.stats.podClears.restart_signal).toBe(1);
+    expect(w.stats.podClears.start).toBe(0);
+  });
+});
