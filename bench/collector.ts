@@ -4,6 +4,10 @@
  *   - lag:        a fixed 20k block events/s; event-to-index lag = apply() resolved − publisher ts;
  *   - throughput: offered loads stepped up; achieved = block events decoded and written to Redis / time
  *                 until every write queue drained; the collector's CPU use per wall second is reported.
+ *   - restart:    a clean collector restart after a quiet spell (the pods' replay buffers of 1,000 batches no
+ *                 longer reach back to most cached blocks), with and without the handoff the stopped collector
+ *                 leaves: cached blocks the index holds once the new collector has caught up, and how long
+ *                 the stop and the catch-up took;
  *   - cpu-only:   decode + key pre-encoded batches on one thread, no ZMQ or Redis (per-core capacity).
  * Then memory: RSS, heap, and block-map entries (bounded by block_map_max_entries).
  * Prints a table and writes bench/results/collector.json. Run: npm run bench:collector
@@ -22,6 +26,8 @@ import { silentLogger } from '../src/collector/logger.js';
 import { CollectorSectionSchema } from '../src/config/collector-section.js';
 import { validateConfig } from '../src/config/validate.js';
 import { createKvIndex } from '../src/index/index.js';
+import { ENTRY } from '../src/index/lua/entry.js';
+import { KEY_SUFFIX, modelKeyBase } from '../src/index/redis-keys.js';
 import { Redis } from 'ioredis';
 import { freeLoopbackPort, startRedisServer } from '../src/util/redis-server.js';
 import { noOptions } from './lib/cli.js';
@@ -41,6 +47,15 @@ const LAG_SECONDS = 8;
 const THROUGHPUT_RATES = [100_000, 150_000, 200_000];
 const THROUGHPUT_SECONDS = 8;
 const POD_CAPACITY_BLOCKS = 50_000;
+/**
+ * Each pod's replay buffer. vLLM keeps buffer_steps = 10,000 steps by default, a few minutes at full load;
+ * these pods keep 1,000 batches (10 s at one batch per 10 ms tick), so that their cache outlives their
+ * buffer as any pod's does after a few minutes.
+ */
+const REPLAY_BUFFER_BATCHES = 1_000;
+const QUIET_RATE = 2_000;
+const QUIET_SECONDS = 12;
+const DOWN_SECONDS = 1;
 const TICK_MS = 10;
 
 // ---------------------------------------------------------------------------------------------------
@@ -52,6 +67,7 @@ type Msg =
   | { cmd: 'init'; pods: number }
   | { cmd: 'probe' }
   | { cmd: 'run'; rate: number; seconds: number }
+  | { cmd: 'held' }
   | { cmd: 'exit' };
 
 class SimPod {
@@ -148,7 +164,7 @@ class SimPod {
     const payload = this.packr.pack([Date.now() / 1000 + 1e-7, events, 0]);
     const seq = this.seq++;
     this.buffer.push({ seq, payload });
-    if (this.buffer.length > 10_000) this.buffer.shift();
+    if (this.buffer.length > REPLAY_BUFFER_BATCHES) this.buffer.shift();
     await this.pub.send([Buffer.alloc(0), seq8(seq), payload]);
   }
 }
@@ -173,6 +189,11 @@ async function publisherMain(): Promise<void> {
           eps.push(await p.bind());
         }
         process.send!({ endpoints: eps });
+      } else if (m.cmd === 'held') {
+        process.send!({
+          held: pods.map((p) => p.cached.length - p.cachedHead),
+          lastSeqs: pods.map((p) => p.seq - 1),
+        });
       } else if (m.cmd === 'probe') {
         for (const p of pods) await p.publish([]);
         process.send!({ probed: true });
@@ -259,6 +280,43 @@ function memorySnapshot(
   return { phase, rssMb: mb(m.rss), heapUsedMb: mb(m.heapUsed), blockMapEntries: mapEntries };
 }
 
+/**
+ * GPU blocks the index holds per pod (at the pod's current epoch), read straight from Redis: SCAN over the
+ * model's block keys, each value `idx=entry,…` (src/index/lua/entry.ts).
+ */
+async function indexHeld(client: Redis, base: string): Promise<number[]> {
+  const pods = await client.hgetall(`${base}${KEY_SUFFIX.pods}`);
+  const live = new Map<string, { pod: number; epoch: number }>();
+  for (const [podId, ref] of Object.entries(pods)) {
+    const [idx, epoch] = ref.split(':');
+    live.set(idx!, { pod: Number(podId.slice(4)), epoch: Number(epoch) });
+  }
+  const counts = new Array<number>(PODS).fill(0);
+  const rc = 2 ** ENTRY.rcBits;
+  const ep = 2 ** ENTRY.epochBits;
+  let cursor = '0';
+  do {
+    const [next, keys] = await client.scanBuffer(
+      cursor,
+      'MATCH',
+      `${base}${KEY_SUFFIX.block}*`,
+      'COUNT',
+      2000,
+    );
+    cursor = next.toString();
+    if (keys.length === 0) continue;
+    for (const v of await client.mgetBuffer(...keys)) {
+      for (const e of v?.toString().split(',') ?? []) {
+        const [idx, raw] = e.split('=');
+        const p = live.get(idx!);
+        const entry = Number(raw);
+        if (p && entry % rc > 0 && Math.floor(entry / rc) % ep === p.epoch) counts[p.pod]!++;
+      }
+    }
+  } while (cursor !== '0');
+  return counts;
+}
+
 const progress = (m: string): void => void process.stderr.write(`[bench:collector] ${m}\n`);
 
 async function main(): Promise<void> {
@@ -285,23 +343,28 @@ async function main(): Promise<void> {
     block_map_max_entries: 100_000,
   };
   let lags: number[] | null = null;
-  const collector = new Collector(settings, {
-    index,
-    discovery: new StaticDiscovery(
-      endpoints.map(([ep, rep], i) => ({
-        id: `pod-${i}`,
-        model: MODEL,
-        address: `127.0.0.1:${9000 + i}`,
-        kv_events: ep,
-        kv_events_replay: rep,
-      })),
-    ),
-    log: silentLogger,
-    blockSizes: { [MODEL]: BS },
-    onApplied: (_pod, batches, appliedAtMs) => {
-      if (lags) for (const b of batches) if (b.seq >= 0) lags.push(appliedAtMs - b.tsMs);
-    },
-  });
+  const newCollector = (handoff: boolean): Collector =>
+    new Collector(
+      { ...settings, handoff },
+      {
+        index,
+        discovery: new StaticDiscovery(
+          endpoints.map(([ep, rep], i) => ({
+            id: `pod-${i}`,
+            model: MODEL,
+            address: `127.0.0.1:${9000 + i}`,
+            kv_events: ep,
+            kv_events_replay: rep,
+          })),
+        ),
+        log: silentLogger,
+        blockSizes: { [MODEL]: BS },
+        onApplied: (_pod, batches, appliedAtMs) => {
+          if (lags) for (const b of batches) if (b.seq >= 0) lags.push(appliedAtMs - b.tsMs);
+        },
+      },
+    );
+  let collector = newCollector(true);
   await collector.start();
   progress('collector started; waiting for subscriptions');
   const workers = (): ReturnType<Collector['workers']> => collector.workers();
@@ -396,6 +459,57 @@ async function main(): Promise<void> {
     memory.push(memorySnapshot(`after ${rate}/s`, entries()));
   }
 
+  // Phase 3: clean restarts, with and without the handoff.
+  const restarts = [];
+  for (const handoff of [true, false]) {
+    progress(
+      `restart phase (handoff ${handoff ? 'on' : 'off'}): quiet load, stop, ${DOWN_SECONDS}s down, start`,
+    );
+    await request(child, { cmd: 'run', rate: QUIET_RATE, seconds: QUIET_SECONDS });
+    await drained();
+    const indexedBefore = await indexHeld(probe, modelKeyBase('bench', MODEL));
+    const t0 = performance.now();
+    await collector.stop(); // a handoff-on collector: it leaves its handoffs either way
+    const stopMs = Math.round(performance.now() - t0);
+    await request(child, { cmd: 'run', rate: QUIET_RATE, seconds: DOWN_SECONDS });
+    const truth = await request<{ held: number[]; lastSeqs: number[] }>(child, { cmd: 'held' });
+    const t1 = performance.now();
+    collector = newCollector(handoff);
+    await collector.start();
+    const deadline = Date.now() + 60_000;
+    const caughtUp = (): boolean => {
+      const ws = [...workers()];
+      return (
+        ws.length === PODS &&
+        ws.every(
+          (w) =>
+            w.lastSeq === truth.lastSeqs[Number(w.pod.podId.slice(4))] &&
+            !w.resyncing &&
+            w.queue.queuedBatches === 0 &&
+            w.inboxLength === 0,
+        )
+      );
+    };
+    while (!caughtUp() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    const catchUpMs = Math.round(performance.now() - t1);
+    const indexed = await indexHeld(probe, modelKeyBase('bench', MODEL));
+    const held = truth.held.reduce((a, b) => a + b, 0);
+    const ws = [...workers()];
+    restarts.push({
+      handoff,
+      cachedBlocks: held,
+      indexedBefore: indexedBefore.reduce((a, b) => a + b, 0),
+      indexedAfter: indexed.reduce((a, b) => a + b, 0),
+      indexedShare: Math.round((indexed.reduce((a, b) => a + b, 0) / held) * 1000) / 1000,
+      stopMs,
+      catchUpMs,
+      caughtUp: caughtUp(),
+      resumed: ws.reduce((a, w) => a + w.stats.handoffTakes.resumed, 0),
+      cleared: ws.reduce((a, w) => a + w.stats.podClears.start + w.stats.podClears.gap, 0),
+    });
+    progress(JSON.stringify(restarts[restarts.length - 1]));
+  }
+
   // Last, so its second of blocked event loop cannot disturb the phases above.
   progress('cpu-only phase: decode + key on this thread');
   cpuOnlyCapacity(); // warm-up (JIT)
@@ -425,6 +539,7 @@ async function main(): Promise<void> {
     lag,
     cpuOnly,
     throughput,
+    restarts,
     memory,
     skipped,
   };
@@ -434,6 +549,10 @@ async function main(): Promise<void> {
   console.table([cpuOnly]);
   console.log('Sustained ingest (block events decoded, keyed and written to Redis)');
   console.table(throughput);
+  console.log(
+    `Clean collector restart after ${QUIET_SECONDS} s at ${QUIET_RATE} block events/s (replay buffers of ${REPLAY_BUFFER_BATCHES} batches), ${DOWN_SECONDS} s down`,
+  );
+  console.table(restarts);
   console.log('Memory after the run');
   console.table(memory);
   mkdirSync('bench/results', { recursive: true });
