@@ -11,28 +11,26 @@ import { KeyMapper, newMapperCounters } from '../../../src/collector/key-mapper.
 import { AppliedWindow } from '../../../src/collector/sequence.js';
 import type { BlockKey, VllmBlockHash } from '../../../src/core/types.js';
 import { REFCOUNT_MAX, type IndexOp } from '../../../src/index/kv-index.js';
+import { storedEvent } from '../../helpers/collector/mapper-events.js';
 
 const MODEL = 'Qwen/Qwen3-8B';
 const BS = 4;
 const h = (n: number): VllmBlockHash => String(n) as VllmBlockHash;
 const tokens = (n: number, from: number): number[] => Array.from({ length: n }, (_, i) => from + i);
 
-function stored(hashes: number[], parent: number | null, from: number, over: Partial<BlockStoredEvent> = {}) {
-  return {
-    kind: 'stored',
+/** Blocks `hashes` (numbered) after `parent`, their tokens counting up from `from`. */
+const stored = (
+  hashes: number[],
+  parent: number | null,
+  from: number,
+  over: Partial<BlockStoredEvent> = {},
+) =>
+  storedEvent(BS, {
     hashes: hashes.map(h),
     parent: parent === null ? null : h(parent),
     tokenIds: tokens(hashes.length * BS, from),
-    blockSize: BS,
-    loraName: null,
-    loraNameMissing: false,
-    tier: 'GPU',
-    extraKeys: null,
-    groupIdx: null,
-    specKind: null,
     ...over,
-  } as BlockStoredEvent;
-}
+  });
 
 function handoff(over: Partial<StreamHandoff> = {}): StreamHandoff {
   return {
@@ -101,19 +99,7 @@ describe('KeyMapper snapshot and restore', () => {
         stored([1, 2], null, 1),
         stored([2], 1, 5), // a second physical copy of block 2
         stored([9], null, 100, { specKind: 'sliding_window', groupIdx: 3 }),
-        {
-          kind: 'stored',
-          hashes: [h(1)],
-          parent: null,
-          tokenIds: [],
-          blockSize: BS,
-          loraName: null,
-          loraNameMissing: false,
-          tier: 'CPU',
-          extraKeys: null,
-          groupIdx: null,
-          specKind: null,
-        },
+        storedEvent(BS, { hashes: [h(1)], tokenIds: [], tier: 'CPU' }), // an offloaded copy of block 1
       ],
       c,
     );

@@ -5,27 +5,14 @@ import type { BlockKey, Tier, VllmBlockHash } from '../../../src/core/types.js';
 import type { BlockStoredEvent, KvEvent } from '../../../src/collector/events.js';
 import { KeyMapper, newMapperCounters } from '../../../src/collector/key-mapper.js';
 import type { IndexOp } from '../../../src/index/kv-index.js';
+import { storedEvent } from '../../helpers/collector/mapper-events.js';
 
 const MODEL = 'Qwen/Qwen3-8B';
 const BS = 4;
 const h = (n: number | string): VllmBlockHash => String(n) as VllmBlockHash;
 
-function stored(
-  p: Partial<BlockStoredEvent> & { hashes: VllmBlockHash[]; tokenIds: number[] },
-): BlockStoredEvent {
-  return {
-    kind: 'stored',
-    parent: null,
-    blockSize: BS,
-    loraName: null,
-    loraNameMissing: false,
-    tier: 'GPU',
-    extraKeys: null,
-    groupIdx: null,
-    specKind: null,
-    ...p,
-  };
-}
+const stored = (p: Partial<BlockStoredEvent> & { hashes: VllmBlockHash[]; tokenIds: number[] }) =>
+  storedEvent(BS, p);
 
 function keysOf(ops: IndexOp[], op: 'store' | 'remove', tier: Tier = 'GPU'): BlockKey[] {
   return ops.flatMap((o) => (o.op === op && o.tier === tier ? o.keys : []));

@@ -16,6 +16,7 @@ import {
   cachedBlocks,
   freshTokens,
   hashCounter,
+  publishChain,
   startCollector,
   waitCached,
   waitSubscribed,
@@ -57,14 +58,8 @@ describe('collector handoff at a clean stop (real Redis and ZMQ)', () => {
     collector = null;
   };
 
-  /** A chain of `n` blocks, one BlockStored per batch; returns its tokens and hashes. */
-  const chain = async (n: number, p: FakeVllmPublisher): Promise<{ t: number[]; h: bigint[] }> => {
-    const t = freshTokens(n);
-    const h = hashes(n);
-    for (let i = 0; i < n; i++)
-      await p.publish([blockStored([h[i]!], i === 0 ? null : h[i - 1]!, t.slice(i * BS, (i + 1) * BS))]);
-    return { t, h };
-  };
+  const chain = (n: number, p: FakeVllmPublisher): Promise<{ t: number[]; h: bigint[] }> =>
+    publishChain(p, n, hashes);
 
   beforeAll(async () => {
     redis = await startRedis();

@@ -8,12 +8,12 @@ import { waitFor } from '../../helpers/ports.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
 import {
-  BS,
   MODEL,
   blockStored,
   cachedBlocks,
   freshTokens,
   hashCounter,
+  publishChain,
   startCollector,
   waitCached,
 } from '../../helpers/collector/collector-harness.js';
@@ -59,10 +59,7 @@ describe('partial rebuilds (real Redis and ZMQ)', () => {
 
   it("a replay from the engine's first batch rebuilds the whole index: not partial", async () => {
     pub = await new FakeVllmPublisher({ format: 'map' }).bind();
-    const t = freshTokens(3);
-    const h = hashes(3);
-    for (let i = 0; i < 3; i++)
-      await pub.publish([blockStored([h[i]!], i === 0 ? null : h[i - 1]!, t.slice(i * BS, (i + 1) * BS))]);
+    const { t } = await publishChain(pub, 3, hashes);
     collector = startCollector(index, [pod('pod-full', pub)]);
     await collector.start();
     await waitCached(index, 'pod-full', t, 3);

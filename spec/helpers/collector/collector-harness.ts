@@ -109,3 +109,19 @@ export function blockStored(
 ): EventSpec {
   return { type: 'BlockStored', hashes, parent, tokens, blockSize: BS, ...extra } as EventSpec;
 }
+
+/**
+ * Publishes a fresh chain of `n` blocks, one BlockStored per batch (each block's parent the one before), as an
+ * engine that computes a prompt block by block; returns its tokens and hashes.
+ */
+export async function publishChain(
+  pub: FakeVllmPublisher,
+  n: number,
+  nextHashes: (n: number) => bigint[],
+): Promise<{ t: number[]; h: bigint[] }> {
+  const t = freshTokens(n);
+  const h = nextHashes(n);
+  for (let i = 0; i < n; i++)
+    await pub.publish([blockStored([h[i]!], i === 0 ? null : h[i - 1]!, t.slice(i * BS, (i + 1) * BS))]);
+  return { t, h };
+}
