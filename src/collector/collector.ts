@@ -10,7 +10,6 @@ import {
 import { CollectorMetrics, type ScrapeView } from './collector-metrics.js';
 import type { Discovery } from './discovery/discovery.js';
 import { EventSilenceWatch, computedPromptTokens } from './event-silence.js';
-import { encodeHandoff } from './handoff.js';
 import type { Logger } from './logger.js';
 import { calibrationOptions } from './metrics/calibration.js';
 import { CalibrationPools } from './metrics/calibration-pool.js';
@@ -318,7 +317,7 @@ export class Collector {
       return;
     }
     try {
-      if (await this.deps.index.saveHandoff(w.pod, encodeHandoff(h))) {
+      if (await w.saveHandoff(h)) {
         w.stats.handoffSaves.saved++;
         log.info('handoff saved for the next collector', {
           lastSeq: h.lastSeq,
@@ -383,6 +382,7 @@ export class Collector {
       liveBufferBatches: s.live_buffer_batches,
       receiveHighWaterMark: s.zmq_receive_hwm,
       handoff: s.handoff,
+      handoffCheckpointMs: s.handoff_checkpoint_ms,
       queue: {
         maxQueuedOps: s.max_queued_ops,
         maxOpsPerApply: s.max_ops_per_apply,
@@ -408,6 +408,7 @@ export class Collector {
       },
       leaseLost: (_w: StreamWorker, err: LeaseLostError): void => void this.#writeRefused(err),
       // The engine may have restarted between the two collectors: its start time says so.
+      processStartSec: (): number | null => runner.scraper?.lastPod?.processStartTimeSec ?? null,
       resumed: (w: StreamWorker, processStartSec: number | null): void => {
         if (processStartSec === null || !runner.scraper) return;
         const now = runner.scraper.noteEarlierStart(processStartSec);

@@ -30,10 +30,11 @@ export type ReplayResult = (typeof REPLAY_RESULTS)[number];
 export const HANDOFF_TAKE_RESULTS = ['resumed', 'none', 'stale', 'invalid', 'mismatch', 'error'] as const;
 export type HandoffTakeResult = (typeof HANDOFF_TAKE_RESULTS)[number];
 /**
- * At a clean stop: saved; not_ready (writes left or lost, or nothing ingested since a clear); timeout
- * (shutdown_timeout_ms spent before its turn); failed (Redis did not take it).
+ * saved: at a clean stop; checkpointed: after a quiet spell (handoff_checkpoint_ms); not_ready: none, or
+ * refused (writes left or lost, nothing ingested since a clear, or a write landed after it was taken);
+ * timeout: shutdown_timeout_ms spent before its turn; failed: Redis did not take it.
  */
-export const HANDOFF_SAVE_RESULTS = ['saved', 'not_ready', 'timeout', 'failed'] as const;
+export const HANDOFF_SAVE_RESULTS = ['saved', 'checkpointed', 'not_ready', 'timeout', 'failed'] as const;
 export type HandoffSaveResult = (typeof HANDOFF_SAVE_RESULTS)[number];
 
 /** Plain counters for one event stream (one pod, one DP rank); /metrics exports them at scrape time. */

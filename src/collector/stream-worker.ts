@@ -1,6 +1,12 @@
 import type { HandoffTake, IndexOp, KvIndex, PodRef } from '../index/kv-index.js';
 import { LeaseLostError } from '../index/writer-lease.js';
-import { HANDOFF_VERSION, decodeHandoff, handoffMismatch, type StreamHandoff } from './handoff.js';
+import {
+  HANDOFF_VERSION,
+  decodeHandoff,
+  encodeHandoff,
+  handoffMismatch,
+  type StreamHandoff,
+} from './handoff.js';
 import { KeyMapper } from './key-mapper.js';
 import type { Logger } from './logger.js';
 import { ApplyQueue, type ApplyQueueOptions, type QueuedBatch } from './ops/apply-queue.js';
@@ -41,6 +47,12 @@ export interface StreamSettings {
    * pod at start. Off (the default here; the collector's `handoff` setting turns it on): every start clears.
    */
   handoff?: boolean;
+  /**
+   * With `handoff`: once the stream has been quiet this long (nothing queued for the index) and has changed
+   * since its last handoff, save one then too, so that a collector that crashes or is killed still leaves a
+   * valid handoff for every pod quiet that long. 0 or absent: only at a clean stop.
+   */
+  handoffCheckpointMs?: number;
 }
 
 /** Well inside the router's default stale_after_ms (10 s); the same cadence as the default scrape. */
@@ -62,6 +74,8 @@ export interface StreamObserver {
    * `processStartSec` (null: not scraped): the owner checks it against the engine's, a restart in between.
    */
   resumed?(worker: StreamWorker, processStartSec: number | null): void;
+  /** The engine's process start time as last scraped (null: unknown), for a checkpoint's handoff. */
+  processStartSec?(worker: StreamWorker): number | null;
 }
 
 interface LiveItem {
@@ -151,6 +165,11 @@ export class StreamWorker {
   #timer: NodeJS.Timeout | null = null;
   /** stop() flushed every queued write, and none was lost: the index holds exactly what was ingested. */
   #flushedClean = false;
+  /** When something was last queued for the index (ms): a checkpoint waits for the stream to be quiet. */
+  #changedAtMs = 0;
+  /** The last batch a checkpoint was taken at (saved or refused), and one in flight. */
+  #checkpointSeq: number | null = null;
+  #checkpointing = false;
 
   constructor(
     readonly spec: StreamSpec,
@@ -308,7 +327,20 @@ export class StreamWorker {
    * nothing to go on from (no event stream, nothing ingested since the last clear).
    */
   handoff(processStartSec: number | null, nowMs = Date.now()): StreamHandoff | null {
-    if (!this.#stopped || !this.#flushedClean || !this.spec.kvEvents || this.#lastSeq === null) return null;
+    if (!this.#stopped || !this.#flushedClean) return null;
+    return this.#handoffNow(processStartSec, nowMs);
+  }
+
+  /**
+   * Saves a handoff: true if stored, false if the index refused it (the pod is unknown to it, or was written
+   * after the handoff was taken). Throws what the index throws (LeaseLostError included).
+   */
+  saveHandoff(h: StreamHandoff): Promise<boolean> {
+    return this.index.saveHandoff(this.pod, encodeHandoff(h));
+  }
+
+  #handoffNow(processStartSec: number | null, nowMs: number): StreamHandoff | null {
+    if (!this.spec.kvEvents || this.#lastSeq === null) return null;
     return {
       v: HANDOFF_VERSION,
       model: this.pod.model,
@@ -328,6 +360,36 @@ export class StreamWorker {
   }
 
   // ---- handoff -----------------------------------------------------------------------------------
+
+  /**
+   * From the timer, with the stream idle and its writes all confirmed: a handoff of the stream as it stands,
+   * once it has been quiet handoffCheckpointMs since it last changed. It is saved off the stream's path; a
+   * write landing meanwhile makes the index refuse it, and the next quiet spell takes another.
+   */
+  #checkpoint(now: number): void {
+    const every = this.settings.handoffCheckpointMs ?? 0;
+    if (!this.settings.handoff || every <= 0 || this.#checkpointing) return;
+    if (this.#lastSeq === null || this.#lastSeq === this.#checkpointSeq || now - this.#changedAtMs < every)
+      return;
+    const h = this.#handoffNow(this.observer.processStartSec?.(this) ?? null, now);
+    if (h === null) return;
+    this.#checkpointing = true;
+    this.#checkpointSeq = h.lastSeq;
+    this.saveHandoff(h).then(
+      (saved) => {
+        this.#checkpointing = false;
+        this.stats.handoffSaves[saved ? 'checkpointed' : 'not_ready']++;
+      },
+      (err: unknown) => {
+        this.#checkpointing = false;
+        if (err instanceof LeaseLostError) return this.observer.leaseLost?.(this, err);
+        this.stats.handoffSaves.failed++;
+        this.#checkpointSeq = null; // try again after the next quiet spell
+        this.#changedAtMs = now;
+        this.log.debug('handoff checkpoint not saved', { err });
+      },
+    );
+  }
 
   /** At start: go on from the previous collector's handoff if it still describes the index, else clear. */
   async #takeHandoff(): Promise<void> {
@@ -431,6 +493,7 @@ export class StreamWorker {
     if (!this.#connected || this.#stopped || this.#resyncing || this.#busy || this.inboxLength > 0) return;
     if (this.queue.suspended || this.queue.queuedBatches > 0) return;
     const now = Date.now();
+    this.#checkpoint(now);
     if (now - this.#freshAtMs < this.#freshnessMs) return;
     this.#freshAtMs = now;
     this.writer.write({ address: this.spec.address, lastEventAtMs: now });
@@ -817,6 +880,7 @@ export class StreamWorker {
   }
 
   #enqueue(ops: IndexOp[], seq: number, tsMs: number): void {
+    this.#changedAtMs = Date.now();
     if (!this.queue.push({ seq, tsMs, ops })) this.stats.droppedBatches++;
   }
 }

@@ -100,6 +100,12 @@ export const CollectorSectionSchema = Type.Object(
       description:
         "On a clean stop, leave each pod's event-stream state in Redis (the vLLM hash map, the last batch applied) so that the next collector, a restart or a standby taking over, goes on from the pod's replay buffer instead of clearing the pod and rebuilding it. Used only if nothing wrote the pod since. Off: every start clears.",
     }),
+    handoff_checkpoint_ms: Type.Integer({
+      default: 30000,
+      minimum: 0,
+      description:
+        'With handoff: a pod whose event stream has been quiet this long since it last changed gets a handoff saved then too, so that a collector that crashes or is killed still leaves one for every pod quiet that long. 0: only at a clean stop.',
+    }),
     writer_lease_ms: Type.Integer({
       default: 15000,
       minimum: 1000,

@@ -3,6 +3,7 @@ import { KinferenceError } from '../core/errors.js';
 import type { BlockKey, LookupResult, PodState } from '../core/types.js';
 import {
   compareApplyRecords,
+  formatApplyRecord,
   lossReason,
   nextApplyId,
   parseApplyRecord,
@@ -383,9 +384,13 @@ export class RedisKvIndex implements KvIndex {
   /**
    * The record goes in 1 MB pieces to a key of this call's own, and the script only stamps and renames it:
    * no command copies more than a piece, so a large handoff never stalls the routers' lookups (lua/handoff.ts).
+   * The record is taken to describe the pod as of this index's last confirmed write to it: one that landed
+   * after (an apply still in flight when the record was taken, another writer) makes the script refuse it.
    */
   async saveHandoff(pod: PodRef, record: string): Promise<boolean> {
     const base = this.#base(pod.model);
+    const floor = this.#written.get(base)?.get(pod.podId)?.floor ?? null;
+    const expected = floor === null ? '' : formatApplyRecord(floor);
     const transfer = handoffTransferKey(base, randomBytes(8).toString('hex'));
     const bytes = Buffer.from(record, 'utf8');
     try {
@@ -397,7 +402,7 @@ export class RedisKvIndex implements KvIndex {
             : this.#conn.client.append(transfer, piece),
         );
       }
-      const call = saveHandoffCall(base, pod.podId, transfer, this.#ttlSeconds * 1000, this.#fence);
+      const call = saveHandoffCall(base, pod.podId, transfer, this.#ttlSeconds * 1000, expected, this.#fence);
       const r = await this.#script('saveHandoff', SCRIPTS.saveHandoff, call);
       this.#fenceCheck(r, pod.model, `saveHandoff of pod ${pod.podId}`);
       return r === 1;

@@ -117,15 +117,24 @@ export function removePodCall(base: string, podId: string, fence: string | null 
   return fenced(base, [podsKey(base), appliedKey(base)], [base, podId], fence);
 }
 
-/** save-handoff (lua/handoff.ts): the record waits in `transferKey`, written there beforehand. */
+/**
+ * save-handoff (lua/handoff.ts): the record waits in `transferKey`, written there beforehand; `expected` is
+ * the pod's apply record when the record was taken ('' : not checked).
+ */
 export function saveHandoffCall(
   base: string,
   podId: string,
   transferKey: string,
   ttlMs: number,
+  expected: string,
   fence: string | null = null,
 ): ScriptCall {
-  return fenced(base, [podsKey(base), appliedKey(base), transferKey], [base, podId, String(ttlMs)], fence);
+  return fenced(
+    base,
+    [podsKey(base), appliedKey(base), transferKey],
+    [base, podId, String(ttlMs), expected],
+    fence,
+  );
 }
 
 /** take-handoff (lua/handoff.ts): a current record is moved to `transferKey`, which lives `transferTtlMs`. */

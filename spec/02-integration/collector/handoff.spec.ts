@@ -110,6 +110,27 @@ describe('collector handoff at a clean stop (real Redis and ZMQ)', () => {
     expect(w.stats.handoffTakes.resumed).toBe(0);
   });
 
+  it('a stream quiet for handoff_checkpoint_ms saves one handoff, and another only after it changed again', async () => {
+    pub = await new FakeVllmPublisher({ format: 'map' }).bind();
+    const w = await start(pod('pod-c', pub), { handoff_checkpoint_ms: 150 });
+    await waitSubscribed(pub, () => collector!.worker('pod-c'));
+    const a = await chain(2, pub);
+    await waitCached(index, 'pod-c', a.t, 2);
+    await waitFor('first checkpoint', () => w.stats.handoffSaves.checkpointed === 1);
+    const at = w.lastSeq;
+    // Quiet and unchanged: the timer that saves checkpoints also refreshes the pod's lastEventAtMs (every
+    // second while idle); two refreshes later, still one checkpoint.
+    const fresh = async (): Promise<number> =>
+      (await index.listPods(MODEL)).find((p) => p.podId === 'pod-c')!.lastEventAtMs;
+    const t0 = await fresh();
+    await waitFor('two idle refreshes', async () => (await fresh()) > t0 + 1000, 10_000, 50);
+    expect(w.stats.handoffSaves.checkpointed).toBe(1);
+    await chain(1, pub);
+    await waitFor('second checkpoint', () => w.stats.handoffSaves.checkpointed === 2);
+    expect(w.lastSeq).toBe(at! + 1);
+    expect(w.stats.handoffSaves.failed + w.stats.handoffSaves.not_ready).toBe(0);
+  });
+
   it('without a handoff (handoff: false, or the pod written since) the pod is cleared and rebuilt from what the buffer still holds', async () => {
     pub = await new FakeVllmPublisher({ format: 'map' }, { bufferSteps: 3 }).bind();
     await start(pod('pod-o', pub), { handoff: false });

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import type { BlockKey } from '../../../src/core/types.js';
 import type { PodRef } from '../../../src/index/kv-index.js';
 import { KEY_SUFFIX } from '../../../src/index/redis-keys.js';
 import { useRedisIndexes } from '../../helpers/redis-indexes.js';
@@ -37,6 +38,23 @@ describe('RedisKvIndex handoff transfer', () => {
     } finally {
       await client.config('SET', 'client-query-buffer-limit', old[1]!);
     }
+  });
+
+  it("refuses a record taken before another write landed: it describes the pod as of this index's last write", async () => {
+    const one = fx.index();
+    const base = one.keyBase(M);
+    const other = fx.index({ keyPrefix: base.slice(0, base.indexOf(':')) }); // the same keys, another writer
+    await one.upsertPodState(A, {});
+    await one.apply(A, [{ op: 'store', keys: ['00000000000000aa' as BlockKey], tier: 'GPU' }]);
+    expect(await one.saveHandoff(A, 'as of one')).toBe(true);
+    await other.apply(A, [{ op: 'store', keys: ['00000000000000bb' as BlockKey], tier: 'GPU' }]);
+    expect(await one.saveHandoff(A, 'as of one, stale')).toBe(false);
+    expect(await one.takeHandoff(A)).toEqual({ kind: 'stale' }); // the first one, written over since
+    expect(await fx.redis.client.keys(`${base}*h*:*`)).toEqual([]);
+    // Once it has written again, its view is current and a save goes through.
+    await one.apply(A, [{ op: 'remove', keys: ['00000000000000aa' as BlockKey], tier: 'GPU' }]);
+    expect(await one.saveHandoff(A, 'current')).toBe(true);
+    expect(await other.takeHandoff(A)).toEqual({ kind: 'found', record: 'current' });
   });
 
   it('a save for a pod the index does not know stores nothing, and removePod drops a saved one', async () => {

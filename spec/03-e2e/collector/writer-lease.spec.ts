@@ -95,7 +95,15 @@ class CollectorProc {
  */
 async function writeFleet(
   config: string,
-  o: { redisUrl: string; prefix: string; pub: FakeVllmPublisher; ttlMs: number; address?: string },
+  o: {
+    redisUrl: string;
+    prefix: string;
+    pub: FakeVllmPublisher;
+    ttlMs: number;
+    address?: string;
+    /** More lines of the `collector:` section. */
+    collector?: string[];
+  },
 ): Promise<{ config: string; listen: string }> {
   const listen = `127.0.0.1:${await freePort()}`;
   writeFileSync(
@@ -117,6 +125,7 @@ async function writeFleet(
       `  writer_lease_ms: ${o.ttlMs}`,
       '  index_retry_min_ms: 20',
       '  index_retry_max_ms: 200',
+      ...(o.collector ?? []).map((l) => `  ${l}`),
       '',
     ].join('\n'),
   );
@@ -658,4 +667,93 @@ describe('writer fence: a collector frozen past its lease (SIGSTOP) cannot write
     expect(await indexKeys()).toEqual(before);
     expect(await redis.client.get(leaseKey)).toBe(JSON.stringify(intruder));
   }, 45_000);
+});
+
+describe('handoff checkpoints: a collector killed after a quiet spell (real Redis, real processes)', () => {
+  let redis: TestRedis;
+  let index: KvIndex;
+  let pub: FakeVllmPublisher;
+  let dir: string;
+  const procs: CollectorProc[] = [];
+  const h = { next: 3n << 40n };
+  const hashes = (n: number): bigint[] => Array.from({ length: n }, () => h.next++);
+  const metric = (text: string, name: string, label: string): number =>
+    Number(
+      new RegExp(`^kinference_collector_${name}\\{pod="${POD}",${label}\\} (\\d+)$`, 'm').exec(text)?.[1] ??
+        -1,
+    );
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'khc' });
+    // A replay buffer of 3 batches: what the killed collector applied is gone from it by the time the next
+    // one starts, so only the checkpoint keeps those blocks.
+    pub = await new FakeVllmPublisher({ format: 'map' }, { topic: 'kv', bufferSteps: 3 }).bind();
+    dir = mkdtempSync(join(tmpdir(), 'kinf-checkpoint-'));
+  });
+
+  afterAll(async () => {
+    await Promise.all(procs.map((c) => c.kill()));
+    await pub?.close();
+    await index?.close();
+    await redis?.stop();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('SIGKILL: the next collector goes on from the handoff saved after the pod went quiet, and clears nothing', async () => {
+    const start = async (name: string): Promise<CollectorProc> => {
+      const f = await writeFleet(join(dir, `${name}.yaml`), {
+        redisUrl: redis.url,
+        prefix: 'khc',
+        pub,
+        ttlMs: TTL_MS,
+        collector: ['handoff_checkpoint_ms: 300'],
+      });
+      const c = new CollectorProc(f.config, f.listen);
+      procs.push(c);
+      await waitFor(
+        `${name} healthy`,
+        async () => (await c.health().catch(() => null))?.status === 200,
+        20_000,
+        50,
+      );
+      return c;
+    };
+    const a = await start('a');
+    await waitIngesting(a, pub);
+    const early = { tokens: freshTokens(3), hashes: hashes(3) };
+    await pub.publish([
+      { type: 'BlockStored', hashes: early.hashes, parent: null, tokens: early.tokens, blockSize: BS },
+    ]);
+    await waitCached(index, POD, early.tokens, 3);
+    await waitFor(
+      'a checkpoint',
+      async () => metric(await a.metrics(), 'handoff_saves_total', 'result="checkpointed"') >= 1,
+      10_000,
+      50,
+    );
+    await a.kill(); // no clean stop: only the checkpoint is left
+
+    // While no collector runs, three batches: the buffer now holds only them. The last one extends the chain
+    // from a parent that only the checkpoint knows.
+    await pub.publish([]);
+    await pub.publish([]);
+    const more = { tokens: freshTokens(1), hashes: hashes(1) };
+    await pub.publish([
+      {
+        type: 'BlockStored',
+        hashes: more.hashes,
+        parent: early.hashes[2]!,
+        tokens: more.tokens,
+        blockSize: BS,
+      },
+    ]);
+    const b = await start('b'); // once a's lease has expired
+    await waitCached(index, POD, [...early.tokens, ...more.tokens], 4);
+    const m = await b.metrics();
+    expect(metric(m, 'handoff_takes_total', 'result="resumed"')).toBe(1);
+    expect(metric(m, 'pod_clears_total', 'reason="start"')).toBe(0);
+    expect(metric(m, 'pod_clears_total', 'reason="gap"')).toBe(0);
+    expect(b.lines().filter((l) => l.level === 'error')).toEqual([]);
+  });
 });

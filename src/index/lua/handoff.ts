@@ -27,12 +27,15 @@ end`;
 /**
  * save-handoff. KEYS[1] = <base>pods, KEYS[2] = <base>applied, KEYS[3] = the client's ht:<token> holding the
  * record, [KEYS[4] = <base>writer, fenced only]; ARGV[1] = <base>, ARGV[2] = podId, ARGV[3] = ttl ms (0:
- * none), [ARGV[4] = lease holder]. Reply 1 (stored) or 0 (the pod is not in the index, or no record).
+ * none), ARGV[4] = the apply record the record was taken at ('' : not checked), [ARGV[5] = lease holder].
+ * Reply 1 (stored), 0 (the pod is not in the index, or no record) or 2 (the pod was written since the record
+ * was taken: a write that landed between the snapshot and this script; nothing stored).
  */
 export const SAVE_HANDOFF_LUA = `-- kinference save-handoff. KEYS[1] = <base>pods, KEYS[2] = <base>applied, KEYS[3] = record key,
--- [KEYS[4] = <base>writer]; ARGV[1] = <base>, ARGV[2] = pod id, ARGV[3] = ttl ms, [ARGV[4] = lease holder].
--- Stamps the record with the pod's idx:epoch and apply record, and renames it into place (O(1)).
-${luaFence(4, 4)}
+-- [KEYS[4] = <base>writer]; ARGV[1] = <base>, ARGV[2] = pod id, ARGV[3] = ttl ms, ARGV[4] = expected apply
+-- record, [ARGV[5] = lease holder]. Stamps the record with the pod's idx:epoch and apply record, and renames
+-- it into place (O(1)).
+${luaFence(4, 5)}
 ${LUA_ENTRY}
 ${STAMP}
 local ttl = tonumber(ARGV[3])
@@ -40,6 +43,10 @@ local ref = redis.call('HGET', KEYS[1], ARGV[2])
 if not ref or redis.call('EXISTS', KEYS[3]) == 0 then
   redis.call('DEL', KEYS[3])
   return 0
+end
+if ARGV[4] ~= '' and (redis.call('HGET', KEYS[2], ARGV[2]) or '') ~= ARGV[4] then
+  redis.call('DEL', KEYS[3])
+  return 2
 end
 local rkey, skey = handoff_keys(ref)
 redis.call('RENAME', KEYS[3], rkey)
