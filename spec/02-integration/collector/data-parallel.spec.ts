@@ -1,6 +1,7 @@
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Collector } from '../../../src/collector/collector.js';
+import type { PodConfig } from '../../../src/config/fleet-config.js';
 import { createKvIndex } from '../../../src/index/index.js';
 import type { KvIndex } from '../../../src/index/kv-index.js';
 import { freePort } from '../../helpers/ports.js';
@@ -34,6 +35,7 @@ describe('data-parallel pods: one stream and one index entry per rank', () => {
   let index: KvIndex;
   let ranks: FakeVllmPublisher[];
   let collector: Collector;
+  let pods: PodConfig[];
 
   beforeAll(async () => {
     redis = await startRedis();
@@ -47,7 +49,7 @@ describe('data-parallel pods: one stream and one index entry per rank', () => {
         ),
       ),
     );
-    collector = startCollector(index, [
+    pods = [
       {
         id: 'pod-dp',
         model: MODEL,
@@ -56,7 +58,8 @@ describe('data-parallel pods: one stream and one index entry per rank', () => {
         kv_events_replay: `tcp://127.0.0.1:${rep}`,
         data_parallel_size: 2,
       },
-    ]);
+    ];
+    collector = startCollector(index, pods);
     await collector.start();
     await waitSubscribed(ranks[0]!, () => collector.worker('pod-dp@dp0'));
     await waitSubscribed(ranks[1]!, () => collector.worker('pod-dp@dp1'));
@@ -86,5 +89,32 @@ describe('data-parallel pods: one stream and one index entry per rank', () => {
       ['pod-dp@dp1', '127.0.0.1:18050'],
     ]);
     expect(collector.worker('pod-dp@dp1')!.stats.dpRankMismatches).toBe(0);
+  });
+
+  it("a restarted collector goes on from each rank's own handoff (the ranks reuse the same vLLM hashes)", async () => {
+    const t0 = freshTokens(2);
+    const t1 = freshTokens(3);
+    await ranks[0]!.publish([
+      { type: 'BlockStored', hashes: [11n, 12n], parent: null, tokens: t0, blockSize: BS },
+    ]);
+    await ranks[1]!.publish([
+      { type: 'BlockStored', hashes: [11n, 12n, 13n], parent: null, tokens: t1, blockSize: BS },
+    ]);
+    await waitCached(index, 'pod-dp@dp0', t0, 2);
+    await waitCached(index, 'pod-dp@dp1', t1, 3);
+    expect(await collector.stop()).toBe(true);
+    // Meanwhile each rank extends its chain from a parent hash both ranks use, for other tokens: only the
+    // rank's own map gives the right key.
+    const [x0, x1] = [freshTokens(1), freshTokens(1)];
+    await ranks[0]!.publish([{ type: 'BlockStored', hashes: [14n], parent: 12n, tokens: x0, blockSize: BS }]);
+    await ranks[1]!.publish([{ type: 'BlockStored', hashes: [14n], parent: 13n, tokens: x1, blockSize: BS }]);
+    collector = startCollector(index, pods);
+    await collector.start();
+    await waitCached(index, 'pod-dp@dp0', [...t0, ...x0], 3);
+    await waitCached(index, 'pod-dp@dp1', [...t1, ...x1], 4);
+    for (const id of ['pod-dp@dp0', 'pod-dp@dp1']) {
+      const w = collector.worker(id)!;
+      expect([w.stats.handoffTakes.resumed, w.stats.podClears.start]).toEqual([1, 0]);
+    }
   });
 });
