@@ -90,7 +90,8 @@ export type HandoffTake = { kind: 'found'; record: string } | { kind: 'none' } |
  * - Handoffs: `saveHandoff(pod, record)` keeps one opaque record per known pod (false: the pod is unknown);
  *   `takeHandoff(pod)` returns it once and deletes it. It is `stale` if anything was applied to the pod (a
  *   clear included) after the save. Saving again replaces it; `removePod` drops it. Redis gives it the
- *   blocks' TTL.
+ *   blocks' TTL, and also refuses (false) a record saved after a write this index did not make landed on the
+ *   pod: the record describes the pod as of this index's last confirmed write (checked in spec/02-integration).
  */
 export interface KvIndex {
   apply(pod: PodRef, ops: readonly IndexOp[], id?: ApplyId): Promise<void>;
