@@ -91,6 +91,7 @@ export interface EngineOverrides {
   eosTokenId?: number;
   outputVocab?: readonly number[];
   reserveFullIsl?: boolean;
+  longPrefillTokenThreshold?: number;
 }
 
 /** Engine options for a profile, with any field overridden (block size 16 and seed 1 by default). */
@@ -110,5 +111,6 @@ export function engineOptionsFor(profile: EngineProfile, o: EngineOverrides = {}
   if (o.noneHash !== undefined) opts.noneHash = o.noneHash;
   if (o.outputVocab !== undefined) opts.outputVocab = o.outputVocab;
   if (o.reserveFullIsl !== undefined) opts.reserveFullIsl = o.reserveFullIsl;
+  if (o.longPrefillTokenThreshold !== undefined) opts.longPrefillTokenThreshold = o.longPrefillTokenThreshold;
   return opts;
 }

@@ -7,6 +7,7 @@ import { ARM_NAMES, WORKLOAD_NAMES, type ArmName, type WorkloadName } from './ty
 export const CLIENT_ARG_OPTIONS = {
   'emulator-profile': { type: 'string' },
   'kv-capacity': { type: 'string' },
+  'long-prefill-threshold': { type: 'string' },
   rates: { type: 'string' },
   'client-workers': { type: 'string' },
   arrivals: { type: 'string' },
@@ -17,6 +18,7 @@ export const CLIENT_ARG_OPTIONS = {
 export function clientArgsUsage(s: BenchSchedule): string {
   return `  --emulator-profile P   the pods' GPU: ${Object.keys(PROFILES).join(' or ')} (default ${s.emulatorProfile})
   --kv-capacity T        KV cache per pod, tokens (default ${s.kvCapacityTokens}; another profile brings its own)
+  --long-prefill-threshold N  the pods' vLLM long_prefill_token_threshold (default ${s.longPrefillTokenThreshold ?? 0}: none)
   --rates w=r,...        Poisson rate per workload, requests/s (default ${Object.entries(s.poissonRate)
     .map(([w, r]) => `${w}=${r}`)
     .join(',')})
@@ -42,6 +44,12 @@ export function applyClientArgs(
   }
   if (values['kv-capacity'] !== undefined)
     s.kvCapacityTokens = numberArg('kv-capacity', values['kv-capacity'], 'whole ≥ 1');
+  if (values['long-prefill-threshold'] !== undefined)
+    s.longPrefillTokenThreshold = numberArg(
+      'long-prefill-threshold',
+      values['long-prefill-threshold'],
+      'whole ≥ 0',
+    );
   if (values.rates !== undefined) {
     // control=0.15,shared-prefix=0.2,multiturn=0.5 (0 leaves a workload's Poisson cell out)
     for (const kv of values.rates.split(',')) {

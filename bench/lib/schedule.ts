@@ -36,6 +36,8 @@ export interface BenchSchedule {
   slo: { ttftPadding: number; itlMs: number };
   emulatorProfile: string;
   kvCapacityTokens: number;
+  /** vLLM's long_prefill_token_threshold on every pod (absent or 0: none, vLLM's default). */
+  longPrefillTokenThreshold?: number;
   pods: number;
   latency: FleetSpec['latency'];
 }

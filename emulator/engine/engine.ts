@@ -41,6 +41,11 @@ export interface EngineOptions {
    * its whole sequence are free, not just for its first chunk. False gives the older first-chunk check.
    */
   reserveFullIsl?: boolean;
+  /**
+   * vLLM's `long_prefill_token_threshold` (default 0: none): no request is given more than this many tokens
+   * in one step, running or waiting (v1 Scheduler.schedule), so a long prefill leaves budget for others.
+   */
+  longPrefillTokenThreshold?: number;
 }
 
 export interface EngineSnapshot {
@@ -80,6 +85,7 @@ export class Engine {
   readonly blockSize: number;
   readonly numGpuBlocks: number;
   readonly maxNumBatchedTokens: number;
+  readonly longPrefillTokenThreshold: number;
   readonly maxNumSeqs: number;
   readonly maxModelLen: number;
   readonly noneHash: Buffer;
@@ -103,6 +109,9 @@ export class Engine {
     this.blockSize = opts.blockSize;
     this.numGpuBlocks = Math.floor(opts.kvCapacityTokens / opts.blockSize);
     this.maxNumBatchedTokens = opts.maxNumBatchedTokens;
+    this.longPrefillTokenThreshold = opts.longPrefillTokenThreshold ?? 0;
+    if (!(Number.isInteger(this.longPrefillTokenThreshold) && this.longPrefillTokenThreshold >= 0))
+      throw new RangeError('longPrefillTokenThreshold must be an integer ≥ 0');
     this.maxNumSeqs = opts.maxNumSeqs;
     // vLLM refuses to start unless one max-length request fits the cache; cap instead of refusing.
     this.maxModelLen = Math.min(opts.maxModelLen, (this.numGpuBlocks - 1) * opts.blockSize);
@@ -258,6 +267,11 @@ export class Engine {
     this.#clockMs = t;
   }
 
+  #capLongPrefill(numNewTokens: number): number {
+    const t = this.longPrefillTokenThreshold;
+    return t > 0 && t < numNewTokens ? t : numNewTokens;
+  }
+
   #startStep(at: number): void {
     this.#clockMs = at;
     this.#pendingStartMs = null;
@@ -274,7 +288,7 @@ export class Engine {
     while (i < this.#running.length && budget > 0) {
       const req = this.#running[i] as EngineRequest;
       const n = Math.min(
-        req.numTokens - req.numComputedTokens,
+        this.#capLongPrefill(req.numTokens - req.numComputedTokens),
         budget,
         this.maxModelLen - 1 - req.numComputedTokens,
       );
@@ -312,7 +326,7 @@ export class Engine {
         const req = this.#waiting[0] as EngineRequest;
         const eventIndex = pool.pendingEventCount;
         const hit = this.#kv.getComputedBlocks(req);
-        const n = Math.min(req.numTokens - hit.numTokens, budget);
+        const n = Math.min(this.#capLongPrefill(req.numTokens - hit.numTokens), budget);
         if (this.#kv.allocateSlots(req, n, hit, this.#reserveFullIsl) === null) break;
         this.#waiting.shift();
         this.#running.push(req);

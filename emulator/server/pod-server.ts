@@ -156,6 +156,7 @@ export class EmulatedPod {
         ...(e.kv_capacity_tokens !== undefined ? { kvCapacityTokens: e.kv_capacity_tokens } : {}),
         ...(e.max_num_batched_tokens !== undefined ? { maxNumBatchedTokens: e.max_num_batched_tokens } : {}),
         ...(e.max_num_seqs !== undefined ? { maxNumSeqs: e.max_num_seqs } : {}),
+        longPrefillTokenThreshold: e.long_prefill_token_threshold,
         ...(e.max_model_len !== undefined ? { maxModelLen: e.max_model_len } : {}),
         ...(e.mean_output_tokens !== undefined ? { meanOutputTokens: e.mean_output_tokens } : {}),
       });

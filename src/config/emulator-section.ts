@@ -50,6 +50,12 @@ export const EmulatorSectionSchema = Type.Object(
     max_num_seqs: Type.Optional(
       Type.Integer({ minimum: 1, description: 'Running-batch cap; profile default otherwise.' }),
     ),
+    long_prefill_token_threshold: Type.Integer({
+      default: 0,
+      minimum: 0,
+      description:
+        "vLLM's --long-prefill-token-threshold: no request gets more than this many tokens in one step, so a long prefill leaves room for others (a cache hit then need not wait for it). 0: no cap (vLLM's default).",
+    }),
     max_model_len: Type.Optional(
       Type.Integer({ minimum: 16, description: 'Longest prompt + output; profile default otherwise.' }),
     ),

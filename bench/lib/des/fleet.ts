@@ -13,6 +13,7 @@ export function fleetOf(s: BenchSchedule, m: ModelSetup): FleetSpec {
       blockSize: 16,
       eosTokenId: m.eosTokenId,
       outputVocab: m.vocab.ids,
+      ...(s.longPrefillTokenThreshold ? { longPrefillTokenThreshold: s.longPrefillTokenThreshold } : {}),
     },
     latency: s.latency,
   };

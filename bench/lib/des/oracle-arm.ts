@@ -15,8 +15,10 @@ interface Work {
  * TTFT of a new request on a pod, from the engine's EXACT state: its real prefix cache (the engine's own
  * block hashes of this prompt against the blocks it holds) and every queued and running request's exact
  * progress, run forward through the scheduler's rules (running first, chunked prefill in the token budget,
- * FCFS admission within max_num_seqs and free blocks) with the engine's own step-cost function. It ignores
- * future arrivals and preemption, so it is the best a router could know, not a clairvoyant schedule.
+ * FCFS admission within max_num_seqs and free blocks, long_prefill_token_threshold) with the engine's own
+ * step-cost function. It ignores future arrivals and preemption, so it is the best a router could know, not a
+ * clairvoyant schedule. It starts from the last finished step: the step in flight is run again, and the new
+ * request may join it where budget is left (with long_prefill_token_threshold, optimistic by that step).
  */
 export function exactTtftMs(
   pod: SimPod,
@@ -68,6 +70,10 @@ export function exactTtftMs(
   });
 
   const p = pod.spec.profile;
+  const cap = (n: number): number => {
+    const t = pod.spec.longPrefillTokenThreshold ?? 0;
+    return t > 0 && t < n ? t : n;
+  };
   const blocksOf = (w: Work): number => Math.ceil((w.context + w.remainingPrefill) / bs);
   let t = 0;
   for (let step = 0; step < 20_000; step++) {
@@ -75,7 +81,7 @@ export function exactTtftMs(
     const sched: { w: Work; n: number }[] = [];
     for (const w of running) {
       if (budget <= 0) break;
-      const n = w.remainingPrefill > 0 ? Math.min(w.remainingPrefill, budget) : 1;
+      const n = w.remainingPrefill > 0 ? Math.min(cap(w.remainingPrefill), budget) : 1;
       sched.push({ w, n });
       budget -= n;
     }
@@ -86,7 +92,7 @@ export function exactTtftMs(
       waiting.shift();
       running.push(w);
       used += blocksOf(w);
-      const n = Math.min(w.remainingPrefill, budget);
+      const n = Math.min(cap(w.remainingPrefill), budget);
       sched.push({ w, n });
       budget -= n;
     }

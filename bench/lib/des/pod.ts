@@ -13,6 +13,8 @@ export interface PodSpec {
   outputVocab: readonly number[];
   /** vLLM's scheduler_reserve_full_isl; off = admission by first chunk, as vLLM before it (2026-03). */
   reserveFullIsl?: boolean;
+  /** vLLM's long_prefill_token_threshold (absent: 0, none). */
+  longPrefillTokenThreshold?: number;
 }
 
 /** Per-request progress seen from step outcomes: what the oracle's forward model starts from. */
@@ -66,6 +68,9 @@ export class SimPod {
       eosTokenId: spec.eosTokenId,
       outputVocab: spec.outputVocab,
       ...(spec.reserveFullIsl !== undefined ? { reserveFullIsl: spec.reserveFullIsl } : {}),
+      ...(spec.longPrefillTokenThreshold
+        ? { longPrefillTokenThreshold: spec.longPrefillTokenThreshold }
+        : {}),
     });
   }
 

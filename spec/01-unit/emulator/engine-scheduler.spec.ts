@@ -187,6 +187,29 @@ describe('engine scheduler and prefix cache (vLLM V1 behaviours)', () => {
     expect(withLong[2]?.numPrefillTokens).toBe(10);
   });
 
+  it('with long_prefill_token_threshold, a long prefill takes at most that many tokens a step, running or waiting, and a short request is not held behind it', () => {
+    const run = (threshold: number): StepOutcome[] => {
+      const e = toyEngine({ maxNumBatchedTokens: 16, longPrefillTokenThreshold: threshold });
+      e.addRequest({ id: 'long', promptTokenIds: prompt(40, 21), maxTokens: 1 }, 0);
+      e.addRequest({ id: 'short', promptTokenIds: prompt(6, 22), maxTokens: 1 }, 0);
+      return steps(drain(e));
+    };
+    const firstOf = (ss: StepOutcome[], id: string): number =>
+      ss.findIndex((s) => s.scheduled.some((w) => w.requestId === id));
+    // vLLM's default (0): the long prompt takes the whole budget until its last chunk.
+    const none = run(0);
+    expect(none[0]!.scheduled).toEqual([{ requestId: 'long', numTokens: 16, contextTokens: 0 }]);
+    expect(firstOf(none, 'short')).toBe(2);
+    // Capped at 10: the waiting short prompt gets the rest of the first step's budget.
+    const capped = run(10);
+    expect(capped[0]!.scheduled).toEqual([
+      { requestId: 'long', numTokens: 10, contextTokens: 0 },
+      { requestId: 'short', numTokens: 6, contextTokens: 0 },
+    ]);
+    expect(capped[1]!.scheduled[0]).toEqual({ requestId: 'long', numTokens: 10, contextTokens: 10 });
+    expect(() => toyEngine({ longPrefillTokenThreshold: -1 })).toThrow(RangeError);
+  });
+
   it('lets a request hit blocks another request allocated earlier in the same step', () => {
     const e = toyEngine({ maxNumBatchedTokens: 64 });
     const p = prompt(20, 13);
