@@ -72,17 +72,23 @@ describe('data-parallel pods: one stream and one index entry per rank', () => {
     await redis?.stop();
   });
 
+  /**
+   * A 2-block chain on rank 0 and a 3-block one on rank 1, both numbered from the same vLLM hash `h0` (other
+   * tokens), indexed; returns their tokens.
+   */
+  async function chainsOnRanks(h0: bigint): Promise<[number[], number[]]> {
+    const t = [freshTokens(2), freshTokens(3)] as const;
+    for (const r of [0, 1] as const) {
+      const hashes = t[r].map((_, i) => h0 + BigInt(i)).slice(0, t[r].length / BS);
+      await ranks[r]!.publish([{ type: 'BlockStored', hashes, parent: null, tokens: t[r], blockSize: BS }]);
+    }
+    await waitCached(index, 'pod-dp@dp0', t[0], 2);
+    await waitCached(index, 'pod-dp@dp1', t[1], 3);
+    return [t[0], t[1]];
+  }
+
   it('indexes each rank as <id>@dp<r> at the pod address, from port + rank', async () => {
-    const t0 = freshTokens(2);
-    const t1 = freshTokens(3);
-    await ranks[0]!.publish([
-      { type: 'BlockStored', hashes: [1n, 2n], parent: null, tokens: t0, blockSize: BS },
-    ]);
-    await ranks[1]!.publish([
-      { type: 'BlockStored', hashes: [1n, 2n, 3n], parent: null, tokens: t1, blockSize: BS },
-    ]);
-    await waitCached(index, 'pod-dp@dp0', t0, 2);
-    await waitCached(index, 'pod-dp@dp1', t1, 3);
+    const [t0] = await chainsOnRanks(1n);
     expect(await cachedBlocks(index, 'pod-dp@dp1', t0)).toBe(0);
     expect((await index.listPods(MODEL)).map((p) => [p.podId, p.address])).toEqual([
       ['pod-dp@dp0', '127.0.0.1:18050'],
@@ -92,16 +98,7 @@ describe('data-parallel pods: one stream and one index entry per rank', () => {
   });
 
   it("a restarted collector goes on from each rank's own handoff (the ranks reuse the same vLLM hashes)", async () => {
-    const t0 = freshTokens(2);
-    const t1 = freshTokens(3);
-    await ranks[0]!.publish([
-      { type: 'BlockStored', hashes: [11n, 12n], parent: null, tokens: t0, blockSize: BS },
-    ]);
-    await ranks[1]!.publish([
-      { type: 'BlockStored', hashes: [11n, 12n, 13n], parent: null, tokens: t1, blockSize: BS },
-    ]);
-    await waitCached(index, 'pod-dp@dp0', t0, 2);
-    await waitCached(index, 'pod-dp@dp1', t1, 3);
+    const [t0, t1] = await chainsOnRanks(11n);
     expect(await collector.stop()).toBe(true);
     // Meanwhile each rank extends its chain from a parent hash both ranks use, for other tokens: only the
     // rank's own map gives the right key.
