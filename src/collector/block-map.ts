@@ -89,14 +89,8 @@ export class BlockMap {
     this.#gen++;
   }
 
-  /** Every entry, least recently used first, with the counts as they stand (stale ones as zero). */
-  *entries(): IterableIterator<[VllmBlockHash, BlockEntry]> {
-    for (const [hash, e] of this.#map) {
-      const live = e.gen === this.#gen;
-      yield [
-        hash,
-        { key: e.key, gen: 0, gpu: live ? e.gpu : 0, cpu: live ? e.cpu : 0, storage: live ? e.storage : 0 },
-      ];
-    }
+  /** Every entry, least recently used first; read its counts with count(). */
+  entries(): IterableIterator<[VllmBlockHash, BlockEntry]> {
+    return this.#map.entries();
   }
 }

@@ -107,7 +107,9 @@ export class KeyMapper {
 
   snapshot(): MapperSnapshot {
     const entries: MapperSnapshot['entries'] = [];
-    for (const [hash, e] of this.#map.entries()) entries.push([hash, e.key, e.gpu, e.cpu, e.storage]);
+    const m = this.#map;
+    for (const [hash, e] of m.entries())
+      entries.push([hash, e.key, m.count(e, 'GPU'), m.count(e, 'CPU'), m.count(e, 'STORAGE')]);
     return { entries, otherGroups: [...this.#otherGroups] };
   }
 
