@@ -48,6 +48,11 @@ export interface EngineOptions {
   longPrefillTokenThreshold?: number;
 }
 
+/** vLLM's long_prefill_token_threshold rule: a request gets at most `threshold` new tokens a step (0: no cap). */
+export function capLongPrefill(threshold: number, numNewTokens: number): number {
+  return threshold > 0 && threshold < numNewTokens ? threshold : numNewTokens;
+}
+
 export interface EngineSnapshot {
   clockMs: number;
   numGpuBlocks: number;
@@ -267,11 +272,6 @@ export class Engine {
     this.#clockMs = t;
   }
 
-  #capLongPrefill(numNewTokens: number): number {
-    const t = this.longPrefillTokenThreshold;
-    return t > 0 && t < numNewTokens ? t : numNewTokens;
-  }
-
   #startStep(at: number): void {
     this.#clockMs = at;
     this.#pendingStartMs = null;
@@ -288,7 +288,7 @@ export class Engine {
     while (i < this.#running.length && budget > 0) {
       const req = this.#running[i] as EngineRequest;
       const n = Math.min(
-        this.#capLongPrefill(req.numTokens - req.numComputedTokens),
+        capLongPrefill(this.longPrefillTokenThreshold, req.numTokens - req.numComputedTokens),
         budget,
         this.maxModelLen - 1 - req.numComputedTokens,
       );
@@ -326,7 +326,10 @@ export class Engine {
         const req = this.#waiting[0] as EngineRequest;
         const eventIndex = pool.pendingEventCount;
         const hit = this.#kv.getComputedBlocks(req);
-        const n = Math.min(this.#capLongPrefill(req.numTokens - hit.numTokens), budget);
+        const n = Math.min(
+          capLongPrefill(this.longPrefillTokenThreshold, req.numTokens - hit.numTokens),
+          budget,
+        );
         if (this.#kv.allocateSlots(req, n, hit, this.#reserveFullIsl) === null) break;
         this.#waiting.shift();
         this.#running.push(req);

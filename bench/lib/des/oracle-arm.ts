@@ -1,4 +1,5 @@
 import { RequestBlockHasher } from '../../../emulator/engine/block-hash.js';
+import { capLongPrefill } from '../../../emulator/engine/engine.js';
 import { stepCost } from '../../../emulator/engine/step-time.js';
 import type { ScheduledWork } from '../../../emulator/engine/types.js';
 import type { Arm, ArmDecision } from '../arms/types.js';
@@ -70,10 +71,7 @@ export function exactTtftMs(
   });
 
   const p = pod.spec.profile;
-  const cap = (n: number): number => {
-    const t = pod.spec.longPrefillTokenThreshold ?? 0;
-    return t > 0 && t < n ? t : n;
-  };
+  const cap = (n: number): number => capLongPrefill(eng.longPrefillTokenThreshold, n);
   const blocksOf = (w: Work): number => Math.ceil((w.context + w.remainingPrefill) / bs);
   let t = 0;
   for (let step = 0; step < 20_000; step++) {
