@@ -43,14 +43,7 @@ import {
 } from './redis-keys.js';
 import { parseReservationMember, reservationMember } from './reservation-member.js';
 import { RedisScript, type ScriptCall } from './script.js';
-import {
-  applyCalls,
-  lookupCall,
-  removePodCall,
-  saveHandoffCall,
-  takeHandoffCall,
-  upsertPodCall,
-} from './script-args.js';
+import { applyCalls, lookupCall, removePodCall, handoffCall, upsertPodCall } from './script-args.js';
 import { LeaseLostError } from './writer-lease.js';
 
 export interface RedisKvIndexOptions extends RedisConnectionOptions {
@@ -402,7 +395,7 @@ export class RedisKvIndex implements KvIndex {
             : this.#conn.client.append(transfer, piece),
         );
       }
-      const call = saveHandoffCall(base, pod.podId, transfer, this.#ttlSeconds * 1000, expected, this.#fence);
+      const call = handoffCall(base, pod.podId, transfer, this.#ttlSeconds * 1000, [expected], this.#fence);
       const r = await this.#script('saveHandoff', SCRIPTS.saveHandoff, call);
       this.#fenceCheck(r, pod.model, `saveHandoff of pod ${pod.podId}`);
       return r === 1;
@@ -415,7 +408,7 @@ export class RedisKvIndex implements KvIndex {
   async takeHandoff(pod: PodRef): Promise<HandoffTake> {
     const base = this.#base(pod.model);
     const transfer = handoffTransferKey(base, randomBytes(8).toString('hex'));
-    const call = takeHandoffCall(base, pod.podId, transfer, HANDOFF_TRANSFER_TTL_MS, this.#fence);
+    const call = handoffCall(base, pod.podId, transfer, HANDOFF_TRANSFER_TTL_MS, [], this.#fence);
     const r = await this.#script('takeHandoff', SCRIPTS.takeHandoff, call);
     this.#fenceCheck(r, pod.model, `takeHandoff of pod ${pod.podId}`);
     if (!Array.isArray(r)) throw new KinferenceError('KINF_ERR_REDIS', 'take-handoff: unexpected reply');

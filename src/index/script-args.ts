@@ -118,37 +118,21 @@ export function removePodCall(base: string, podId: string, fence: string | null 
 }
 
 /**
- * save-handoff (lua/handoff.ts): the record waits in `transferKey`, written there beforehand; `expected` is
- * the pod's apply record when the record was taken ('' : not checked).
+ * save-handoff and take-handoff (lua/handoff.ts): the pod, the key the record moves through, a TTL in ms (the
+ * saved record's, or the transfer key's on a take), then `more` ARGV (save: the expected apply record).
  */
-export function saveHandoffCall(
+export function handoffCall(
   base: string,
   podId: string,
   transferKey: string,
   ttlMs: number,
-  expected: string,
+  more: readonly string[],
   fence: string | null = null,
 ): ScriptCall {
   return fenced(
     base,
     [podsKey(base), appliedKey(base), transferKey],
-    [base, podId, String(ttlMs), expected],
-    fence,
-  );
-}
-
-/** take-handoff (lua/handoff.ts): a current record is moved to `transferKey`, which lives `transferTtlMs`. */
-export function takeHandoffCall(
-  base: string,
-  podId: string,
-  transferKey: string,
-  transferTtlMs: number,
-  fence: string | null = null,
-): ScriptCall {
-  return fenced(
-    base,
-    [podsKey(base), appliedKey(base), transferKey],
-    [base, podId, String(transferTtlMs)],
+    [base, podId, String(ttlMs), ...more],
     fence,
   );
 }
