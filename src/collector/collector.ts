@@ -291,44 +291,12 @@ export class Collector {
         const ok = await Promise.all(r.workers.map((w) => w.stop(flushTimeoutMs)));
         // Before the lease goes: the next holder's first step is to read them.
         if (this.settings.handoff && !this.#leaseGone)
-          await Promise.all(r.workers.map((w) => this.#saveHandoff(w, r, deadline)));
+          await Promise.all(r.workers.map((w) => w.saveHandoffAfterStop(deadline)));
         return ok.every(Boolean);
       }),
     );
     await this.#lease?.release();
     return flushed.every(Boolean);
-  }
-
-  /** Leaves the stopped stream's state for the next collector (handoff.ts), when the index holds exactly it. */
-  async #saveHandoff(w: StreamWorker, r: PodRunner, deadline: number): Promise<void> {
-    if (!w.spec.kvEvents) return;
-    const log = this.deps.log.child({ pod: w.pod.podId });
-    if (Date.now() > deadline) {
-      w.stats.handoffSaves.timeout++;
-      log.warn('no handoff for the next collector: shutdown_timeout_ms is spent; it will clear the pod');
-      return;
-    }
-    const h = w.handoff(r.scraper?.lastPod?.processStartTimeSec ?? null);
-    if (h === null) {
-      w.stats.handoffSaves.not_ready++;
-      log.info(
-        'no handoff for the next collector (writes left unflushed or lost, or nothing applied since a clear): it will clear the pod',
-      );
-      return;
-    }
-    try {
-      if (await w.saveHandoff(h)) {
-        w.stats.handoffSaves.saved++;
-        log.info('handoff saved for the next collector', {
-          lastSeq: h.lastSeq,
-          blocks: h.mapper.entries.length,
-        });
-      } else w.stats.handoffSaves.not_ready++; // the index no longer knows the pod
-    } catch (err) {
-      if (this.#writeRefused(err)) return;
-      w.stats.handoffSaves.failed++;
-      log.warn('handoff not saved: the next collector will clear the pod', { err });
-    }
   }
 
   /**

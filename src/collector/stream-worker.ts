@@ -322,24 +322,60 @@ export class StreamWorker {
   }
 
   /**
-   * After stop(): what the next collector needs to go on from here (handoff.ts), or null when the index
-   * may not hold exactly what this stream ingested (writes left or lost, a resync cut short) or there is
-   * nothing to go on from (no event stream, nothing ingested since the last clear).
+   * After stop(): leaves what the next collector needs to go on from here (handoff.ts), unless the index may
+   * not hold exactly what this stream ingested (writes left or lost, a resync cut short), there is nothing to
+   * go on from (nothing ingested since the last clear), or `deadlineMs` (shutdown_timeout_ms) has passed.
+   * Counts and logs the outcome; never throws.
    */
-  handoff(processStartSec: number | null, nowMs = Date.now()): StreamHandoff | null {
-    if (!this.#stopped || !this.#flushedClean) return null;
-    return this.#handoffNow(processStartSec, nowMs);
+  async saveHandoffAfterStop(deadlineMs: number): Promise<void> {
+    if (!this.spec.kvEvents) return;
+    if (Date.now() > deadlineMs) {
+      this.stats.handoffSaves.timeout++;
+      this.log.warn('no handoff for the next collector: shutdown_timeout_ms is spent; it will clear the pod');
+      return;
+    }
+    const h = this.#stopped && this.#flushedClean ? this.#handoffNow(Date.now()) : null;
+    if (h === null) {
+      this.stats.handoffSaves.not_ready++;
+      this.log.info(
+        'no handoff for the next collector (writes left unflushed or lost, or nothing applied since a clear): it will clear the pod',
+      );
+      return;
+    }
+    const r = await this.#saveHandoff(h, 'saved');
+    if (r.saved)
+      this.log.info('handoff saved for the next collector', {
+        lastSeq: h.lastSeq,
+        blocks: h.mapper.entries.length,
+      });
+    else if (r.err !== undefined)
+      this.log.warn('handoff not saved: the next collector will clear the pod', { err: r.err });
   }
 
   /**
-   * Saves a handoff: true if stored, false if the index refused it (the pod is unknown to it, or was written
-   * after the handoff was taken). Throws what the index throws (LeaseLostError included).
+   * Saves a handoff and counts it: as `kind` if stored, not_ready if the index refused it (the pod is unknown
+   * to it, or was written after the handoff was taken), failed with the error otherwise. A lost lease goes to
+   * the observer, uncounted.
    */
-  saveHandoff(h: StreamHandoff): Promise<boolean> {
-    return this.index.saveHandoff(this.pod, encodeHandoff(h));
+  async #saveHandoff(
+    h: StreamHandoff,
+    kind: 'saved' | 'checkpointed',
+  ): Promise<{ saved: boolean; err?: unknown }> {
+    try {
+      const saved = await this.index.saveHandoff(this.pod, encodeHandoff(h));
+      this.stats.handoffSaves[saved ? kind : 'not_ready']++;
+      return { saved };
+    } catch (err) {
+      if (err instanceof LeaseLostError) {
+        this.observer.leaseLost?.(this, err);
+        return { saved: false };
+      }
+      this.stats.handoffSaves.failed++;
+      return { saved: false, err };
+    }
   }
 
-  #handoffNow(processStartSec: number | null, nowMs: number): StreamHandoff | null {
+  #handoffNow(nowMs: number): StreamHandoff | null {
     if (!this.spec.kvEvents || this.#lastSeq === null) return null;
     return {
       v: HANDOFF_VERSION,
@@ -353,7 +389,7 @@ export class StreamWorker {
       window: this.#window.entries(),
       bufferKeeps: this.#bufferKeeps,
       partialSinceMs: this.#partialSinceMs,
-      processStartSec,
+      processStartSec: this.observer.processStartSec?.(this) ?? null,
       mapper: this.mapper.snapshot(),
       savedAtMs: nowMs,
     };
@@ -371,24 +407,17 @@ export class StreamWorker {
     if (!this.settings.handoff || every <= 0 || this.#checkpointing) return;
     if (this.#lastSeq === null || this.#lastSeq === this.#checkpointSeq || now - this.#changedAtMs < every)
       return;
-    const h = this.#handoffNow(this.observer.processStartSec?.(this) ?? null, now);
+    const h = this.#handoffNow(now);
     if (h === null) return;
     this.#checkpointing = true;
     this.#checkpointSeq = h.lastSeq;
-    this.saveHandoff(h).then(
-      (saved) => {
-        this.#checkpointing = false;
-        this.stats.handoffSaves[saved ? 'checkpointed' : 'not_ready']++;
-      },
-      (err: unknown) => {
-        this.#checkpointing = false;
-        if (err instanceof LeaseLostError) return this.observer.leaseLost?.(this, err);
-        this.stats.handoffSaves.failed++;
-        this.#checkpointSeq = null; // try again after the next quiet spell
-        this.#changedAtMs = now;
-        this.log.debug('handoff checkpoint not saved', { err });
-      },
-    );
+    void this.#saveHandoff(h, 'checkpointed').then((r) => {
+      this.#checkpointing = false;
+      if (r.err === undefined) return;
+      this.#checkpointSeq = null; // try again after the next quiet spell
+      this.#changedAtMs = now;
+      this.log.debug('handoff checkpoint not saved', { err: r.err });
+    });
   }
 
   /** At start: go on from the previous collector's handoff if it still describes the index, else clear. */
