@@ -24,7 +24,13 @@ import {
 import { freePort, waitFor } from '../../helpers/ports.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
-import { BS, MODEL, freshTokens, waitCached } from '../../helpers/collector/collector-harness.js';
+import {
+  BS,
+  MODEL,
+  freshTokens,
+  hashCounter,
+  waitCached,
+} from '../../helpers/collector/collector-harness.js';
 
 /**
  * One writer per model (docs/collector.md, "One writer per model: the writer lease"): two real
@@ -86,6 +92,12 @@ class CollectorProc {
     this.proc.kill('SIGKILL');
     await this.exited;
   }
+}
+
+/** The value of the pod's series `kinference_collector_<name>{pod, <label>}` in a /metrics text; -1 if absent. */
+function podMetric(text: string, name: string, label: string): number {
+  const m = new RegExp(`^kinference_collector_${name}\\{pod="${POD}",${label}\\} (\\d+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : -1;
 }
 
 /** Index losses the collector counted (kinference_collector_index_lost_total), all reasons. */
@@ -181,8 +193,7 @@ describe('writer lease: two `kinference collector` processes on one fleet (real 
   let b: CollectorProc;
   const base = modelKeyBase(PREFIX, MODEL);
   const leaseKey = writerLeaseKey(base);
-  const h = { next: 1n << 40n };
-  const hashes = (n: number): bigint[] => Array.from({ length: n }, () => h.next++);
+  const hashes = hashCounter(1n << 40n);
   let early: { tokens: number[]; hashes: bigint[] };
 
   const fleetFile = (name: string): Promise<{ config: string; listen: string }> =>
@@ -280,17 +291,11 @@ describe('writer lease: two `kinference collector` processes on one fleet (real 
     await waitCached(index, POD, early.tokens, 2);
     await waitFor(
       'B resumed',
-      async () =>
-        new RegExp(
-          `^kinference_collector_handoff_takes_total\\{pod="${POD}",result="resumed"\\} 1$`,
-          'm',
-        ).test(await b.metrics()),
+      async () => podMetric(await b.metrics(), 'handoff_takes_total', 'result="resumed"') === 1,
       10_000,
       50,
     );
-    expect(await b.metrics()).toMatch(
-      new RegExp(`^kinference_collector_pod_clears_total\\{pod="${POD}",reason="start"\\} 0$`, 'm'),
-    );
+    expect(podMetric(await b.metrics(), 'pod_clears_total', 'reason="start"')).toBe(0);
     // …and new traffic reaches the index through B.
     await waitIngesting(b, pub);
     const tokens = freshTokens(4);
@@ -453,8 +458,7 @@ describe('writer fence: a collector frozen past its lease (SIGSTOP) cannot write
   const procs: CollectorProc[] = [];
   const base = modelKeyBase(FENCE_PREFIX, MODEL);
   const leaseKey = writerLeaseKey(base);
-  const h = { next: 1n << 44n };
-  const hashes = (n: number): bigint[] => Array.from({ length: n }, () => h.next++);
+  const hashes = hashCounter(1n << 44n);
 
   /** A collector of the fleet; each names the pod with its own address, so the index shows who wrote. */
   async function startCollectorProc(address: string, ttlMs = FENCE_TTL_MS): Promise<CollectorProc> {
@@ -675,13 +679,7 @@ describe('handoff checkpoints: a collector killed after a quiet spell (real Redi
   let pub: FakeVllmPublisher;
   let dir: string;
   const procs: CollectorProc[] = [];
-  const h = { next: 3n << 40n };
-  const hashes = (n: number): bigint[] => Array.from({ length: n }, () => h.next++);
-  const metric = (text: string, name: string, label: string): number =>
-    Number(
-      new RegExp(`^kinference_collector_${name}\\{pod="${POD}",${label}\\} (\\d+)$`, 'm').exec(text)?.[1] ??
-        -1,
-    );
+  const hashes = hashCounter(3n << 40n);
 
   beforeAll(async () => {
     redis = await startRedis();
@@ -728,7 +726,7 @@ describe('handoff checkpoints: a collector killed after a quiet spell (real Redi
     await waitCached(index, POD, early.tokens, 3);
     await waitFor(
       'a checkpoint',
-      async () => metric(await a.metrics(), 'handoff_saves_total', 'result="checkpointed"') >= 1,
+      async () => podMetric(await a.metrics(), 'handoff_saves_total', 'result="checkpointed"') >= 1,
       10_000,
       50,
     );
@@ -751,9 +749,9 @@ describe('handoff checkpoints: a collector killed after a quiet spell (real Redi
     const b = await start('b'); // once a's lease has expired
     await waitCached(index, POD, [...early.tokens, ...more.tokens], 4);
     const m = await b.metrics();
-    expect(metric(m, 'handoff_takes_total', 'result="resumed"')).toBe(1);
-    expect(metric(m, 'pod_clears_total', 'reason="start"')).toBe(0);
-    expect(metric(m, 'pod_clears_total', 'reason="gap"')).toBe(0);
+    expect(podMetric(m, 'handoff_takes_total', 'result="resumed"')).toBe(1);
+    expect(podMetric(m, 'pod_clears_total', 'reason="start"')).toBe(0);
+    expect(podMetric(m, 'pod_clears_total', 'reason="gap"')).toBe(0);
     expect(b.lines().filter((l) => l.level === 'error')).toEqual([]);
   });
 });
