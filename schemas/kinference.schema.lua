@@ -22,6 +22,14 @@ return {
             },
           },
           {
+            redis_cluster = {
+              type = "boolean",
+              required = true,
+              default = false,
+              description = "redis_url names one node of a Redis Cluster (any node; the others are found from it). Each model keeps its whole index in one slot, so one shard.",
+            },
+          },
+          {
             redis_timeout_ms = {
               type = "integer",
               required = true,

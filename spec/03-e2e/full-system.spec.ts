@@ -17,8 +17,6 @@ import { waitFor } from '../helpers/ports.js';
  * the prompt's prefix — and that pod then reports a prefix-cache hit.
  */
 
-let sys: FullSystem;
-
 const SYSTEM = Array.from(
   { length: 40 },
   (_, i) =>
@@ -29,20 +27,27 @@ const messages = (q: string): { role: 'system' | 'user'; content: string }[] => 
   { role: 'user', content: q },
 ];
 
-beforeAll(async () => {
-  sys = await startFullSystem('kinf-e2e-sys');
-  // First request per router loads the Qwen3 tokenizer and opens Redis: keep it off the measured path.
-  await fetch(`${sys.gw.url}/v1/chat/completions`, {
-    method: 'POST',
-    body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hello' }], max_tokens: 2 }),
-  }).then((r) => r.text());
-}, 120_000);
+// The same path on a standalone Redis and on a 3-shard Redis Cluster (`redis_cluster: true` for the
+// collector's index and the plugin, each given one node).
+describe.each([
+  { redis: 'Redis', redisCluster: false },
+  { redis: 'a Redis Cluster', redisCluster: true },
+])('e2e: emulator → collector → $redis → plugin (stand-in) → OpenAI SDK', ({ redisCluster }) => {
+  let sys: FullSystem;
 
-afterAll(async () => {
-  await sys?.close();
-});
+  beforeAll(async () => {
+    sys = await startFullSystem(`kinf-e2e-sys${redisCluster ? '-cl' : ''}`, {}, { redisCluster });
+    // First request per router loads the Qwen3 tokenizer and opens Redis: keep it off the measured path.
+    await fetch(`${sys.gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hello' }], max_tokens: 2 }),
+    }).then((r) => r.text());
+  }, 120_000);
 
-describe('e2e: emulator → collector → Redis → plugin (stand-in) → OpenAI SDK', () => {
+  afterAll(async () => {
+    await sys?.close();
+  });
+
   it('sends the request to the pod that really cached the prefix, which then hits its prefix cache', async () => {
     // Warm pod-2 only (pod-0 would win a tie on pod id, so a hit on pod-2 can only come from the cache).
     const warm = sys.fleet.pods[2]!;

@@ -9,11 +9,12 @@ import { startSseUpstream, type SseUpstream } from '../02-integration/kong/test-
 import { buildPlugin, startPluginGateway, type BuiltPlugin } from '../02-integration/plugin/harness.js';
 import { startCollector } from './collector/collector-harness.js';
 import { waitFor } from './ports.js';
-import { startRedis, type TestRedis } from './redis-server.js';
+import { startIndexRedis } from './redis-cluster.js';
 
 /** The whole system, nothing faked: emulated pods → collector → Redis → the plugin behind the Kong stand-in. */
 export interface FullSystem {
-  redis: TestRedis;
+  /** The index's Redis: a private redis-server, or with `redisCluster` the seed node of a 3-shard Cluster. */
+  redis: { url: string; cluster: boolean };
   fleet: TestFleet;
   index: KvIndex;
   collector: Collector;
@@ -32,7 +33,7 @@ export interface FullSystem {
 export async function startFullSystem(
   keyPrefix: string,
   pluginExtra: Record<string, unknown> = {},
-  opts: { pods?: number; emulator?: Partial<EmulatorSection> } = {},
+  opts: { pods?: number; emulator?: Partial<EmulatorSection>; redisCluster?: boolean } = {},
 ): Promise<FullSystem> {
   const n = opts.pods ?? 3;
   // Stopped in reverse order, also when a later step fails.
@@ -42,19 +43,21 @@ export async function startFullSystem(
     closers.length = 0;
   };
   try {
-    const [redis, plugin, service] = await Promise.all([
-      startRedis(),
+    const cluster = opts.redisCluster ?? false;
+    const [server, plugin, service] = await Promise.all([
+      startIndexRedis(cluster, MODEL),
       buildPlugin(),
       startSseUpstream('service'),
     ]);
     closers.push(
-      () => redis.stop(),
+      () => server.stop(),
       () => service.close(),
       () => plugin.cleanup(),
     );
     const fleet = await startTestFleet(n, opts.emulator);
     closers.push(() => fleet.close());
-    const index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix });
+    const redis = { url: server.url, cluster };
+    const index = createKvIndex({ kind: 'redis', ...redis, keyPrefix });
     closers.push(() => index.close());
     const collector = startCollector(index, fleet.config.pods ?? []);
     closers.push(() => collector.stop());
@@ -65,7 +68,11 @@ export async function startFullSystem(
       20_000,
     );
     const pluginConfig = {
-      ...pluginConfigFromFleet({ ...fleet.config, redis_url: redis.url }, MODEL, 'e2e fleet'),
+      ...pluginConfigFromFleet(
+        { ...fleet.config, redis_url: redis.url, redis_cluster: cluster },
+        MODEL,
+        'e2e fleet',
+      ),
       redis_key_prefix: keyPrefix,
       redis_timeout_ms: 200,
       ...pluginExtra,

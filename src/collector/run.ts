@@ -29,6 +29,7 @@ export async function runCollector(configPath: string): Promise<void> {
   const index = createKvIndex({
     kind: 'redis',
     url: fleet.redis_url,
+    cluster: fleet.redis_cluster,
     keyPrefix: fleet.redis_key_prefix,
     log,
     fence: { holderValue: formatLeaseHolder(holder) },
@@ -43,6 +44,7 @@ export async function runCollector(configPath: string): Promise<void> {
   // One writer per model: reference counts would double with two collectors on the same pods.
   const lease = new RedisWriterLease({
     url: fleet.redis_url,
+    cluster: fleet.redis_cluster,
     keyPrefix: fleet.redis_key_prefix,
     models: ownedModels,
     ttlMs: settings.writer_lease_ms,

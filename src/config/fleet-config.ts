@@ -94,6 +94,7 @@ export const RouterSectionSchema = Type.Pick(
 export const FleetConfigSchema = Type.Object(
   {
     redis_url: PluginConfigSchema.properties.redis_url,
+    redis_cluster: PluginConfigSchema.properties.redis_cluster,
     redis_key_prefix: PluginConfigSchema.properties.redis_key_prefix,
     models: Type.Record(Type.String({ minLength: 1 }), ModelSchema),
     pods: Type.Optional(Type.Array(PodSchema)),

@@ -19,6 +19,11 @@ export const PluginConfigSchema = Type.Object(
         'Redis holding the KV-location index, as redis://[user:password@]host:port/db, or rediss:// for TLS.',
       'x-kong': { referenceable: true, encrypted: true },
     }),
+    redis_cluster: Type.Boolean({
+      default: false,
+      description:
+        'redis_url names one node of a Redis Cluster (any node; the others are found from it). Each model keeps its whole index in one slot, so one shard.',
+    }),
     redis_timeout_ms: Type.Integer({
       default: 25,
       minimum: 1,

@@ -8,6 +8,8 @@ export type KvIndexOptions =
   | {
       kind: 'redis';
       url: string;
+      /** `url` is one node of a Redis Cluster. */
+      cluster?: boolean;
       keyPrefix?: string;
       lookupTimeoutMs?: number;
       blockTtlSeconds?: number;

@@ -1,4 +1,4 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { KinferenceError, isKinferenceError } from '../core/errors.js';
 
 /** Where the index reports connection changes and lost writes (the collector's logger fits). */
@@ -13,6 +13,11 @@ export interface RedisConnectionOptions {
   connectTimeoutMs?: number;
   /** A connection with commands pending and no byte received for this long is dead: drop and reconnect. */
   socketTimeoutMs?: number;
+  /**
+   * `redis_url` names one node of a Redis Cluster (any: the others are found from it). The client then
+   * follows the cluster's slot map; each model's keys live in one slot (redis-keys.ts).
+   */
+  cluster?: boolean;
   /**
    * Gets one line per transition: connected, lost (with the error), restored (with the outage's length),
    * never one per reconnection attempt. Default: silent (the plugin).
@@ -46,8 +51,53 @@ export function failFastOptions(o: RedisConnectionOptions = {}): RedisOptions {
   };
 }
 
+/**
+ * The same fail-fast rules for a Cluster client: no offline queue, nothing in flight resent after a
+ * connection closes or the cluster is down (retryDelayOnFailover / OnClusterDown 0). A MOVED or ASK reply
+ * is followed (the command did not run where it was sent), and TRYAGAIN during a slot migration is retried
+ * after 50 ms; the caller's deadline bounds all of it.
+ */
+export function clusterOptions(url: string, o: RedisConnectionOptions = {}): ClusterOptions {
+  const u = new URL(url);
+  const db = u.pathname.replace(/^\//, '');
+  if (db !== '' && db !== '0')
+    throw new KinferenceError(
+      'KINF_ERR_CONFIG',
+      `redis_url selects database ${db}, but a Redis Cluster has only database 0 (use a key prefix instead)`,
+    );
+  const node = failFastOptions(o);
+  return {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    retryDelayOnFailover: 0,
+    retryDelayOnClusterDown: 0,
+    retryDelayOnTryAgain: 50,
+    maxRedirections: 16,
+    slotsRefreshTimeout: node.connectTimeout!,
+    clusterRetryStrategy: (times: number) => reconnectDelayMs(times),
+    redisOptions: {
+      connectTimeout: node.connectTimeout!,
+      socketTimeout: node.socketTimeout!,
+      maxRetriesPerRequest: 0,
+      autoResendUnfulfilledCommands: false,
+      disableClientInfo: true,
+      ...(u.username ? { username: decodeURIComponent(u.username) } : {}),
+      ...(u.password ? { password: decodeURIComponent(u.password) } : {}),
+      ...(u.protocol === 'rediss:' ? { tls: {} } : {}),
+    },
+  };
+}
+
+/** The first node of a cluster URL, as ioredis Cluster takes it. */
+function clusterSeed(url: string): { host: string; port: number } {
+  const u = new URL(url);
+  return { host: u.hostname.replace(/^\[|\]$/g, ''), port: u.port ? Number(u.port) : 6379 };
+}
+
 /** Redis's answers to a SELECT of a database it does not have (out of range, or cluster mode). */
 const SELECT_FAILED = /DB index is out of range|invalid DB index|SELECT is not allowed/i;
+/** A node's answer to CLUSTER SLOTS when it is a standalone Redis. */
+const CLUSTER_DISABLED = /cluster support disabled/i;
 
 /**
  * One ioredis client plus the readiness rule of the index: before the first connection is up, callers
@@ -55,14 +105,17 @@ const SELECT_FAILED = /DB index is out of range|invalid DB index|SELECT is not a
  * with KINF_ERR_REDIS until ioredis has reconnected in the background.
  */
 export class RedisConnection {
-  readonly client: Redis;
+  readonly client: Redis | Cluster;
   #down = false;
   #lastError: Error | null = null;
   #waiters: { resolve(): void; reject(e: Error): void }[] = [];
   #readyListeners: ((reconnected: boolean) => void)[] = [];
   #closed = false;
-  /** Set when Redis refused the URL's database: every caller gets it, nothing runs in db 0. */
-  #selectError: KinferenceError | null = null;
+  /**
+   * Set when Redis refused the URL's database (nothing runs in db 0 instead), or `cluster` is set and the
+   * server is not a Cluster node: every caller gets it.
+   */
+  #configError: KinferenceError | null = null;
   /** What was last logged: null before the first connection attempt settled. */
   #reported: 'up' | 'down' | null = null;
   #downSinceMs = 0;
@@ -77,16 +130,19 @@ export class RedisConnection {
         'KINF_ERR_CONFIG',
         `Redis URL must start with redis:// or rediss://, got "${url}"`,
       );
-    this.client = new Redis(url, failFastOptions(options));
+    this.client = options.cluster
+      ? new Cluster([clusterSeed(url)], clusterOptions(url, options))
+      : new Redis(url, failFastOptions(options));
     this.#log = options.log ?? null;
     this.#where = redactUrl(url);
     this.client.on('error', (e: Error) => {
       this.#lastError = e;
       if (SELECT_FAILED.test(e.message)) this.#refuseDatabase(e);
     });
+    if (this.client instanceof Cluster) this.#watchCluster(this.client);
     this.client.on('ready', () => {
       // ioredis goes on in db 0 when SELECT fails: reading another database's index would be silent and wrong.
-      if (this.#selectError) return this.#settle(this.#selectError);
+      if (this.#configError) return this.#settle(this.#configError);
       this.#down = false;
       const reconnected = this.#everReady;
       this.#everReady = true;
@@ -101,9 +157,24 @@ export class RedisConnection {
     });
   }
 
+  #watchCluster(cluster: Cluster): void {
+    // The cluster-level error only says "Failed to refresh slots cache"; the node's own says why.
+    cluster.on('node error', (e: Error) => {
+      this.#lastError = e;
+      if (!CLUSTER_DISABLED.test(e.message) || this.#configError) return;
+      this.#configError = new KinferenceError(
+        'KINF_ERR_CONFIG',
+        `redis_cluster is set but redis_url is not a Redis Cluster node (${e.message}); unset redis_cluster`,
+        { cause: e },
+      );
+      this.#log?.error('Redis is not a Cluster; the index is unavailable', { redis: this.#where, err: e });
+      this.#settle(this.#configError);
+    });
+  }
+
   #refuseDatabase(e: Error): void {
-    if (this.#selectError) return;
-    this.#selectError = new KinferenceError(
+    if (this.#configError) return;
+    this.#configError = new KinferenceError(
       'KINF_ERR_CONFIG',
       `redis_url selects a database this Redis does not have (${e.message}); not using db 0 instead`,
       { cause: e },
@@ -145,7 +216,7 @@ export class RedisConnection {
   /** Resolves when commands can be sent; rejects with KINF_ERR_REDIS when Redis is known to be down. */
   async ready(): Promise<void> {
     const c = this.client;
-    if (this.#selectError) throw this.#selectError;
+    if (this.#configError) throw this.#configError;
     if (c.status === 'ready') return;
     if (this.#closed || c.status === 'end')
       throw new KinferenceError('KINF_ERR_REDIS', 'the index connection is closed');
@@ -223,5 +294,12 @@ export function redactUrl(url: string): string {
 export function asIndexError(e: unknown, what: string): KinferenceError {
   if (isKinferenceError(e)) return e;
   const msg = e instanceof Error ? e.message : String(e);
+  // Only a client that does not follow the slot map gets these: a Cluster client follows them itself.
+  if (/^(MOVED|ASK) \d+ /.test(msg))
+    return new KinferenceError(
+      'KINF_ERR_CONFIG',
+      `${what}: redis_url is a node of a Redis Cluster that does not serve this model's slot (${msg}); set redis_cluster: true`,
+      { cause: e },
+    );
   return new KinferenceError('KINF_ERR_REDIS', `${what}: ${msg}`, { cause: e });
 }

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 
 /** Keys and arguments of one script call (what the pure builders in script-args.ts produce). */
 export interface ScriptCall {
@@ -8,8 +8,9 @@ export interface ScriptCall {
 }
 
 /**
- * A Lua script loaded the ioredis way: SHA1 computed once; EVALSHA; on NOSCRIPT (a restarted or flushed
- * server, or a failover to a replica that never saw it) SCRIPT LOAD and retry once.
+ * A Lua script run by its SHA1 (EVALSHA); on NOSCRIPT (a restarted or flushed server, a failover to a
+ * replica that never saw it, a Cluster shard that never ran it) once by its source (EVAL, which also caches
+ * it there). Not SCRIPT LOAD: a Cluster client sends that, keyless, to a random node.
  */
 export class RedisScript {
   readonly sha1: string;
@@ -21,13 +22,12 @@ export class RedisScript {
     this.sha1 = createHash('sha1').update(source, 'utf8').digest('hex');
   }
 
-  async run(client: Redis, call: ScriptCall): Promise<unknown> {
+  async run(client: Redis | Cluster, call: ScriptCall): Promise<unknown> {
     try {
       return await client.evalsha(this.sha1, call.keys.length, ...call.keys, ...call.args);
     } catch (e) {
       if (!isNoScript(e)) throw e;
-      await client.script('LOAD', this.source);
-      return client.evalsha(this.sha1, call.keys.length, ...call.keys, ...call.args);
+      return client.eval(this.source, call.keys.length, ...call.keys, ...call.args);
     }
   }
 }

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { KinferenceError } from '../../../src/core/errors.js';
 import {
   asIndexError,
+  clusterOptions,
   failFastOptions,
   reconnectDelayMs,
   redactUrl,
@@ -16,6 +17,37 @@ describe('redis connection policy', () => {
       maxRetriesPerRequest: 0,
       autoResendUnfulfilledCommands: false,
     });
+  });
+
+  it('gives a Cluster client the same rules: no queue, nothing resent after a close or CLUSTERDOWN', () => {
+    const o = clusterOptions('rediss://app%40x:p%3Ass@10.0.0.5:7000/0', { connectTimeoutMs: 700 });
+    expect(o).toMatchObject({
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      retryDelayOnFailover: 0,
+      retryDelayOnClusterDown: 0,
+      slotsRefreshTimeout: 700,
+      redisOptions: {
+        maxRetriesPerRequest: 0,
+        autoResendUnfulfilledCommands: false,
+        connectTimeout: 700,
+        username: 'app@x',
+        password: 'p:ss',
+        tls: {},
+      },
+    });
+    expect(clusterOptions('redis://h:7000').redisOptions).not.toHaveProperty('tls');
+    expect(clusterOptions('redis://h:7000').redisOptions).not.toHaveProperty('password');
+    expect(() => clusterOptions('redis://h:7000/2')).toThrow(/only database 0/);
+  });
+
+  it('says to set redis_cluster when a plain client gets a redirection', () => {
+    for (const msg of ['MOVED 3999 10.0.0.6:7001', 'ASK 3999 10.0.0.6:7001']) {
+      const e = asIndexError(new Error(msg), 'lookup');
+      expect(e.code).toBe('KINF_ERR_CONFIG');
+      expect(e.message).toContain('set redis_cluster: true');
+    }
+    expect(asIndexError(new Error('MOVEDX'), 'lookup').code).toBe('KINF_ERR_REDIS');
   });
 
   it('backs off from 50 ms to a 2 s cap and never gives up', () => {

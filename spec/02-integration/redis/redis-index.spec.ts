@@ -36,7 +36,7 @@ describe('RedisKvIndex scripts', () => {
     expect(stats).not.toMatch(/cmdstat_eval:|cmdstat_script/);
   });
 
-  it('recovers from NOSCRIPT (SCRIPT FLUSH) by loading the script and retrying', async () => {
+  it('recovers from NOSCRIPT (SCRIPT FLUSH) by running the script once by its source, which caches it', async () => {
     await fx.redis.client.script('FLUSH');
     const ix = index();
     await ix.upsertPodState(A, {});
@@ -160,7 +160,7 @@ describe('RedisKvIndex failure behaviour', () => {
     }
     expect(isKinferenceError(await rejection(ix.apply(A, [{ op: 'clear' }])), 'KINF_ERR_REDIS')).toBe(true);
     await fx.redis.restart();
-    // The new server is empty and has no scripts: reconnect, NOSCRIPT, load, retry.
+    // The new server is empty and has no scripts: reconnect, NOSCRIPT, EVAL.
     await waitFor('index back after restart', async () => {
       await ix.upsertPodState(A, {});
       return (await ix.lookup(M, keys)).pods.length === 1;

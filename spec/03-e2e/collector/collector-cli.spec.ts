@@ -6,12 +6,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKvIndex } from '../../../src/index/index.js';
 import type { KvIndex } from '../../../src/index/kv-index.js';
 import { freePort, waitFor } from '../../helpers/ports.js';
-import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
+import { startIndexRedis, type IndexRedis } from '../../helpers/redis-cluster.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
 import { BS, MODEL, freshTokens, waitCached } from '../../helpers/collector/collector-harness.js';
 
-describe('kinference collector --config (a real child process)', () => {
-  let redis: TestRedis;
+// On a standalone Redis, and on a 3-shard Redis Cluster (`redis_cluster: true`: the index and the writer lease).
+describe.each([
+  { redis: 'Redis', cluster: false },
+  { redis: 'a Redis Cluster', cluster: true },
+])('kinference collector --config (a real child process) on $redis', ({ cluster }) => {
+  let redis: IndexRedis;
   let index: KvIndex;
   let pub: FakeVllmPublisher;
   let proc: ChildProcess;
@@ -20,8 +24,8 @@ describe('kinference collector --config (a real child process)', () => {
   let stderr = '';
 
   beforeAll(async () => {
-    redis = await startRedis();
-    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kcli' });
+    redis = await startIndexRedis(cluster, MODEL);
+    index = createKvIndex({ kind: 'redis', url: redis.url, cluster, keyPrefix: 'kcli' });
     pub = await new FakeVllmPublisher({ format: 'array' }, { topic: 'kv' }).bind();
     dir = mkdtempSync(join(tmpdir(), 'kinf-collector-'));
     listen = `127.0.0.1:${await freePort()}`;
@@ -30,6 +34,7 @@ describe('kinference collector --config (a real child process)', () => {
       config,
       [
         `redis_url: ${redis.url}`,
+        `redis_cluster: ${cluster}`,
         'redis_key_prefix: kcli',
         'models:',
         `  ${MODEL}:`,

@@ -1,0 +1,183 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { isKinferenceError } from '../../../src/core/errors.js';
+import type { IndexLossReason, PodRef } from '../../../src/index/kv-index.js';
+import { RedisKvIndex, type RedisKvIndexOptions } from '../../../src/index/redis-index.js';
+import { modelKeyBase, podsKey } from '../../../src/index/redis-keys.js';
+import { formatLeaseHolder, RedisWriterLease } from '../../../src/index/writer-lease.js';
+import { chain } from '../../conformance/chains.js';
+import { waitFor } from '../../helpers/ports.js';
+import { rejection } from '../../helpers/redis-indexes.js';
+import { startRedis } from '../../helpers/redis-server.js';
+import { startRedisCluster, type TestCluster } from '../../helpers/redis-cluster.js';
+
+/**
+ * The index and the writer lease against a real 3-shard Redis Cluster (`redis_cluster: true`): every
+ * model's keys live in one slot, the client follows the slot map from whichever node it was given.
+ */
+describe('the index on a Redis Cluster', () => {
+  let cluster: TestCluster;
+  /** One model per shard: models[i] lives on cluster.nodes[i]. */
+  const models: string[] = [];
+  const open: { close(): Promise<void> }[] = [];
+  let n = 0;
+  const keys = chain('cluster prompt', 24);
+
+  const slotOf = (model: string): Promise<number> => cluster.slotOf(podsKey(modelKeyBase('kinf', model)));
+  const index = (opts: Partial<RedisKvIndexOptions> = {}): RedisKvIndex => {
+    const ix = new RedisKvIndex({
+      url: cluster.nodes[0]!.url,
+      cluster: true,
+      keyPrefix: `cl${++n}`,
+      lookupTimeoutMs: 20_000,
+      commandTimeoutMs: 20_000,
+      verifyIntervalMs: 0,
+      ...opts,
+    });
+    open.push(ix);
+    return ix;
+  };
+
+  beforeAll(async () => {
+    cluster = await startRedisCluster(3);
+    const found: (string | undefined)[] = [undefined, undefined, undefined];
+    for (let i = 0; found.includes(undefined); i++)
+      found[await cluster.ownerOf(await slotOf(`model-${i}`))] ??= `model-${i}`;
+    models.push(...(found as string[]));
+  }, 30_000);
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((x) => x.close()));
+  });
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+
+  it('serves a model on every shard through one client seeded at one node', async () => {
+    const ix = index();
+    for (const m of models) {
+      const pod: PodRef = { model: m, podId: 'pod-a' };
+      await ix.upsertPodState(pod, { address: '10.0.0.1:8000' });
+      await ix.apply(pod, [{ op: 'store', keys: keys.slice(0, 10 + models.indexOf(m)), tier: 'GPU' }]);
+    }
+    for (const [shard, m] of models.entries()) {
+      expect((await ix.lookup(m, keys)).pods.map((p) => p.prefixBlocks.GPU)).toEqual([10 + shard]);
+      // The model's keys are on its own shard and on no other.
+      const owners = await Promise.all(
+        cluster.nodes.map((node) => node.admin.exists(podsKey(ix.keyBase(m))).catch(() => 0)),
+      );
+      expect(owners).toEqual([0, 1, 2].map((k) => (k === shard ? 1 : 0)));
+    }
+  });
+
+  it('keeps serving and writing a model whose slot migrates to another shard, with no loss reported', async () => {
+    const m = models[1]!;
+    const ix = index({ verifyIntervalMs: 20 });
+    const pod: PodRef = { model: m, podId: 'pod-a' };
+    const losses: IndexLossReason[] = [];
+    ix.onWritesLost(pod, (r) => losses.push(r));
+    const lease = new RedisWriterLease({
+      url: cluster.nodes[0]!.url,
+      cluster: true,
+      keyPrefix: `cl${n}`,
+      models: [m],
+      ttlMs: 30_000,
+    });
+    open.push(lease);
+    expect(await lease.tryAcquire()).toEqual({ acquired: true });
+    await ix.upsertPodState(pod, {});
+    await ix.apply(pod, [{ op: 'store', keys: keys.slice(0, 12), tier: 'GPU' }]);
+
+    await cluster.moveSlot(await slotOf(m), 2);
+    expect(await cluster.ownerOf(await slotOf(m))).toBe(2);
+
+    expect((await ix.lookup(m, keys)).pods.map((p) => p.prefixBlocks.GPU)).toEqual([12]);
+    await ix.apply(pod, [{ op: 'store', keys: keys.slice(12), tier: 'GPU' }]);
+    expect((await ix.lookup(m, keys)).pods.map((p) => p.prefixBlocks.GPU)).toEqual([24]);
+    expect(await lease.renew()).toEqual({ kept: true, retaken: [] });
+    // Several verification rounds ran against the new shard: it holds every write, so nothing is lost.
+    await new Promise((r) => setTimeout(r, 200));
+    expect(losses).toEqual([]);
+  });
+
+  it('fences writes by the lease held in the model slot', async () => {
+    const m = models[2]!;
+    const other = { id: 'other-collector', host: 'h', pid: 1 };
+    const lease = new RedisWriterLease({
+      url: cluster.nodes[1]!.url,
+      cluster: true,
+      keyPrefix: `cl${n + 1}`,
+      models: [m],
+      ttlMs: 30_000,
+      holder: other,
+    });
+    open.push(lease);
+    expect(await lease.tryAcquire()).toEqual({ acquired: true });
+    const ix = index({ fence: { holderValue: formatLeaseHolder({ id: 'me', host: 'h', pid: 2 }) } });
+    const e = await rejection(ix.apply({ model: m, podId: 'pod-a' }, [{ op: 'clear' }]));
+    expect(isKinferenceError(e, 'KINF_ERR_LEASE_LOST')).toBe(true);
+  });
+
+  it('fails a dead shard’s calls fast, then finds the restarted shard empty and reports the loss', async () => {
+    const m = models[0]!;
+    const owner = await cluster.ownerOf(await slotOf(m));
+    const ix = index({ url: cluster.nodes[(owner + 1) % 3]!.url, verifyIntervalMs: 50 });
+    const pod: PodRef = { model: m, podId: 'pod-a' };
+    const losses: IndexLossReason[] = [];
+    ix.onWritesLost(pod, (r) => losses.push(r));
+    await ix.upsertPodState(pod, {});
+    await ix.apply(pod, [{ op: 'store', keys, tier: 'GPU' }]);
+
+    await cluster.nodes[owner]!.server.kill();
+    const t0 = Date.now();
+    const err = await rejection(ix.lookup(m, keys));
+    // A refused connection, not the 20 s budget running out.
+    expect(isKinferenceError(err, 'KINF_ERR_REDIS')).toBe(true);
+    expect(Date.now() - t0).toBeLessThan(10_000);
+
+    await cluster.nodes[owner]!.server.restart();
+    await waitFor('the loss is reported', () => losses.length > 0, 20_000);
+    expect(losses[0]).toBe('missing');
+    await waitFor('the shard serves again, empty', async () => (await ix.listPods(m)).length === 0, 20_000);
+  }, 60_000);
+});
+
+describe('redis_cluster set wrongly', () => {
+  it('a plain client on a Cluster node: the first call for a slot the node does not serve says to set redis_cluster', async () => {
+    const cluster = await startRedisCluster(3);
+    const ix = new RedisKvIndex({ url: cluster.nodes[0]!.url, keyPrefix: 'plain', lookupTimeoutMs: 5000 });
+    try {
+      let foreign = '';
+      for (let i = 0; !foreign; i++)
+        if ((await cluster.ownerOf(await cluster.slotOf(podsKey(modelKeyBase('x', `m${i}`))))) !== 0)
+          foreign = `m${i}`;
+      const e = await rejection(ix.lookup(foreign, chain('p', 4)));
+      expect(isKinferenceError(e, 'KINF_ERR_CONFIG')).toBe(true);
+      expect((e as Error).message).toMatch(/MOVED \d+ .*set redis_cluster: true/);
+    } finally {
+      await ix.close();
+      await cluster.stop();
+    }
+  }, 30_000);
+
+  it('redis_cluster on a standalone Redis: every call says it is not a Cluster, at once', async () => {
+    const redis = await startRedis();
+    const ix = new RedisKvIndex({ url: redis.url, cluster: true, lookupTimeoutMs: 20_000 });
+    try {
+      const t0 = Date.now();
+      for (const p of [ix.lookup('m', chain('p', 4)), ix.listPods('m')]) {
+        const e = await rejection(p);
+        expect(isKinferenceError(e, 'KINF_ERR_CONFIG')).toBe(true);
+        expect((e as Error).message).toMatch(/not a Redis Cluster node.*unset redis_cluster/);
+      }
+      expect(Date.now() - t0).toBeLessThan(10_000);
+    } finally {
+      await ix.close();
+      await redis.stop();
+    }
+  });
+
+  it('a Cluster URL with a database other than 0 is refused when the index is built', () => {
+    expect(() => new RedisKvIndex({ url: 'redis://127.0.0.1:7000/3', cluster: true })).toThrow(
+      /only database 0/,
+    );
+  });
+});

@@ -1,0 +1,161 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { modelKeyBase, podsKey } from '../../src/index/redis-keys.js';
+import { startRedisServer, type RedisServer } from '../../src/util/redis-server.js';
+import { waitFor } from './ports.js';
+import { startRedis } from './redis-server.js';
+
+export interface ClusterNode {
+  server: RedisServer;
+  /** A plain client of this node alone (admin commands). */
+  admin: Redis;
+  id: string;
+  url: string;
+}
+
+/** A private Redis Cluster of real redis-servers on free ports, slots split evenly. Always `stop()` it. */
+export interface TestCluster {
+  nodes: ClusterNode[];
+  /** The index of the node serving `slot`, as node 0 sees it. */
+  ownerOf(slot: number): Promise<number>;
+  slotOf(key: string): Promise<number>;
+  /** Moves a slot and its keys to another node (the MIGRATING / IMPORTING / MIGRATE / SETSLOT NODE dance). */
+  moveSlot(slot: number, to: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+const SLOTS = 16384;
+
+async function clusterOk(n: ClusterNode, nodes: number): Promise<boolean> {
+  const info = String(await n.admin.call('CLUSTER', 'INFO'));
+  return /cluster_state:ok/.test(info) && new RegExp(`cluster_known_nodes:${nodes}\\b`).test(info);
+}
+
+export async function startRedisCluster(size = 3): Promise<TestCluster> {
+  const dir = mkdtempSync(join(tmpdir(), 'kinf-cluster-'));
+  const nodes: ClusterNode[] = [];
+  const stop = async (): Promise<void> => {
+    for (const n of nodes) n.admin.disconnect();
+    await Promise.all(nodes.map((n) => n.server.stop()));
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    for (let i = 0; i < size; i++) {
+      const server = await startRedisServer({
+        extraArgs: [
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          join(dir, `nodes-${i}.conf`),
+          '--cluster-node-timeout',
+          '2000',
+          '--dir',
+          dir,
+          '--dbfilename',
+          `dump-${i}.rdb`,
+        ],
+      });
+      const admin = new Redis(server.port, '127.0.0.1', { maxRetriesPerRequest: 1 });
+      admin.on('error', () => {});
+      const id = String(await admin.call('CLUSTER', 'MYID'));
+      nodes.push({ server, admin, id, url: `redis://127.0.0.1:${server.port}` });
+    }
+    for (let i = 0; i < size; i++) {
+      const from = Math.floor((SLOTS * i) / size);
+      const to = Math.floor((SLOTS * (i + 1)) / size) - 1;
+      await nodes[i]!.admin.call('CLUSTER', 'ADDSLOTSRANGE', String(from), String(to));
+      if (i > 0) await nodes[0]!.admin.call('CLUSTER', 'MEET', '127.0.0.1', String(nodes[i]!.server.port));
+    }
+    await waitFor(
+      'every node sees a whole cluster',
+      async () => {
+        for (const n of nodes) if (!(await clusterOk(n, size))) return false;
+        return true;
+      },
+      20_000,
+    );
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+
+  const ownerOnNode = async (n: ClusterNode, slot: number): Promise<string | null> => {
+    const ranges = (await n.admin.call('CLUSTER', 'SLOTS')) as [number, number, [string, number, string]][];
+    const r = ranges.find(([a, b]) => slot >= a && slot <= b);
+    return r ? r[2][2] : null;
+  };
+
+  const ownerOf = async (slot: number): Promise<number> => {
+    const id = await ownerOnNode(nodes[0]!, slot);
+    return nodes.findIndex((n) => n.id === id);
+  };
+
+  return {
+    nodes,
+    ownerOf,
+    async slotOf(key) {
+      return Number(await nodes[0]!.admin.call('CLUSTER', 'KEYSLOT', key));
+    },
+    async moveSlot(slot, to) {
+      const fromIdx = await ownerOf(slot);
+      const from = nodes[fromIdx]!;
+      const dest = nodes[to]!;
+      if (fromIdx === to) return;
+      await dest.admin.call('CLUSTER', 'SETSLOT', String(slot), 'IMPORTING', from.id);
+      await from.admin.call('CLUSTER', 'SETSLOT', String(slot), 'MIGRATING', dest.id);
+      for (;;) {
+        const keys = (await from.admin.callBuffer(
+          'CLUSTER',
+          'GETKEYSINSLOT',
+          String(slot),
+          '100',
+        )) as Buffer[];
+        if (keys.length === 0) break;
+        await from.admin.call(
+          'MIGRATE',
+          '127.0.0.1',
+          String(dest.server.port),
+          '',
+          '0',
+          '5000',
+          'KEYS',
+          ...keys,
+        );
+      }
+      for (const n of [dest, from, ...nodes.filter((n) => n !== dest && n !== from)])
+        await n.admin.call('CLUSTER', 'SETSLOT', String(slot), 'NODE', dest.id);
+      await waitFor(
+        `every node sees slot ${slot} on node ${to}`,
+        async () => {
+          for (const n of nodes) if ((await ownerOnNode(n, slot)) !== dest.id) return false;
+          return true;
+        },
+        20_000,
+      );
+    },
+    stop,
+  };
+}
+
+/** Where a test keeps an index: a private redis-server, or a private 3-shard Redis Cluster. */
+export interface IndexRedis {
+  url: string;
+  cluster: boolean;
+  stop(): Promise<void>;
+}
+
+/**
+ * A redis-server, or (`cluster`) a 3-shard Cluster whose `url` is a node that does not hold `model`'s slot,
+ * so that every call for the model must follow the slot map.
+ */
+export async function startIndexRedis(cluster: boolean, model: string): Promise<IndexRedis> {
+  if (!cluster) {
+    const r = await startRedis();
+    return { url: r.url, cluster, stop: () => r.stop() };
+  }
+  const c = await startRedisCluster(3);
+  const owner = await c.ownerOf(await c.slotOf(podsKey(modelKeyBase('kinf', model))));
+  return { url: c.nodes[(owner + 1) % 3]!.url, cluster, stop: c.stop };
+}
