@@ -3,12 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { modelKeyBase, podsKey } from '../../src/index/redis-keys.js';
-import { startRedisServer, type RedisServer } from '../../src/util/redis-server.js';
+import { freeLoopbackPort, startRedisServer, type RedisServer } from '../../src/util/redis-server.js';
 import { waitFor } from './ports.js';
 import { startRedis } from './redis-server.js';
 
 export interface ClusterNode {
-  server: RedisServer;
+  server: RedisServer & { busPort: number };
   /** A plain client of this node alone (admin commands). */
   admin: Redis;
   id: string;
@@ -21,12 +21,47 @@ export interface TestCluster {
   /** The index of the node serving `slot`, as node 0 sees it. */
   ownerOf(slot: number): Promise<number>;
   slotOf(key: string): Promise<number>;
+  /** Starts one more node as a replica of node `of`, synced; it is appended to `nodes`. */
+  addReplica(of: number): Promise<ClusterNode>;
   /** Moves a slot and its keys to another node (the MIGRATING / IMPORTING / MIGRATE / SETSLOT NODE dance). */
   moveSlot(slot: number, to: number): Promise<void>;
   stop(): Promise<void>;
 }
 
 const SLOTS = 16384;
+
+/**
+ * One cluster-enabled redis-server with its files in `dir`. Its cluster bus gets a free port of its own:
+ * the default (port + 10000) may be taken, or past 65535 for a high free port.
+ */
+export async function startClusterNode(
+  dir: string,
+  name: string,
+): Promise<RedisServer & { busPort: number }> {
+  const busPort = await freeLoopbackPort();
+  const server = await startRedisServer({
+    extraArgs: [
+      '--cluster-enabled',
+      'yes',
+      '--cluster-port',
+      String(busPort),
+      '--cluster-config-file',
+      join(dir, `${name}.conf`),
+      '--cluster-node-timeout',
+      '2000',
+      '--dir',
+      dir,
+      '--dbfilename',
+      `${name}.rdb`,
+    ],
+  });
+  return Object.assign(server, { busPort });
+}
+
+/** Introduces `b` to `a`'s cluster (with its bus port: not port + 10000 here). */
+async function meet(a: ClusterNode, b: ClusterNode): Promise<void> {
+  await a.admin.call('CLUSTER', 'MEET', '127.0.0.1', String(b.server.port), String(b.server.busPort));
+}
 
 async function clusterOk(n: ClusterNode, nodes: number): Promise<boolean> {
   const info = String(await n.admin.call('CLUSTER', 'INFO'));
@@ -41,32 +76,20 @@ export async function startRedisCluster(size = 3): Promise<TestCluster> {
     await Promise.all(nodes.map((n) => n.server.stop()));
     rmSync(dir, { recursive: true, force: true });
   };
+  const startNode = async (): Promise<ClusterNode> => {
+    const server = await startClusterNode(dir, `node-${nodes.length}`);
+    const admin = new Redis(server.port, '127.0.0.1', { maxRetriesPerRequest: 1 });
+    admin.on('error', () => {});
+    const id = String(await admin.call('CLUSTER', 'MYID'));
+    return { server, admin, id, url: `redis://127.0.0.1:${server.port}` };
+  };
   try {
-    for (let i = 0; i < size; i++) {
-      const server = await startRedisServer({
-        extraArgs: [
-          '--cluster-enabled',
-          'yes',
-          '--cluster-config-file',
-          join(dir, `nodes-${i}.conf`),
-          '--cluster-node-timeout',
-          '2000',
-          '--dir',
-          dir,
-          '--dbfilename',
-          `dump-${i}.rdb`,
-        ],
-      });
-      const admin = new Redis(server.port, '127.0.0.1', { maxRetriesPerRequest: 1 });
-      admin.on('error', () => {});
-      const id = String(await admin.call('CLUSTER', 'MYID'));
-      nodes.push({ server, admin, id, url: `redis://127.0.0.1:${server.port}` });
-    }
+    for (let i = 0; i < size; i++) nodes.push(await startNode());
     for (let i = 0; i < size; i++) {
       const from = Math.floor((SLOTS * i) / size);
       const to = Math.floor((SLOTS * (i + 1)) / size) - 1;
       await nodes[i]!.admin.call('CLUSTER', 'ADDSLOTSRANGE', String(from), String(to));
-      if (i > 0) await nodes[0]!.admin.call('CLUSTER', 'MEET', '127.0.0.1', String(nodes[i]!.server.port));
+      if (i > 0) await meet(nodes[0]!, nodes[i]!);
     }
     await waitFor(
       'every node sees a whole cluster',
@@ -95,6 +118,26 @@ export async function startRedisCluster(size = 3): Promise<TestCluster> {
   return {
     nodes,
     ownerOf,
+    async addReplica(of) {
+      const node = await startNode();
+      nodes.push(node);
+      const primary = nodes[of]!;
+      await meet(primary, node);
+      await waitFor(
+        'the new node knows every node',
+        async () =>
+          /cluster_known_nodes:(\d+)/.exec(String(await node.admin.call('CLUSTER', 'INFO')))?.[1] ===
+          String(nodes.length),
+        20_000,
+      );
+      await node.admin.call('CLUSTER', 'REPLICATE', primary.id);
+      await waitFor(
+        'the replica is in sync',
+        async () => /master_link_status:up/.test(await node.admin.info('replication')),
+        20_000,
+      );
+      return node;
+    },
     async slotOf(key) {
       return Number(await nodes[0]!.admin.call('CLUSTER', 'KEYSLOT', key));
     },

@@ -116,6 +116,61 @@ describe('the index on a Redis Cluster', () => {
     expect(isKinferenceError(e, 'KINF_ERR_LEASE_LOST')).toBe(true);
   });
 
+  it('goes on after a failover: calls fail fast while the primary is down, then the promoted replica serves everything', async () => {
+    const m = models[2]!;
+    const owner = await cluster.ownerOf(await slotOf(m));
+    const replica = await cluster.addReplica(owner);
+    const ix = index({ url: cluster.nodes[(owner + 1) % 3]!.url, verifyIntervalMs: 50 });
+    const pod: PodRef = { model: m, podId: 'pod-a' };
+    const losses: IndexLossReason[] = [];
+    ix.onWritesLost(pod, (r) => losses.push(r));
+    const lease = new RedisWriterLease({
+      url: cluster.nodes[(owner + 1) % 3]!.url,
+      cluster: true,
+      keyPrefix: `cl${n}`,
+      models: [m],
+      ttlMs: 30_000,
+    });
+    open.push(lease);
+    expect(await lease.tryAcquire()).toEqual({ acquired: true });
+    await ix.upsertPodState(pod, {});
+    await ix.apply(pod, [{ op: 'store', keys: keys.slice(0, 16), tier: 'GPU' }]);
+    // Replicated before the primary dies, so the failover keeps it (replication is asynchronous: a
+    // failover right after a write may lose it, which the writers' loss check then reports).
+    const offset = (info: string, field: string): string | undefined =>
+      new RegExp(`${field}:(\\d+)`).exec(info)?.[1];
+    await waitFor('the replica has every write', async () => {
+      const primary = offset(await cluster.nodes[owner]!.admin.info('replication'), 'master_repl_offset');
+      return (
+        primary !== undefined &&
+        primary === offset(await replica.admin.info('replication'), 'slave_repl_offset')
+      );
+    });
+
+    await cluster.nodes[owner]!.server.kill();
+    const t0 = Date.now();
+    expect(isKinferenceError(await rejection(ix.lookup(m, keys)), 'KINF_ERR_REDIS')).toBe(true);
+    expect(Date.now() - t0).toBeLessThan(10_000);
+
+    const back = await waitFor(
+      'the promoted replica serves the model',
+      async () => {
+        const r = (await ix.lookup(m, keys)).pods.map((p) => p.prefixBlocks.GPU);
+        return r.length > 0 ? r : null;
+      },
+      30_000,
+      100,
+    );
+    expect(back).toEqual([16]);
+    expect(await cluster.ownerOf(await slotOf(m)).catch(() => -1)).not.toBe(owner);
+    expect(cluster.nodes.indexOf(replica)).toBe(await cluster.ownerOf(await slotOf(m)));
+    await ix.apply(pod, [{ op: 'store', keys: keys.slice(16), tier: 'GPU' }]);
+    expect((await ix.lookup(m, keys)).pods.map((p) => p.prefixBlocks.GPU)).toEqual([24]);
+    expect(await lease.renew()).toEqual({ kept: true, retaken: [] });
+    await new Promise((r) => setTimeout(r, 200));
+    expect(losses).toEqual([]);
+  }, 60_000);
+
   it('fails a dead shard’s calls fast, then finds the restarted shard empty and reports the loss', async () => {
     const m = models[0]!;
     const owner = await cluster.ownerOf(await slotOf(m));

@@ -13,7 +13,8 @@ import { LeaseLostError, formatLeaseHolder, type LeaseHolder } from '../../../sr
 import { chain } from '../../conformance/chains.js';
 import { describeKvIndexConformance } from '../../conformance/kv-index.js';
 import { waitFor } from '../../helpers/ports.js';
-import { startRedisServer, type RedisServer } from '../../../src/util/redis-server.js';
+import type { RedisServer } from '../../../src/util/redis-server.js';
+import { startClusterNode } from '../../helpers/redis-cluster.js';
 import { rejection, useRedisIndexes } from '../../helpers/redis-indexes.js';
 
 /**
@@ -225,9 +226,7 @@ describe('the writer fence on a Redis Cluster node', () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'kinf-fence-cluster-'));
-    node = await startRedisServer({
-      extraArgs: ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, 'nodes.conf'), '--dir', dir],
-    });
+    node = await startClusterNode(dir, 'node');
     url = `redis://127.0.0.1:${node.port}`;
     client = new Redis(node.port, '127.0.0.1', { maxRetriesPerRequest: 1 });
     client.on('error', () => {});
