@@ -66,6 +66,17 @@ describe('the index on a Redis Cluster', () => {
       );
       expect(owners).toEqual([0, 1, 2].map((k) => (k === shard ? 1 : 0)));
     }
+    // Once the slot map is known, a lookup is one call on the owning primary: no redirection, no other node.
+    for (const [shard, m] of models.entries()) {
+      await Promise.all(cluster.nodes.map((node) => node.admin.config('RESETSTAT')));
+      for (let i = 0; i < 10; i++) await ix.lookup(m, keys);
+      const calls = await Promise.all(
+        cluster.nodes.map(async (node) =>
+          Number(/cmdstat_evalsha:calls=(\d+)/.exec(await node.admin.info('commandstats'))?.[1] ?? 0),
+        ),
+      );
+      expect(calls).toEqual([0, 1, 2].map((k) => (k === shard ? 10 : 0)));
+    }
   });
 
   it('keeps serving and writing a model whose slot migrates to another shard, with no loss reported', async () => {
