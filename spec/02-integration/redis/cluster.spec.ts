@@ -37,6 +37,25 @@ describe('the index on a Redis Cluster', () => {
     return ix;
   };
 
+  /** A writer of `m` as the collector is: its index (losses collected) and its writer lease, taken. */
+  const writer = async (m: string, url: string, verifyIntervalMs: number) => {
+    const ix = index({ url, verifyIntervalMs });
+    const pod: PodRef = { model: m, podId: 'pod-a' };
+    const losses: IndexLossReason[] = [];
+    ix.onWritesLost(pod, (r) => losses.push(r));
+    const lease = new RedisWriterLease({
+      url,
+      cluster: true,
+      keyPrefix: `cl${n}`,
+      models: [m],
+      ttlMs: 30_000,
+    });
+    open.push(lease);
+    expect(await lease.tryAcquire()).toEqual({ acquired: true });
+    await ix.upsertPodState(pod, {});
+    return { ix, pod, losses, lease };
+  };
+
   beforeAll(async () => {
     cluster = await startRedisCluster(3);
     const found: (string | undefined)[] = [undefined, undefined, undefined];
@@ -81,20 +100,7 @@ describe('the index on a Redis Cluster', () => {
 
   it('keeps serving and writing a model whose slot migrates to another shard, with no loss reported', async () => {
     const m = models[1]!;
-    const ix = index({ verifyIntervalMs: 20 });
-    const pod: PodRef = { model: m, podId: 'pod-a' };
-    const losses: IndexLossReason[] = [];
-    ix.onWritesLost(pod, (r) => losses.push(r));
-    const lease = new RedisWriterLease({
-      url: cluster.nodes[0]!.url,
-      cluster: true,
-      keyPrefix: `cl${n}`,
-      models: [m],
-      ttlMs: 30_000,
-    });
-    open.push(lease);
-    expect(await lease.tryAcquire()).toEqual({ acquired: true });
-    await ix.upsertPodState(pod, {});
+    const { ix, pod, losses, lease } = await writer(m, cluster.nodes[0]!.url, 20);
     await ix.apply(pod, [{ op: 'store', keys: keys.slice(0, 12), tier: 'GPU' }]);
 
     await cluster.moveSlot(await slotOf(m), 2);
@@ -131,20 +137,7 @@ describe('the index on a Redis Cluster', () => {
     const m = models[2]!;
     const owner = await cluster.ownerOf(await slotOf(m));
     const replica = await cluster.addReplica(owner);
-    const ix = index({ url: cluster.nodes[(owner + 1) % 3]!.url, verifyIntervalMs: 50 });
-    const pod: PodRef = { model: m, podId: 'pod-a' };
-    const losses: IndexLossReason[] = [];
-    ix.onWritesLost(pod, (r) => losses.push(r));
-    const lease = new RedisWriterLease({
-      url: cluster.nodes[(owner + 1) % 3]!.url,
-      cluster: true,
-      keyPrefix: `cl${n}`,
-      models: [m],
-      ttlMs: 30_000,
-    });
-    open.push(lease);
-    expect(await lease.tryAcquire()).toEqual({ acquired: true });
-    await ix.upsertPodState(pod, {});
+    const { ix, pod, losses, lease } = await writer(m, cluster.nodes[(owner + 1) % 3]!.url, 50);
     await ix.apply(pod, [{ op: 'store', keys: keys.slice(0, 16), tier: 'GPU' }]);
     // Replicated before the primary dies, so the failover keeps it (replication is asynchronous: a
     // failover right after a write may lose it, which the writers' loss check then reports).
