@@ -1,6 +1,5 @@
 import { afterAll, beforeAll } from 'vitest';
 import { createKvIndex } from '../../src/index/create.js';
-import { modelKeyBase } from '../../src/index/redis-keys.js';
 import { startRedisCluster, type TestCluster } from '../helpers/redis-cluster.js';
 import { describeKvIndexConformance } from './kv-index.js';
 
@@ -10,8 +9,7 @@ let n = 0;
 beforeAll(async () => {
   cluster = await startRedisCluster(3);
   // Seeded from a node that does not hold the suite's model: every call must follow the slot map.
-  const owner = await cluster.ownerOf(await cluster.slotOf(`${modelKeyBase('x', 'Qwen/Qwen3-8B')}pods`));
-  seedUrl = cluster.nodes[(owner + 1) % 3]!.url;
+  seedUrl = await cluster.urlAvoiding('Qwen/Qwen3-8B');
 }, 30_000);
 afterAll(async () => {
   await cluster?.stop();

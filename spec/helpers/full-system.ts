@@ -9,12 +9,12 @@ import { startSseUpstream, type SseUpstream } from '../02-integration/kong/test-
 import { buildPlugin, startPluginGateway, type BuiltPlugin } from '../02-integration/plugin/harness.js';
 import { startCollector } from './collector/collector-harness.js';
 import { waitFor } from './ports.js';
-import { startIndexRedis } from './redis-cluster.js';
+import { startIndexRedis, type IndexRedis } from './redis-cluster.js';
 
 /** The whole system, nothing faked: emulated pods → collector → Redis → the plugin behind the Kong stand-in. */
 export interface FullSystem {
   /** The index's Redis: a private redis-server, or with `redisCluster` the seed node of a 3-shard Cluster. */
-  redis: { url: string; cluster: boolean };
+  redis: IndexRedis;
   fleet: TestFleet;
   index: KvIndex;
   collector: Collector;
@@ -44,20 +44,19 @@ export async function startFullSystem(
   };
   try {
     const cluster = opts.redisCluster ?? false;
-    const [server, plugin, service] = await Promise.all([
+    const [redis, plugin, service] = await Promise.all([
       startIndexRedis(cluster, MODEL),
       buildPlugin(),
       startSseUpstream('service'),
     ]);
     closers.push(
-      () => server.stop(),
+      () => redis.stop(),
       () => service.close(),
       () => plugin.cleanup(),
     );
     const fleet = await startTestFleet(n, opts.emulator);
     closers.push(() => fleet.close());
-    const redis = { url: server.url, cluster };
-    const index = createKvIndex({ kind: 'redis', ...redis, keyPrefix });
+    const index = createKvIndex({ kind: 'redis', url: redis.url, cluster, keyPrefix });
     closers.push(() => index.close());
     const collector = startCollector(index, fleet.config.pods ?? []);
     closers.push(() => collector.stop());

@@ -21,6 +21,10 @@ export interface TestCluster {
   /** The index of the node serving `slot`, as node 0 sees it. */
   ownerOf(slot: number): Promise<number>;
   slotOf(key: string): Promise<number>;
+  /** The slot of `model`'s index keys (the hash tag of redis-keys.ts; the key prefix does not matter). */
+  slotOfModel(model: string): Promise<number>;
+  /** The URL of a node that does not serve `model`: a client seeded there must follow the slot map. */
+  urlAvoiding(model: string): Promise<string>;
   /** Starts one more node as a replica of node `of`, synced; it is appended to `nodes`. */
   addReplica(of: number): Promise<ClusterNode>;
   /** Moves a slot and its keys to another node (the MIGRATING / IMPORTING / MIGRATE / SETSLOT NODE dance). */
@@ -110,6 +114,10 @@ export async function startRedisCluster(size = 3): Promise<TestCluster> {
     return r ? r[2][2] : null;
   };
 
+  const slotOf = async (key: string): Promise<number> =>
+    Number(await nodes[0]!.admin.call('CLUSTER', 'KEYSLOT', key));
+  const slotOfModel = (model: string): Promise<number> => slotOf(podsKey(modelKeyBase('kinf', model)));
+
   const ownerOf = async (slot: number): Promise<number> => {
     const id = await ownerOnNode(nodes[0]!, slot);
     return nodes.findIndex((n) => n.id === id);
@@ -123,13 +131,7 @@ export async function startRedisCluster(size = 3): Promise<TestCluster> {
       nodes.push(node);
       const primary = nodes[of]!;
       await meet(primary, node);
-      await waitFor(
-        'the new node knows every node',
-        async () =>
-          /cluster_known_nodes:(\d+)/.exec(String(await node.admin.call('CLUSTER', 'INFO')))?.[1] ===
-          String(nodes.length),
-        20_000,
-      );
+      await waitFor('the new node sees the whole cluster', () => clusterOk(node, nodes.length), 20_000);
       await node.admin.call('CLUSTER', 'REPLICATE', primary.id);
       await waitFor(
         'the replica is in sync',
@@ -138,8 +140,11 @@ export async function startRedisCluster(size = 3): Promise<TestCluster> {
       );
       return node;
     },
-    async slotOf(key) {
-      return Number(await nodes[0]!.admin.call('CLUSTER', 'KEYSLOT', key));
+    slotOf,
+    slotOfModel,
+    async urlAvoiding(model) {
+      const owner = await ownerOf(await slotOfModel(model));
+      return nodes.find((_, i) => i !== owner)!.url;
     },
     async moveSlot(slot, to) {
       const fromIdx = await ownerOf(slot);
@@ -199,6 +204,5 @@ export async function startIndexRedis(cluster: boolean, model: string): Promise<
     return { url: r.url, cluster, stop: () => r.stop() };
   }
   const c = await startRedisCluster(3);
-  const owner = await c.ownerOf(await c.slotOf(podsKey(modelKeyBase('kinf', model))));
-  return { url: c.nodes[(owner + 1) % 3]!.url, cluster, stop: c.stop };
+  return { url: await c.urlAvoiding(model), cluster, stop: c.stop };
 }

@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { isKinferenceError } from '../../../src/core/errors.js';
 import type { IndexLossReason, PodRef } from '../../../src/index/kv-index.js';
 import { RedisKvIndex, type RedisKvIndexOptions } from '../../../src/index/redis-index.js';
-import { modelKeyBase, podsKey } from '../../../src/index/redis-keys.js';
+import { podsKey } from '../../../src/index/redis-keys.js';
 import { formatLeaseHolder, RedisWriterLease } from '../../../src/index/writer-lease.js';
 import { chain } from '../../conformance/chains.js';
 import { waitFor } from '../../helpers/ports.js';
@@ -22,7 +22,7 @@ describe('the index on a Redis Cluster', () => {
   let n = 0;
   const keys = chain('cluster prompt', 24);
 
-  const slotOf = (model: string): Promise<number> => cluster.slotOf(podsKey(modelKeyBase('kinf', model)));
+  const slotOf = (model: string): Promise<number> => cluster.slotOfModel(model);
   const index = (opts: Partial<RedisKvIndexOptions> = {}): RedisKvIndex => {
     const ix = new RedisKvIndex({
       url: cluster.nodes[0]!.url,
@@ -37,12 +37,19 @@ describe('the index on a Redis Cluster', () => {
     return ix;
   };
 
-  /** A writer of `m` as the collector is: its index (losses collected) and its writer lease, taken. */
-  const writer = async (m: string, url: string, verifyIntervalMs: number) => {
+  /** An index writing `m` from `url`, with the losses it reports collected, and the pod registered. */
+  const watched = async (m: string, url: string, verifyIntervalMs: number) => {
     const ix = index({ url, verifyIntervalMs });
     const pod: PodRef = { model: m, podId: 'pod-a' };
     const losses: IndexLossReason[] = [];
     ix.onWritesLost(pod, (r) => losses.push(r));
+    await ix.upsertPodState(pod, {});
+    return { ix, pod, losses };
+  };
+
+  /** A writer of `m` as the collector is: a watched index and its writer lease, taken. */
+  const writer = async (m: string, url: string, verifyIntervalMs: number) => {
+    const w = await watched(m, url, verifyIntervalMs);
     const lease = new RedisWriterLease({
       url,
       cluster: true,
@@ -52,8 +59,7 @@ describe('the index on a Redis Cluster', () => {
     });
     open.push(lease);
     expect(await lease.tryAcquire()).toEqual({ acquired: true });
-    await ix.upsertPodState(pod, {});
-    return { ix, pod, losses, lease };
+    return { ...w, lease };
   };
 
   beforeAll(async () => {
@@ -137,7 +143,7 @@ describe('the index on a Redis Cluster', () => {
     const m = models[2]!;
     const owner = await cluster.ownerOf(await slotOf(m));
     const replica = await cluster.addReplica(owner);
-    const { ix, pod, losses, lease } = await writer(m, cluster.nodes[(owner + 1) % 3]!.url, 50);
+    const { ix, pod, losses, lease } = await writer(m, await cluster.urlAvoiding(m), 50);
     await ix.apply(pod, [{ op: 'store', keys: keys.slice(0, 16), tier: 'GPU' }]);
     // Replicated before the primary dies, so the failover keeps it (replication is asynchronous: a
     // failover right after a write may lose it, which the writers' loss check then reports).
@@ -166,8 +172,9 @@ describe('the index on a Redis Cluster', () => {
       100,
     );
     expect(back).toEqual([16]);
-    expect(await cluster.ownerOf(await slotOf(m)).catch(() => -1)).not.toBe(owner);
-    expect(cluster.nodes.indexOf(replica)).toBe(await cluster.ownerOf(await slotOf(m)));
+    const promoted = await cluster.ownerOf(await slotOf(m));
+    expect(promoted).not.toBe(owner);
+    expect(promoted).toBe(cluster.nodes.indexOf(replica));
     await ix.apply(pod, [{ op: 'store', keys: keys.slice(16), tier: 'GPU' }]);
     expect((await ix.lookup(m, keys)).pods.map((p) => p.prefixBlocks.GPU)).toEqual([24]);
     expect(await lease.renew()).toEqual({ kept: true, retaken: [] });
@@ -178,11 +185,7 @@ describe('the index on a Redis Cluster', () => {
   it('fails a dead shard’s calls fast, then finds the restarted shard empty and reports the loss', async () => {
     const m = models[0]!;
     const owner = await cluster.ownerOf(await slotOf(m));
-    const ix = index({ url: cluster.nodes[(owner + 1) % 3]!.url, verifyIntervalMs: 50 });
-    const pod: PodRef = { model: m, podId: 'pod-a' };
-    const losses: IndexLossReason[] = [];
-    ix.onWritesLost(pod, (r) => losses.push(r));
-    await ix.upsertPodState(pod, {});
+    const { ix, pod, losses } = await watched(m, await cluster.urlAvoiding(m), 50);
     await ix.apply(pod, [{ op: 'store', keys, tier: 'GPU' }]);
 
     await cluster.nodes[owner]!.server.kill();
@@ -206,8 +209,7 @@ describe('redis_cluster set wrongly', () => {
     try {
       let foreign = '';
       for (let i = 0; !foreign; i++)
-        if ((await cluster.ownerOf(await cluster.slotOf(podsKey(modelKeyBase('x', `m${i}`))))) !== 0)
-          foreign = `m${i}`;
+        if ((await cluster.ownerOf(await cluster.slotOfModel(`m${i}`))) !== 0) foreign = `m${i}`;
       const e = await rejection(ix.lookup(foreign, chain('p', 4)));
       expect(isKinferenceError(e, 'KINF_ERR_CONFIG')).toBe(true);
       expect((e as Error).message).toMatch(/MOVED \d+ .*set redis_cluster: true/);
