@@ -2,7 +2,7 @@
  * `npx tsx bench/debug/sweep.ts --cells shared-prefix:p,shared-prefix:16 [--arm kinference] [--trials 3]
  * [--seeds 42,43] [--config '{"field":value}'] [--client-workers 10] [--arrivals guidellm] [--random-routing per-request] [--kv-capacity T]
  * [--emulator-profile h100-27b-fp8] [--rates multiturn=0.3] [--collector-calibration]
- * [--collector-restart S [--replay-batches N]] [--gateways N] [--out file]`: runs the given discrete-event cells (workload:p for the
+ * [--collector-restart S [--replay-batches N]] [--gateways N] [--by-turn] [--out file]`: runs the given discrete-event cells (workload:p for the
  * Poisson profile, workload:N for N streams) of one arm in this process, router config = the benchmark's
  * with the JSON overrides, and prints per cell, pooled over seeds × trials: n, share of TTFT < 0.3 s,
  * TTFT p50/p95, hit ≥ ½ prompt, goodput/min under the seed SLO, ITL p50, shares meeting the TTFT and ITL
@@ -35,6 +35,8 @@ line each (pooled over seeds x trials); published figures come only from npm run
                          from its last --replay-batches KV-event batches (default 10000, vLLM's buffer_steps)
   --gateways N           Kong nodes in front of the kinference arms, each with its own router (default 1),
                          taking requests in turn
+  --by-turn              also one line per turn index (multiturn): n, TTFT p50/p95, uncached tokens p50,
+                         share with more than half the prompt uncached
   --out FILE             append the command and the lines to FILE
 ${clientArgsUsage(SEED_SCHEDULE)}`;
 
@@ -50,6 +52,7 @@ const values = benchArgs('sweep', USAGE, {
   'collector-restart': { type: 'string' },
   'replay-batches': { type: 'string', default: '10000' },
   gateways: { type: 'string', default: '1' },
+  'by-turn': { type: 'boolean', default: false },
   out: { type: 'string' },
 });
 if (values.out)
@@ -115,8 +118,23 @@ for (const cell of values.cells!.split(',')) {
   for (const r of recs) byPod.set(r.pod, (byPod.get(r.pod) ?? 0) + 1);
   const afterRestart = restart ? restartWindow(recs, restart.atS * 1000) : '';
   const line = `${values.arm} ${cell}${afterRestart} n=${ttft.length} shed=${shed} preempt=${preemptions} fast=${(fast * 100).toFixed(1)}% p50=${(percentile(ttft, 0.5) / 1000).toFixed(2)} p95=${(percentile(ttft, 0.95) / 1000).toFixed(2)} hit=${(hit * 100).toFixed(0)}% good=${good.toFixed(1)}/min itl50=${percentile(itl, 0.5).toFixed(0)} okTTFT=${(okT * 100).toFixed(0)}% okITL=${(okI * 100).toFixed(0)}% pods=${[...byPod.values()].join('/')} (${((Date.now() - t0) / 1000).toFixed(0)} s) ${values.config}`;
-  console.log(line);
-  if (values.out) appendFileSync(values.out, `${line}\n`);
+  const lines = [line, ...(values['by-turn'] ? byTurn(recs) : [])];
+  for (const l of lines) {
+    console.log(l);
+    if (values.out) appendFileSync(values.out, `${l}\n`);
+  }
+}
+
+/** Per turn index: how many, their TTFT, and how much of each prompt the chosen pod had to prefill. */
+function byTurn(recs: readonly RequestRecord[]): string[] {
+  const turns = [...new Set(recs.map((r) => r.turnIndex))].sort((a, b) => a - b);
+  return turns.map((t) => {
+    const rs = recs.filter((r) => r.turnIndex === t);
+    const { ttft } = cacheShares(rs);
+    const uncached = rs.map((r) => r.promptTokens - r.cachedTokens);
+    const mostlyCold = rs.filter((r) => r.cachedTokens < r.promptTokens / 2).length / rs.length;
+    return `  turn ${t}: n=${rs.length} (${((rs.length / recs.length) * 100).toFixed(0)}%) p50=${(percentile(ttft, 0.5) / 1000).toFixed(2)} p95=${(percentile(ttft, 0.95) / 1000).toFixed(2)} uncached p50=${percentile(uncached, 0.5)} cold=${(mostlyCold * 100).toFixed(0)}%`;
+  });
 }
 
 /** TTFTs of the records that have one, the share under 0.3 s, and the share with half the prompt cached. */
