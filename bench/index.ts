@@ -9,23 +9,27 @@
  *     and for the worst case where no block is shared);
  *   - lookups of 1,000-block prompts: round trip from Node (p50/p99) and Redis server time per call
  *     (INFO commandstats usec_per_call of EVALSHA, after CONFIG RESETSTAT).
- * Prints a table and writes bench/results/index.json. Run: npm run bench:index
+ * Then the same fill, churn and lookups on a 3-shard Redis Cluster (`redis_cluster: true`, the client seeded
+ * from a node that does not hold the model's slot), the lookups interleaved with the standalone ones so that
+ * both see the same machine. Prints a table and writes bench/results/index.json. Run: npm run bench:index
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { cpus, loadavg } from 'node:os';
 import { Redis } from 'ioredis';
 import { blockKeys, keySeed } from '../src/core/block-keys.js';
 import type { BlockKey } from '../src/core/types.js';
 import type { IndexOp, PodRef } from '../src/index/kv-index.js';
 import { RedisKvIndex } from '../src/index/redis-index.js';
+import { modelKeyBase, podsKey } from '../src/index/redis-keys.js';
+import { startRedisCluster } from '../src/util/redis-cluster.js';
+import { startRedisServer } from '../src/util/redis-server.js';
 import { noOptions } from './lib/cli.js';
 
 noOptions(
   'bench:index',
   `the Redis KV-location index on a real redis-server (started on a free port): apply
-throughput, bytes per (block, pod) entry, lookup latency at 8 pods and ~100k entries. Writes bench/results/index.json.`,
+throughput, bytes per (block, pod) entry, lookup latency at 8 pods and ~100k entries; then the same on a 3-shard
+Redis Cluster. Writes bench/results/index.json.`,
 );
 
 const MODEL = 'Qwen/Qwen3-8B';
@@ -36,6 +40,8 @@ const SYSTEM_PROMPTS = [15_000, 15_000, 12_000, 4_000]; // tokens; popularity fa
 const LOOKUP_BLOCKS = 1000;
 const LOOKUPS = 3000;
 const BATCH_KEYS = 256; // block keys per apply call, like a busy collector batch
+const KEY_PREFIX = 'bench';
+const CLUSTER_NODES = 3;
 
 // ---------- deterministic workload ----------
 
@@ -138,58 +144,12 @@ function batches(runs: BlockKey[][], op: 'store' | 'remove'): IndexOp[][] {
 
 // ---------- redis-server ----------
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => (a && typeof a !== 'string' ? resolve(a.port) : reject(new Error('no port'))));
-    });
-  });
-}
-
-async function startRedisServer(): Promise<{
-  url: string;
-  admin: Redis;
-  proc: ChildProcess;
-  version: string;
-}> {
-  const port = await freePort();
-  const proc = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    {
-      stdio: 'ignore',
-    },
-  );
-  const deadline = Date.now() + 10_000;
-  let admin: Redis;
-  for (;;) {
-    admin = new Redis({
-      port,
-      host: '127.0.0.1',
-      lazyConnect: true,
-      retryStrategy: () => null,
-      maxRetriesPerRequest: 0,
-    });
-    admin.on('error', () => {});
-    try {
-      await admin.connect();
-      break;
-    } catch (e) {
-      admin.disconnect();
-      if (Date.now() > deadline) throw e;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-  const info = await admin.info('server');
-  return {
-    url: `redis://127.0.0.1:${port}/0`,
-    admin,
-    proc,
-    version: /redis_version:(\S+)/.exec(info)?.[1] ?? '?',
-  };
+/** A plain client of one server (admin commands: INFO, SLOWLOG, CONFIG, FLUSHALL). */
+async function adminClient(port: number): Promise<Redis> {
+  const admin = new Redis({ port, host: '127.0.0.1', maxRetriesPerRequest: 0 });
+  admin.on('error', () => {});
+  await admin.ping();
+  return admin;
 }
 
 async function usedMemory(admin: Redis): Promise<number> {
@@ -231,32 +191,39 @@ async function fill(ix: RedisKvIndex, w: Workload): Promise<{ ops: number; calls
 }
 
 /** Steady state: each pod evicts the tail of an old conversation and stores a new turn elsewhere. */
-async function churn(ix: RedisKvIndex, w: Workload): Promise<{ ops: number; seconds: number }> {
-  const work = PODS.map((podId) => {
+function churnWork(w: Workload): { pod: PodRef; batches: IndexOp[][] }[] {
+  return PODS.map((podId) => {
     const convs = w.conversations.filter((c) => c.pods.includes(podId));
-    const batchesOut: IndexOp[][] = [];
+    const out: IndexOp[][] = [];
     for (let i = 0; i < 40; i++) {
       const c = convs[randInt(0, convs.length - 1)]!;
       const tail = c.history.slice(-randInt(8, 64));
       const fresh = blockKeys(tokens(tail.length * BLOCK), BLOCK, SEED);
-      batchesOut.push([
+      out.push([
         { op: 'remove', keys: tail, tier: 'GPU' },
         { op: 'store', keys: fresh, tier: 'GPU' },
       ]);
     }
-    return { pod: { model: MODEL, podId } as PodRef, batchesOut };
+    return { pod: { model: MODEL, podId }, batches: out };
   });
+}
+
+async function churn(
+  ix: RedisKvIndex,
+  work: { pod: PodRef; batches: IndexOp[][] }[],
+): Promise<{ ops: number; seconds: number; opsPerSecond: number }> {
   let ops = 0;
   const t0 = performance.now();
   await Promise.all(
-    work.map(async ({ pod, batchesOut }) => {
-      for (const b of batchesOut) {
+    work.map(async ({ pod, batches }) => {
+      for (const b of batches) {
         await ix.apply(pod, b);
         for (const op of b) if (op.op !== 'clear') ops += op.keys.length;
       }
     }),
   );
-  return { ops, seconds: (performance.now() - t0) / 1000 };
+  const seconds = (performance.now() - t0) / 1000;
+  return { ops, seconds: round(seconds, 3), opsPerSecond: Math.round(ops / seconds) };
 }
 
 function lookupPrompts(w: Workload): { kind: string; keys: BlockKey[] }[] {
@@ -284,82 +251,111 @@ function lookupPrompts(w: Workload): { kind: string; keys: BlockKey[] }[] {
 }
 
 /**
- * Server time of each EVALSHA, from SLOWLOG with threshold 0 (commandstats only gives the mean). Redis 7
- * also logs the commands a script runs, so the log is read and reset every `chunk` calls of `work`.
+ * Server time of each EVALSHA on one server, from SLOWLOG with threshold 0 (commandstats only gives the
+ * mean). Redis 7 also logs the commands a script runs, so the caller drains the log every ≤ 200 calls.
  */
-async function withSlowlog(
-  admin: Redis,
-  calls: number,
-  work: (i: number) => Promise<void>,
-  chunk = 200,
-): Promise<number[]> {
+async function evalshaLog(admin: Redis): Promise<{ drain(): Promise<void>; end(): Promise<number[]> }> {
   await admin.config('SET', 'slowlog-log-slower-than', '0');
   await admin.config('SET', 'slowlog-max-len', '20000');
+  await admin.slowlog('RESET');
   const usec: number[] = [];
-  const drain = async () => {
+  const drain = async (): Promise<void> => {
     const log = (await admin.slowlog('GET', 20000)) as [number, number, number, (string | Buffer)[]][];
     await admin.slowlog('RESET');
     for (const e of log) if (String(e[3][0]).toLowerCase() === 'evalsha') usec.push(e[2]);
   };
-  await admin.slowlog('RESET');
-  for (let i = 0; i < calls; i++) {
-    await work(i);
-    if ((i + 1) % chunk === 0) await drain();
-  }
-  await drain();
-  await admin.config('SET', 'slowlog-log-slower-than', '10000');
-  return usec.sort((a, b) => a - b);
-}
-
-async function lookups(ix: RedisKvIndex, admin: Redis, prompts: { kind: string; keys: BlockKey[] }[]) {
-  for (const p of prompts.slice(0, 200)) await ix.lookup(MODEL, p.keys); // warm up
-  await admin.config('RESETSTAT');
-  const rtt: number[] = [];
-  let hitBlocks = 0;
-  const usec = await withSlowlog(admin, prompts.length, async (i) => {
-    const t0 = performance.now();
-    const r = await ix.lookup(MODEL, prompts[i]!.keys);
-    rtt.push(performance.now() - t0);
-    hitBlocks += Math.max(...r.pods.map((x) => x.prefixBlocks.GPU));
-  });
-  const server = await evalshaStats(admin);
-  rtt.sort((a, b) => a - b);
   return {
-    count: prompts.length,
-    mix: Object.fromEntries(
-      ['next-turn', 'new-conversation', 'unseen'].map((k) => [k, prompts.filter((p) => p.kind === k).length]),
-    ),
-    meanBestPrefixBlocks: round(hitBlocks / prompts.length),
-    roundTripMs: {
-      p50: round(pct(rtt, 50), 3),
-      p99: round(pct(rtt, 99), 3),
-      mean: round(rtt.reduce((a, b) => a + b, 0) / rtt.length, 3),
-    },
-    serverUsec: {
-      p50: pct(usec, 50),
-      p99: pct(usec, 99),
-      slowlogMean: round(usec.reduce((a, b) => a + b, 0) / usec.length),
-      slowlogCount: usec.length,
-      commandstatsMean: round(server.usecPerCall, 2),
-      calls: server.calls,
+    drain,
+    async end() {
+      await drain();
+      await admin.config('SET', 'slowlog-log-slower-than', '10000');
+      return usec.sort((a, b) => a - b);
     },
   };
+}
+
+/** An index under test, and a plain client of the server that holds the model's keys. */
+interface LookupTarget {
+  ix: RedisKvIndex;
+  admin: Redis;
+}
+
+const LOOKUP_CHUNK = 200;
+
+/**
+ * The same lookups on each target, taking turns every LOOKUP_CHUNK prompts, so that a busy spell of the
+ * shared machine falls on every target alike.
+ */
+async function lookups(targets: readonly LookupTarget[], prompts: { kind: string; keys: BlockKey[] }[]) {
+  const runs = [];
+  for (const t of targets) {
+    for (const p of prompts.slice(0, 200)) await t.ix.lookup(MODEL, p.keys); // warm up
+    await t.admin.config('RESETSTAT');
+    runs.push({ t, log: await evalshaLog(t.admin), rtt: [] as number[], hitBlocks: 0 });
+  }
+  for (let from = 0; from < prompts.length; from += LOOKUP_CHUNK)
+    for (const r of runs) {
+      for (const p of prompts.slice(from, from + LOOKUP_CHUNK)) {
+        const t0 = performance.now();
+        const res = await r.t.ix.lookup(MODEL, p.keys);
+        r.rtt.push(performance.now() - t0);
+        r.hitBlocks += Math.max(...res.pods.map((x) => x.prefixBlocks.GPU));
+      }
+      await r.log.drain();
+    }
+  const out = [];
+  for (const r of runs) {
+    const usec = await r.log.end();
+    const server = await evalshaStats(r.t.admin);
+    const rtt = r.rtt.sort((a, b) => a - b);
+    out.push({
+      count: prompts.length,
+      mix: Object.fromEntries(
+        ['next-turn', 'new-conversation', 'unseen'].map((k) => [
+          k,
+          prompts.filter((p) => p.kind === k).length,
+        ]),
+      ),
+      meanBestPrefixBlocks: round(r.hitBlocks / prompts.length),
+      roundTripMs: {
+        p50: round(pct(rtt, 50), 3),
+        p99: round(pct(rtt, 99), 3),
+        mean: round(rtt.reduce((a, b) => a + b, 0) / rtt.length, 3),
+      },
+      serverUsec: {
+        p50: pct(usec, 50),
+        p99: pct(usec, 99),
+        slowlogMean: round(usec.reduce((a, b) => a + b, 0) / usec.length),
+        slowlogCount: usec.length,
+        commandstatsMean: round(server.usecPerCall, 2),
+        calls: server.calls,
+      },
+    });
+  }
+  return out;
 }
 
 /** Server time of an EVALSHA that does nothing, with the same 8 KB argument: what this machine charges per call. */
 async function trivialEvalshaUsec(admin: Redis): Promise<number> {
   const sha = (await admin.script('LOAD', 'return 1')) as string;
   const arg = Buffer.alloc(LOOKUP_BLOCKS * 8, 7);
-  const usec = await withSlowlog(admin, 1000, async () => {
+  const log = await evalshaLog(admin);
+  for (let i = 0; i < 1000; i++) {
     await admin.evalsha(sha, 1, 'k', 'x', arg);
-  });
-  return pct(usec, 50);
+    if ((i + 1) % LOOKUP_CHUNK === 0) await log.drain();
+  }
+  return pct(await log.end(), 50);
 }
 
 /** Bytes per entry when no block is shared at all (every block on exactly one pod). */
 async function worstCaseBytes(url: string, admin: Redis, ttl: number): Promise<number> {
   await admin.flushall();
-  const ix = new RedisKvIndex({ url, keyPrefix: 'bench', blockTtlSeconds: ttl, commandTimeoutMs: 60_000 });
+  const ix = new RedisKvIndex({
+    url,
+    keyPrefix: KEY_PREFIX,
+    blockTtlSeconds: ttl,
+    commandTimeoutMs: 60_000,
+  });
   await ix.apply({ model: 'warm-up', podId: 'x' }, [
     { op: 'store', keys: blockKeys(tokens(16), BLOCK, SEED), tier: 'GPU' },
   ]);
@@ -390,11 +386,13 @@ interface MemoryFigures {
 }
 
 /** Fills a fresh database with the workload; returns the fill's throughput and the memory it took. */
-async function fillAndMeasure(url: string, admin: Redis, w: Workload, ttl: number) {
+/** `admin`: a client of the server that holds the model's keys (on a Cluster, the slot's primary). */
+async function fillAndMeasure(url: string, admin: Redis, w: Workload, ttl: number, cluster = false) {
   await admin.flushall();
   const ix = new RedisKvIndex({
     url,
-    keyPrefix: 'bench',
+    cluster,
+    keyPrefix: KEY_PREFIX,
     blockTtlSeconds: ttl,
     lookupTimeoutMs: 5000,
     commandTimeoutMs: 60_000,
@@ -429,23 +427,38 @@ async function main(): Promise<void> {
   const t0 = performance.now();
   const loadStart = loadavg()[0]!;
   const w = buildWorkload();
-  const { url, admin, proc, version } = await startRedisServer();
+  const server = await startRedisServer();
+  const admin = await adminClient(server.port);
+  const version = /redis_version:(\S+)/.exec(await admin.info('server'))?.[1] ?? '?';
+  let cluster: Awaited<ReturnType<typeof startRedisCluster>> | null = null;
   try {
-    const noTtl = await fillAndMeasure(url, admin, w, 0);
+    const noTtl = await fillAndMeasure(server.url, admin, w, 0);
     await noTtl.ix.close();
-    const withTtl = await fillAndMeasure(url, admin, w, 86_400);
-    const c = await churn(withTtl.ix, w);
-    const applyChurn = {
-      ops: c.ops,
-      seconds: round(c.seconds, 3),
-      opsPerSecond: Math.round(c.ops / c.seconds),
-    };
-    const lookup = await lookups(withTtl.ix, admin, lookupPrompts(w));
+    const withTtl = await fillAndMeasure(server.url, admin, w, 86_400);
+    const work = churnWork(w);
+    const applyChurn = await churn(withTtl.ix, work);
+
+    // The same on a Cluster, the client seeded from a node that must send it elsewhere for the model.
+    cluster = await startRedisCluster(CLUSTER_NODES);
+    const slot = await cluster.slotOf(podsKey(modelKeyBase(KEY_PREFIX, MODEL)));
+    const owner = cluster.nodes[await cluster.ownerOf(slot)]!;
+    const seed = cluster.nodes.find((n) => n !== owner)!;
+    const onCluster = await fillAndMeasure(seed.url, owner.admin, w, 86_400, true);
+    const clusterChurn = await churn(onCluster.ix, work);
+
+    const [lookup, clusterLookup] = await lookups(
+      [
+        { ix: withTtl.ix, admin },
+        { ix: onCluster.ix, admin: owner.admin },
+      ],
+      lookupPrompts(w),
+    );
     await withTtl.ix.close();
+    await onCluster.ix.close();
     const trivialUsec = await trivialEvalshaUsec(admin);
     const worst = {
-      withTtl: await worstCaseBytes(url, admin, 86_400),
-      noTtl: await worstCaseBytes(url, admin, 0),
+      withTtl: await worstCaseBytes(server.url, admin, 86_400),
+      noTtl: await worstCaseBytes(server.url, admin, 0),
     };
     const out = {
       bench: 'index',
@@ -468,10 +481,19 @@ async function main(): Promise<void> {
         memory: withTtl.memory,
         applyFill: withTtl.applyFill,
         applyChurn,
-        lookup,
+        lookup: lookup!,
       },
       noTtl: { memory: noTtl.memory, applyFill: noTtl.applyFill },
       worstCaseBytesPerEntry: worst,
+      cluster: {
+        primaries: CLUSTER_NODES,
+        seededFromOtherNode: true,
+        blockTtlSeconds: 86_400,
+        memoryOnSlotOwner: onCluster.memory,
+        applyFill: onCluster.applyFill,
+        applyChurn: clusterChurn,
+        lookup: clusterLookup!,
+      },
       targets: { serverUsecPerLookup: 200, bytesPerEntry: 120 },
       cpus: cpus().length,
       wallSeconds: round((performance.now() - t0) / 1000),
@@ -480,27 +502,50 @@ async function main(): Promise<void> {
     writeFileSync('bench/results/index.json', `${JSON.stringify(out, null, 2)}\n`);
     console.log(
       `Redis ${version}, ${PODS.length} pods, ${w.entries} (block, pod) entries on ${w.distinctBlocks} blocks; ` +
-        `load average ${out.loadAverage1m.start} → ${out.loadAverage1m.end} on ${cpus().length} CPUs`,
+        `load average ${out.loadAverage1m.start} → ${out.loadAverage1m.end} on ${cpus().length} CPUs; ` +
+        `empty EVALSHA ${trivialUsec} µs of Redis time (p50)`,
     );
+    const c = out.cluster;
     console.table({
-      'lookup round trip p50 (ms)': lookup.roundTripMs.p50,
-      'lookup round trip p99 (ms)': lookup.roundTripMs.p99,
-      'lookup Redis time p50 (µs)': lookup.serverUsec.p50,
-      'lookup Redis time p99 (µs)': lookup.serverUsec.p99,
-      'lookup Redis time mean (µs)': lookup.serverUsec.commandstatsMean,
-      'empty EVALSHA Redis time p50 (µs)': trivialUsec,
-      'lookup mean best prefix (blocks)': lookup.meanBestPrefixBlocks,
-      'bytes/entry, TTL on': withTtl.memory.bytesPerEntry,
-      'bytes/entry, no TTL': noTtl.memory.bytesPerEntry,
-      'bytes/entry, no sharing, TTL on': worst.withTtl,
-      'bytes/entry, no sharing, no TTL': worst.noTtl,
-      'apply fill (block ops/s)': withTtl.applyFill.opsPerSecond,
-      'apply churn (block ops/s)': applyChurn.opsPerSecond,
+      'lookup round trip p50 (ms)': {
+        standalone: lookup!.roundTripMs.p50,
+        cluster: c.lookup.roundTripMs.p50,
+      },
+      'lookup round trip p99 (ms)': {
+        standalone: lookup!.roundTripMs.p99,
+        cluster: c.lookup.roundTripMs.p99,
+      },
+      'lookup Redis time p50 (µs)': { standalone: lookup!.serverUsec.p50, cluster: c.lookup.serverUsec.p50 },
+      'lookup Redis time p99 (µs)': { standalone: lookup!.serverUsec.p99, cluster: c.lookup.serverUsec.p99 },
+      'lookup Redis time mean (µs)': {
+        standalone: lookup!.serverUsec.commandstatsMean,
+        cluster: c.lookup.serverUsec.commandstatsMean,
+      },
+      'lookup mean best prefix (blocks)': {
+        standalone: lookup!.meanBestPrefixBlocks,
+        cluster: c.lookup.meanBestPrefixBlocks,
+      },
+      'bytes/entry, TTL on': {
+        standalone: withTtl.memory.bytesPerEntry,
+        cluster: c.memoryOnSlotOwner.bytesPerEntry,
+      },
+      'bytes/entry, no TTL': { standalone: noTtl.memory.bytesPerEntry },
+      'bytes/entry, no sharing, TTL on': { standalone: worst.withTtl },
+      'bytes/entry, no sharing, no TTL': { standalone: worst.noTtl },
+      'apply fill (block ops/s)': {
+        standalone: withTtl.applyFill.opsPerSecond,
+        cluster: c.applyFill.opsPerSecond,
+      },
+      'apply churn (block ops/s)': {
+        standalone: applyChurn.opsPerSecond,
+        cluster: c.applyChurn.opsPerSecond,
+      },
     });
     console.log('wrote bench/results/index.json');
   } finally {
     admin.disconnect();
-    proc.kill('SIGTERM');
+    await server.stop();
+    await cluster?.stop();
   }
 }
 

@@ -16,17 +16,16 @@
  * two should agree; the echo plugin shows what the line costs a plugin that does not.
  * Writes bench/results/plugin.json. No targets are asserted anywhere else (tests never time things).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createServer } from 'node:net';
 import { decode, encode } from '@msgpack/msgpack';
-import { Redis } from 'ioredis';
 import { PluginConfigSchema } from '../src/config/plugin-config.js';
 import { validateConfig } from '../src/config/validate.js';
 import type { BlockKey } from '../src/core/types.js';
 import { createKvIndex } from '../src/index/index.js';
+import { startRedisServer } from '../src/util/redis-server.js';
+import { waitFor } from '../src/util/wait-for.js';
 import { createRouter, defaultResources, requestKeys } from '../src/router/index.js';
 import type { EventResult } from '../kong/stand-in/bridge.js';
 import { entityId, type RouteEntity, type ServiceEntity } from '../kong/stand-in/declarative.js';
@@ -76,50 +75,6 @@ function stats(xs: number[]): Stats {
     p99: r(q(0.99)),
     mean: r(s.reduce((a, b) => a + b, 0) / s.length),
     max: r(s[s.length - 1]!),
-  };
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const a = srv.address();
-      const port = typeof a === 'object' && a ? a.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
-async function startRedis(): Promise<{ url: string; stop(): Promise<void> }> {
-  const port = await freePort();
-  const proc: ChildProcess = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    { stdio: 'ignore' },
-  );
-  await until('redis-server', async () => {
-    const c = new Redis({ port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-    c.on('error', () => undefined);
-    try {
-      await c.connect();
-      return (await c.ping()) === 'PONG';
-    } finally {
-      c.disconnect();
-    }
-  });
-  return {
-    url: `redis://127.0.0.1:${port}/0`,
-    stop: () =>
-      new Promise((r) => (proc.exitCode !== null ? r() : (proc.once('exit', () => r()), proc.kill()))),
   };
 }
 
@@ -297,10 +252,15 @@ async function startServer(
   const proc = new PluginServerProcess(def, () => undefined);
   const ext = new ExternalPlugin(info, proc, () => undefined);
   proc.start();
-  await until(`${label} plugin server`, async () => {
-    await ext.rpc.call('plugin.GetStatus');
-    return true;
-  });
+  await waitFor(
+    `${label} plugin server`,
+    async () => {
+      await ext.rpc.call('plugin.GetStatus');
+      return true;
+    },
+    20_000,
+    25,
+  );
   return { label, ext, proc };
 }
 
@@ -309,7 +269,7 @@ async function startServer(
 async function main(): Promise<void> {
   const pluginsDir = join(ROOT, 'dist/plugins/kinference');
   if (!existsSync(join(pluginsDir, 'kinference.js'))) throw new Error('run `npm run build` first');
-  const redis = await startRedis();
+  const redis = await startRedisServer();
   const index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: KEY_PREFIX });
   const prefixes = [mkdtempSync(join(tmpdir(), 'kinf-bench-')), mkdtempSync(join(tmpdir(), 'kinf-bench-'))];
   const patchedBin = patchedKongPdk();
