@@ -30,6 +30,18 @@ return {
             },
           },
           {
+            redis_cluster_nodes = {
+              type = "array",
+              required = false,
+              len_max = 64,
+              elements = {
+                type = "string",
+                match = "^[^:%s]+:[0-9][0-9]?[0-9]?[0-9]?[0-9]?$",
+              },
+              description = "With redis_cluster: more nodes of the Redis Cluster to start from, as host:port, when the node of redis_url does not answer. User, password and TLS come from redis_url.",
+            },
+          },
+          {
             redis_timeout_ms = {
               type = "integer",
               required = true,

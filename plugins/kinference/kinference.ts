@@ -13,8 +13,10 @@ import pkg from '../../package.json' with { type: 'json' };
 import {
   PluginConfigSchema,
   pluginConfigFromKong,
+  pluginConfigProblems,
   type PluginConfig,
 } from '../../src/config/plugin-config.js';
+import { KinferenceError } from '../../src/core/errors.js';
 import { toKongSchema } from '../../src/config/to-kong-schema.js';
 import { validateConfig } from '../../src/config/validate.js';
 import { getRouter } from '../../src/router/index.js';
@@ -96,11 +98,18 @@ class KinferencePlugin {
     // own keys dropped first). A failure must not fail StartInstance (Kong would answer 500): requests then
     // pass through untouched.
     try {
-      this.#config = validateConfig(
+      const config = validateConfig(
         PluginConfigSchema,
         pluginConfigFromKong(rawConfig),
         'kinference plugin config',
       );
+      const problems = pluginConfigProblems(config);
+      if (problems.length > 0)
+        throw new KinferenceError(
+          'KINF_ERR_CONFIG',
+          `kinference plugin config: invalid configuration\n  ${problems.join('\n  ')}`,
+        );
+      this.#config = config;
     } catch (e) {
       this.#configError = describe(e);
       logOnce('config', `plugin disabled for this config, requests pass through: ${this.#configError}`);

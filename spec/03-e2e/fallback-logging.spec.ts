@@ -102,6 +102,18 @@ describe('e2e: fallbacks are logged (rate-limited, at warn)', () => {
     only(lines, /fallback index_(error|timeout)/);
   });
 
+  it('redis_cluster_nodes without redis_cluster: the plugin disables itself for that config and says why, once', async () => {
+    const { gw, lines } = await gatewayWith({
+      redis_cluster_nodes: ['127.0.0.1:7001'],
+      tokenizer: 'tiktoken:o200k_base',
+      chat_template: 'chatml',
+    });
+    await send(gw);
+    const line = only(lines, /plugin disabled for this config/);
+    expect(line).toMatch(/^\[warn\] \[kinference\] /);
+    expect(line).toContain('redis_cluster_nodes: set, but redis_cluster is not');
+  });
+
   it('a dead otlp_endpoint: the failed export is logged', async () => {
     const { gw, lines } = await gatewayWith({
       tokenizer: 'tiktoken:o200k_base',

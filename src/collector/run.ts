@@ -30,6 +30,7 @@ export async function runCollector(configPath: string): Promise<void> {
     kind: 'redis',
     url: fleet.redis_url,
     cluster: fleet.redis_cluster,
+    ...(fleet.redis_cluster_nodes ? { clusterNodes: fleet.redis_cluster_nodes } : {}),
     keyPrefix: fleet.redis_key_prefix,
     log,
     fence: { holderValue: formatLeaseHolder(holder) },
@@ -45,6 +46,7 @@ export async function runCollector(configPath: string): Promise<void> {
   const lease = new RedisWriterLease({
     url: fleet.redis_url,
     cluster: fleet.redis_cluster,
+    ...(fleet.redis_cluster_nodes ? { clusterNodes: fleet.redis_cluster_nodes } : {}),
     keyPrefix: fleet.redis_key_prefix,
     models: ownedModels,
     ttlMs: settings.writer_lease_ms,

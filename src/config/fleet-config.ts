@@ -3,7 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { Type, type Static } from '@sinclair/typebox';
 import { parse as parseYaml } from 'yaml';
 import { KinferenceError } from '../core/errors.js';
-import { PluginConfigSchema } from './plugin-config.js';
+import { PluginConfigSchema, pluginConfigProblems } from './plugin-config.js';
 import { validateConfig } from './validate.js';
 import { CollectorSectionSchema, checkCollectorSection } from './collector-section.js';
 import { EmulatorSectionSchema } from './emulator-section.js';
@@ -95,6 +95,7 @@ export const FleetConfigSchema = Type.Object(
   {
     redis_url: PluginConfigSchema.properties.redis_url,
     redis_cluster: PluginConfigSchema.properties.redis_cluster,
+    redis_cluster_nodes: PluginConfigSchema.properties.redis_cluster_nodes,
     redis_key_prefix: PluginConfigSchema.properties.redis_key_prefix,
     models: Type.Record(Type.String({ minLength: 1 }), ModelSchema),
     pods: Type.Optional(Type.Array(PodSchema)),
@@ -117,7 +118,7 @@ function resolveSpec(spec: string, baseDir: string): string {
 
 /** Cross-field checks TypeBox cannot express; messages name the file and the field. */
 function checkFleet(cfg: FleetConfig, source: string): void {
-  const problems: string[] = [];
+  const problems: string[] = pluginConfigProblems(cfg).map((p) => `  ${p}`);
   if (Object.keys(cfg.models).length === 0) problems.push('  models: at least one model is required');
   if (!cfg.pods && !cfg.kubernetes)
     problems.push('  pods: a pod list or a `kubernetes:` section is required');

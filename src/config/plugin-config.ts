@@ -24,6 +24,13 @@ export const PluginConfigSchema = Type.Object(
       description:
         'redis_url names one node of a Redis Cluster (any node; the others are found from it). Each model keeps its whole index in one slot, so one shard.',
     }),
+    redis_cluster_nodes: Type.Optional(
+      Type.Array(Type.String({ pattern: '^[^:\\s]+:[0-9]{1,5}$' }), {
+        maxItems: 64,
+        description:
+          'With redis_cluster: more nodes of the Redis Cluster to start from, as host:port, when the node of redis_url does not answer. User, password and TLS come from redis_url.',
+      }),
+    ),
     redis_timeout_ms: Type.Integer({
       default: 25,
       minimum: 1,
@@ -190,6 +197,21 @@ export const PluginConfigSchema = Type.Object(
 );
 
 export type PluginConfig = Static<typeof PluginConfigSchema>;
+
+/**
+ * The rules that span fields (Kong checks one field at a time): each problem as "field: what is wrong".
+ * The plugin disables itself on any (requests pass through); a fleet file with any is refused at load.
+ */
+export function pluginConfigProblems(
+  c: Pick<PluginConfig, 'redis_cluster' | 'redis_cluster_nodes'>,
+): string[] {
+  const problems: string[] = [];
+  if (c.redis_cluster_nodes?.length && !c.redis_cluster)
+    problems.push(
+      'redis_cluster_nodes: set, but redis_cluster is not (set redis_cluster: true for a Redis Cluster, or drop redis_cluster_nodes)',
+    );
+  return problems;
+}
 
 /**
  * The plugin's own fields out of the config Kong hands an external plugin. Kong has already rejected

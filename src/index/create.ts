@@ -10,6 +10,8 @@ export type KvIndexOptions =
       url: string;
       /** `url` is one node of a Redis Cluster. */
       cluster?: boolean;
+      /** With `cluster`: more nodes to start from (host:port) when the URL's node does not answer. */
+      clusterNodes?: readonly string[];
       keyPrefix?: string;
       lookupTimeoutMs?: number;
       blockTtlSeconds?: number;

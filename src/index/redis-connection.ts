@@ -19,6 +19,11 @@ export interface RedisConnectionOptions {
    */
   cluster?: boolean;
   /**
+   * With `cluster`: more nodes to start from (host:port) when the URL's node does not answer; the client
+   * tries them in order until one gives it the slot map. Credentials and TLS come from the URL.
+   */
+  clusterNodes?: readonly string[];
+  /**
    * Gets one line per transition: connected, lost (with the error), restored (with the outage's length),
    * never one per reconnection attempt. Default: silent (the plugin).
    */
@@ -88,10 +93,24 @@ export function clusterOptions(url: string, o: RedisConnectionOptions = {}): Clu
   };
 }
 
-/** The first node of a cluster URL, as ioredis Cluster takes it. */
-function clusterSeed(url: string): { host: string; port: number } {
+/**
+ * The nodes a Cluster client starts from, as ioredis takes them: the URL's, then `extra` (host:port). A
+ * malformed extra node is a configuration error, not a node to skip.
+ */
+export function clusterSeeds(url: string, extra: readonly string[] = []): { host: string; port: number }[] {
   const u = new URL(url);
-  return { host: u.hostname.replace(/^\[|\]$/g, ''), port: u.port ? Number(u.port) : 6379 };
+  const seeds = [{ host: u.hostname.replace(/^\[|\]$/g, ''), port: u.port ? Number(u.port) : 6379 }];
+  for (const n of extra) {
+    const m = /^([^:\s]+):([0-9]{1,5})$/.exec(n);
+    const port = m ? Number(m[2]) : NaN;
+    if (!m || port < 1 || port > 65535)
+      throw new KinferenceError(
+        'KINF_ERR_CONFIG',
+        `redis_cluster_nodes: "${n}" is not host:port with a port from 1 to 65535`,
+      );
+    seeds.push({ host: m[1]!, port });
+  }
+  return seeds;
 }
 
 /** Redis's answers to a SELECT of a database it does not have (out of range, or cluster mode). */
@@ -130,8 +149,14 @@ export class RedisConnection {
         'KINF_ERR_CONFIG',
         `Redis URL must start with redis:// or rediss://, got "${url}"`,
       );
+    const extra = options.clusterNodes ?? [];
+    if (!options.cluster && extra.length > 0)
+      throw new KinferenceError(
+        'KINF_ERR_CONFIG',
+        `redis_cluster_nodes is set (${extra.join(', ')}) but redis_cluster is not: set redis_cluster: true for a Redis Cluster, or drop redis_cluster_nodes`,
+      );
     this.client = options.cluster
-      ? new Cluster([clusterSeed(url)], clusterOptions(url, options))
+      ? new Cluster(clusterSeeds(url, extra), clusterOptions(url, options))
       : new Redis(url, failFastOptions(options));
     this.#log = options.log ?? null;
     this.#where = redactUrl(url);

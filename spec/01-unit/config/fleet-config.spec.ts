@@ -1,7 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { CollectorSectionSchema } from '../../../src/config/collector-section.js';
 import { parseFleetConfig, resolveModel } from '../../../src/config/fleet-config.js';
-import { PluginConfigSchema, pluginConfigFromKong } from '../../../src/config/plugin-config.js';
+import {
+  PluginConfigSchema,
+  pluginConfigFromKong,
+  pluginConfigProblems,
+} from '../../../src/config/plugin-config.js';
 import { closestKey, validateConfig } from '../../../src/config/validate.js';
 
 const good = {
@@ -64,6 +68,20 @@ describe('fleet config', () => {
       errorOf(() => parseFleetConfig({ ...good, pods: [good.pods[0], good.pods[0]] }, 'f', '/')),
     ).toContain('duplicate pod id');
     expect(errorOf(() => parseFleetConfig({ models: good.models }, 'f', '/'))).toContain('pods:');
+    expect(
+      errorOf(() => parseFleetConfig({ ...good, redis_cluster_nodes: ['10.0.0.9:7001'] }, 'f', '/')),
+    ).toContain('redis_cluster_nodes: set, but redis_cluster is not');
+    const c = parseFleetConfig(
+      { ...good, redis_cluster: true, redis_cluster_nodes: ['10.0.0.9:7001'] },
+      'f',
+      '/',
+    );
+    expect(c.redis_cluster_nodes).toEqual(['10.0.0.9:7001']);
+    expect(
+      errorOf(() =>
+        parseFleetConfig({ ...good, redis_cluster: true, redis_cluster_nodes: ['10.0.0.9'] }, 'f', '/'),
+      ),
+    ).toContain('redis_cluster_nodes.0');
   });
 });
 
@@ -239,6 +257,16 @@ describe('plugin config', () => {
     };
     expect(() => validateConfig(PluginConfigSchema, fromKong, 'kong')).toThrow(/__plugin_id: unknown key/);
     expect(validateConfig(PluginConfigSchema, pluginConfigFromKong(fromKong), 'kong').block_size).toBe(32);
+  });
+
+  it('redis_cluster_nodes only with redis_cluster (a rule across fields, not in the Kong schema)', () => {
+    const c = (o: Record<string, unknown>) => validateConfig(PluginConfigSchema, o, 'kong');
+    expect(pluginConfigProblems(c({}))).toEqual([]);
+    expect(pluginConfigProblems(c({ redis_cluster: true, redis_cluster_nodes: ['h:7001'] }))).toEqual([]);
+    expect(pluginConfigProblems(c({ redis_cluster_nodes: [] }))).toEqual([]);
+    expect(pluginConfigProblems(c({ redis_cluster_nodes: ['h:7001'] }))).toEqual([
+      expect.stringContaining('redis_cluster_nodes: set, but redis_cluster is not'),
+    ]);
   });
 
   it('rejects a bad enum with the field name', () => {

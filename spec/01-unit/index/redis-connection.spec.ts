@@ -3,11 +3,13 @@ import { KinferenceError } from '../../../src/core/errors.js';
 import {
   asIndexError,
   clusterOptions,
+  clusterSeeds,
   failFastOptions,
   reconnectDelayMs,
   redactUrl,
   withDeadline,
 } from '../../../src/index/redis-connection.js';
+import { RedisKvIndex } from '../../../src/index/redis-index.js';
 
 describe('redis connection policy', () => {
   it('never queues or replays commands, and connects lazily', () => {
@@ -39,6 +41,35 @@ describe('redis connection policy', () => {
     expect(clusterOptions('redis://h:7000').redisOptions).not.toHaveProperty('tls');
     expect(clusterOptions('redis://h:7000').redisOptions).not.toHaveProperty('password');
     expect(() => clusterOptions('redis://h:7000/2')).toThrow(/only database 0/);
+  });
+
+  it('starts a Cluster client from the URL node, then redis_cluster_nodes in order; a bad node is an error', () => {
+    expect(clusterSeeds('rediss://u:p@10.0.0.5:7000/0', ['10.0.0.6:7001', 'redis-b.ns.svc:7002'])).toEqual([
+      { host: '10.0.0.5', port: 7000 },
+      { host: '10.0.0.6', port: 7001 },
+      { host: 'redis-b.ns.svc', port: 7002 },
+    ]);
+    expect(clusterSeeds('redis://[::1]/0')).toEqual([{ host: '::1', port: 6379 }]);
+    for (const bad of ['10.0.0.6', 'h:0', 'h:65536', 'h:7000/0', 'redis://h:7000']) {
+      const e = (() => {
+        try {
+          clusterSeeds('redis://h:7000', [bad]);
+        } catch (x) {
+          return x as KinferenceError;
+        }
+        throw new Error(`accepted ${bad}`);
+      })();
+      expect(e.code, bad).toBe('KINF_ERR_CONFIG');
+      expect(e.message).toContain(`redis_cluster_nodes: "${bad}"`);
+    }
+  });
+
+  it('refuses redis_cluster_nodes without redis_cluster when the index is built', () => {
+    expect(
+      () => new RedisKvIndex({ url: 'redis://127.0.0.1:7000', clusterNodes: ['127.0.0.1:7001'] }),
+    ).toThrow(/redis_cluster_nodes is set \(127.0.0.1:7001\) but redis_cluster is not/);
+    // An empty list is no list.
+    void new RedisKvIndex({ url: 'redis://127.0.0.1:7000', clusterNodes: [] }).close();
   });
 
   it('says to set redis_cluster when a plain client gets a redirection', () => {

@@ -5,7 +5,7 @@ import { RedisKvIndex, type RedisKvIndexOptions } from '../../../src/index/redis
 import { podsKey } from '../../../src/index/redis-keys.js';
 import { formatLeaseHolder, RedisWriterLease } from '../../../src/index/writer-lease.js';
 import { chain } from '../../conformance/chains.js';
-import { waitFor } from '../../helpers/ports.js';
+import { freePort, waitFor } from '../../helpers/ports.js';
 import { rejection } from '../../helpers/redis-indexes.js';
 import { startRedis } from '../../helpers/redis-server.js';
 import { startRedisCluster, type TestCluster } from '../../helpers/redis-cluster.js';
@@ -102,6 +102,35 @@ describe('the index on a Redis Cluster', () => {
       );
       expect(calls).toEqual([0, 1, 2].map((k) => (k === shard ? 10 : 0)));
     }
+  });
+
+  it('starts from redis_cluster_nodes when the node of redis_url does not answer (index and lease)', async () => {
+    const dead = `redis://127.0.0.1:${await freePort()}`;
+    const live = cluster.nodes[1]!.url.replace(/^redis:\/\//, '');
+    const m = models[2]!;
+    const ix = index({ url: dead, clusterNodes: [live] });
+    const pod: PodRef = { model: m, podId: 'pod-a' };
+    await ix.upsertPodState(pod, {});
+    await ix.apply(pod, [{ op: 'store', keys: keys.slice(0, 7), tier: 'GPU' }]);
+    expect((await ix.lookup(m, keys)).pods.map((p) => p.prefixBlocks.GPU)).toEqual([7]);
+    const lease = new RedisWriterLease({
+      url: dead,
+      cluster: true,
+      clusterNodes: [live],
+      keyPrefix: `cl${n}`,
+      models: [m],
+      ttlMs: 30_000,
+    });
+    open.push(lease);
+    expect(await lease.tryAcquire()).toEqual({ acquired: true });
+    // The same URL alone finds no cluster: every call fails, none hangs past its budget.
+    const alone = index({ url: dead, lookupTimeoutMs: 1500, commandTimeoutMs: 1500 });
+    const t0 = Date.now();
+    const e = await rejection(alone.lookup(m, keys));
+    expect(isKinferenceError(e, 'KINF_ERR_REDIS') || isKinferenceError(e, 'KINF_ERR_REDIS_TIMEOUT')).toBe(
+      true,
+    );
+    expect(Date.now() - t0).toBeLessThan(5_000);
   });
 
   it('keeps serving and writing a model whose slot migrates to another shard, with no loss reported', async () => {
