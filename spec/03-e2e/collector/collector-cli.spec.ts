@@ -10,7 +10,8 @@ import { startIndexRedis, type IndexRedis } from '../../helpers/redis-cluster.js
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
 import { BS, MODEL, freshTokens, waitCached } from '../../helpers/collector/collector-harness.js';
 
-// On a standalone Redis, and on a 3-shard Redis Cluster (`redis_cluster: true`: the index and the writer lease).
+// On a standalone Redis, and on a 3-shard Redis Cluster (`redis_cluster: true`: the index and the writer lease,
+// reached through `redis_cluster_nodes` with the node of `redis_url` down).
 describe.each([
   { redis: 'Redis', cluster: false },
   { redis: 'a Redis Cluster', cluster: true },
@@ -33,8 +34,14 @@ describe.each([
     writeFileSync(
       config,
       [
-        `redis_url: ${redis.url}`,
-        `redis_cluster: ${cluster}`,
+        // On the Cluster, the node of redis_url is down: the collector starts from redis_cluster_nodes.
+        ...(cluster
+          ? [
+              `redis_url: redis://127.0.0.1:${await freePort()}`,
+              'redis_cluster: true',
+              `redis_cluster_nodes: [${redis.url.replace(/^redis:\/\//, '').replace(/\/.*$/, '')}]`,
+            ]
+          : [`redis_url: ${redis.url}`, 'redis_cluster: false']),
         'redis_key_prefix: kcli',
         'models:',
         `  ${MODEL}:`,
