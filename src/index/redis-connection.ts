@@ -20,7 +20,8 @@ export interface RedisConnectionOptions {
   cluster?: boolean;
   /**
    * With `cluster`: more nodes to start from (host:port) when the URL's node does not answer; the client
-   * tries them in order until one gives it the slot map. Credentials and TLS come from the URL.
+   * asks them all, in a random order (ioredis), until one gives it the slot map. Credentials and TLS come
+   * from the URL.
    */
   clusterNodes?: readonly string[];
   /**
