@@ -16,7 +16,7 @@ import type { StepOutcome, TokenOutput } from '../emulator/engine/types.js';
 import { engineOptionsFor, PROFILES, type EngineProfile } from '../emulator/profiles.js';
 import { startEmulatorFleet } from '../emulator/server/fleet.js';
 import { parseFleetConfig } from '../src/config/fleet-config.js';
-import { noOptions } from './lib/cli.js';
+import { envCount, noOptions } from './lib/cli.js';
 
 noOptions(
   'bench:emulator',
@@ -24,6 +24,8 @@ noOptions(
 costs to run, in virtual time and live. Writes bench/results/emulator.json. KINF_BENCH_REQUESTS (default 120)
 and KINF_BENCH_LIVE (40) set the runs.`,
 );
+const REQUESTS = envCount('bench:emulator', 'KINF_BENCH_REQUESTS', 120);
+const LIVE_REQUESTS = envCount('bench:emulator', 'KINF_BENCH_LIVE', 40);
 
 const prompt = (n: number, seed: number): number[] =>
   Array.from({ length: n }, (_, i) => 1 + ((i * 31 + seed * 977) % 90_000));
@@ -201,12 +203,8 @@ async function liveOverhead(samples: number): Promise<Record<string, number>> {
 async function main(): Promise<void> {
   const calibration: Record<string, Record<string, number>> = {};
   for (const p of Object.values(PROFILES)) calibration[p.name] = calibrate(p);
-  const speed = engineSpeed(
-    PROFILES['l40s-27b-fp8'] as EngineProfile,
-    Number(process.env.KINF_BENCH_REQUESTS ?? 120),
-    CONTROL_RATE_PER_MIN,
-  );
-  const live = await liveOverhead(Number(process.env.KINF_BENCH_LIVE ?? 40));
+  const speed = engineSpeed(PROFILES['l40s-27b-fp8'] as EngineProfile, REQUESTS, CONTROL_RATE_PER_MIN);
+  const live = await liveOverhead(LIVE_REQUESTS);
   const result = {
     generated_at: new Date().toISOString(),
     node: process.version,

