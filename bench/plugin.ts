@@ -38,13 +38,18 @@ import {
 } from '../kong/stand-in/plugin-server-defs.js';
 import { PluginServerProcess, queryPlugin } from '../kong/stand-in/plugin-server.js';
 import type { RequestContext } from '../kong/stand-in/request-context.js';
-import { noOptions } from './lib/cli.js';
+import { envCount, noOptions } from './lib/cli.js';
 
 noOptions(
   'bench:plugin',
   `the latency the plugin adds to a request, through the real kong-js-pluginserver over its
-socket (the Kong stand-in's RPC client), the index in a private redis-server. Writes bench/results/plugin.json.`,
+socket (the Kong stand-in's RPC client), the index in a private redis-server. Writes bench/results/plugin.json.
+KINF_BENCH_REQUESTS (default 300) sets the requests per configuration; the other runs scale with it (CI runs a
+small one).`,
 );
+const REQUESTS = envCount('bench:plugin', 'KINF_BENCH_REQUESTS', 300);
+/** A run count of the full benchmark, scaled as KINF_BENCH_REQUESTS is to its default (at least 2). */
+const scaled = (full: number): number => Math.max(2, Math.round((full * REQUESTS) / 300));
 
 const ROOT = packageRoot();
 const MODEL = 'bench-model';
@@ -419,8 +424,8 @@ async function main(): Promise<void> {
     };
 
     const path64k = [];
-    for (const srv of servers) path64k.push(await measure64(srv, 'qwen3', QWEN, 300));
-    path64k.push(await measure64(servers[0]!, 'o200k', O200K, 60));
+    for (const srv of servers) path64k.push(await measure64(srv, 'qwen3', QWEN, REQUESTS));
+    path64k.push(await measure64(servers[0]!, 'o200k', O200K, scaled(60)));
 
     /** Routing alone, in this process, same config and Redis: where the routing milliseconds go. */
     const routingParts = async (
@@ -438,7 +443,10 @@ async function main(): Promise<void> {
       await router.close();
       return Object.fromEntries(Object.entries(parts).map(([k, v]) => [k, stats(v)]));
     };
-    const routing64k = { qwen3: await routingParts(QWEN, 200), o200k: await routingParts(O200K, 40) };
+    const routing64k = {
+      qwen3: await routingParts(QWEN, scaled(200)),
+      o200k: await routingParts(O200K, scaled(40)),
+    };
 
     /** 3: body sizes, real plugin (Qwen3), stock and patched server. */
     interface SizeStats {
@@ -456,7 +464,7 @@ async function main(): Promise<void> {
     }
     const bodySizes: SizeRow[] = [];
     for (const size of SIZES) {
-      const iters = size <= 128 * 1024 ? 40 : size <= 512 * 1024 ? 16 : 8;
+      const iters = scaled(size <= 128 * 1024 ? 40 : size <= 512 * 1024 ? 16 : 8);
       const row: { stock?: SizeStats; patched?: SizeStats } = {};
       let bytes = 0;
       for (const srv of servers) {
@@ -506,7 +514,7 @@ async function main(): Promise<void> {
         const conf = instance(srv, {}, `echo-${srv.label}`);
         const body = 'x'.repeat(size);
         const xs: number[] = [];
-        for (let i = 0; i < (size <= 256 * 1024 ? 30 : 10); i++)
+        for (let i = 0; i < scaled(size <= 256 * 1024 ? 30 : 10); i++)
           xs.push(bodyStepOf(await runOnce(srv, conf, body)));
         row[srv.label] = stats(xs);
       }
@@ -533,8 +541,9 @@ async function main(): Promise<void> {
       bodySizes,
       transportOnly: transport,
     };
-    mkdirSync(join(ROOT, 'bench/results'), { recursive: true });
-    writeFileSync(join(ROOT, 'bench/results/plugin.json'), `${JSON.stringify(result, null, 2)}\n`);
+    // Relative to the working directory, as every benchmark writes (npm runs them from the package root).
+    mkdirSync('bench/results', { recursive: true });
+    writeFileSync('bench/results/plugin.json', `${JSON.stringify(result, null, 2)}\n`);
 
     const f = (x: number): string => x.toFixed(2).padStart(8);
     console.log(`load average (1 min) at the end: ${result.meta.loadavg1mAtEnd} on ${result.meta.cpus} CPUs`);

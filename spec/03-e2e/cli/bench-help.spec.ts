@@ -76,6 +76,7 @@ describe('bench:* command lines', () => {
     ['index', 'KINF_BENCH_LOOKUPS'],
     ['overhead', 'KINF_BENCH_WARM'],
     ['emulator', 'KINF_BENCH_LIVE'],
+    ['plugin', 'KINF_BENCH_REQUESTS'],
   ])('bench:%s with %s that is not a whole number ≥ 1 stops before it starts (exit 2)', (name, variable) => {
     for (const v of ['x', '0', '2.5']) {
       const r = spawnSync(process.execPath, [script(name)], {
