@@ -30,31 +30,37 @@ import { ENTRY } from '../src/index/lua/entry.js';
 import { KEY_SUFFIX, modelKeyBase } from '../src/index/redis-keys.js';
 import { Redis } from 'ioredis';
 import { freeLoopbackPort, startRedisServer } from '../src/util/redis-server.js';
-import { noOptions } from './lib/cli.js';
+import { envCount, noOptions } from './lib/cli.js';
 
 if (process.argv[2] !== '--publisher')
   noOptions(
     'bench:collector',
     `the collector's ingest: a real redis-server and vLLM-like ZMQ publishers; event-to-index
-lag, sustained throughput, CPU per event, memory. Writes bench/results/collector.json.`,
+lag, sustained throughput, CPU per event, memory. Writes bench/results/collector.json.
+KINF_BENCH_SECONDS (default 8) sets each load phase's length; the restart phase and the replay buffers scale
+with it (CI runs a 1-second one).`,
   );
+
+/** Each phase's length as KINF_BENCH_SECONDS is to its default (the publisher child reads the same). */
+const SCALE = envCount('bench:collector', 'KINF_BENCH_SECONDS', 8) / 8;
 
 const MODEL = 'bench/model';
 const BS = 16;
 const PODS = 4;
 const LAG_RATE = 20_000;
-const LAG_SECONDS = 8;
+const LAG_SECONDS = 8 * SCALE;
 const THROUGHPUT_RATES = [100_000, 150_000, 200_000];
-const THROUGHPUT_SECONDS = 8;
+const THROUGHPUT_SECONDS = 8 * SCALE;
 const POD_CAPACITY_BLOCKS = 50_000;
 /**
  * Each pod's replay buffer. vLLM keeps buffer_steps = 10,000 steps by default, a few minutes at full load;
- * these pods keep 1,000 batches (10 s at one batch per 10 ms tick), so that their cache outlives their
+ * these pods keep 1,000 batches at full scale (10 s at one batch per 10 ms tick), so that their cache outlives their
  * buffer as any pod's does after a few minutes.
  */
-const REPLAY_BUFFER_BATCHES = 1_000;
+const REPLAY_BUFFER_BATCHES = Math.round(1_000 * SCALE);
 const QUIET_RATE = 2_000;
-const QUIET_SECONDS = 12;
+// Longer than the replay buffer lasts at one batch per pod and tick (10 s at full scale).
+const QUIET_SECONDS = 12 * SCALE;
 const DOWN_SECONDS = 1;
 const TICK_MS = 10;
 

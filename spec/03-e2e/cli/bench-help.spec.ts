@@ -77,6 +77,8 @@ describe('bench:* command lines', () => {
     ['overhead', 'KINF_BENCH_WARM'],
     ['emulator', 'KINF_BENCH_LIVE'],
     ['plugin', 'KINF_BENCH_REQUESTS'],
+    ['tokenizers', 'KINF_BENCH_WARM'],
+    ['collector', 'KINF_BENCH_SECONDS'],
   ])('bench:%s with %s that is not a whole number ≥ 1 stops before it starts (exit 2)', (name, variable) => {
     for (const v of ['x', '0', '2.5']) {
       const r = spawnSync(process.execPath, [script(name)], {

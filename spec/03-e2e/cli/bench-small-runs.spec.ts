@@ -1,0 +1,87 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+
+/**
+ * The benchmarks without a schedule of their own, as CI runs them: few runs (KINF_BENCH_*), from a scratch
+ * directory (each writes bench/results/<name>.json under the working directory), so that a change that
+ * breaks one shows here and not the next time someone measures. Figures are not checked: only that each
+ * runs to the end and that what it measured is what it says.
+ */
+describe('benchmarks, small runs', () => {
+  const cwd = mkdtempSync(join(tmpdir(), 'kinf-bench-small-'));
+  afterAll(() => rmSync(cwd, { recursive: true, force: true }));
+
+  const run = (name: string, env: Record<string, string>, nodeArgs: string[] = []): unknown => {
+    const script = fileURLToPath(new URL(`../../../dist/bench/${name}.js`, import.meta.url));
+    const r = spawnSync(process.execPath, [...nodeArgs, script], {
+      cwd,
+      encoding: 'utf8',
+      timeout: 150_000,
+      env: { ...process.env, ...env },
+    });
+    expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
+    return JSON.parse(readFileSync(join(cwd, `bench/results/${name}.json`), 'utf8'));
+  };
+
+  it('bench:overhead finds the cached prefix and times warm and cold decisions', () => {
+    const o = run('overhead', { KINF_BENCH_WARM: '5', KINF_BENCH_COLD: '2' }) as {
+      setup: { warm_runs: number; cold_runs: number; prompt_tokens: number };
+      chosen_cached_tokens: number;
+      decision_ms: Record<'warm' | 'cold', { p50: number }>;
+      index_bytes_per_entry: number;
+    };
+    expect(o.setup.warm_runs).toBe(5);
+    expect(o.setup.cold_runs).toBe(2);
+    expect(o.chosen_cached_tokens).toBeGreaterThan(o.setup.prompt_tokens / 2);
+    expect(o.decision_ms.warm.p50).toBeGreaterThan(0);
+    expect(o.decision_ms.cold.p50).toBeGreaterThan(0);
+    expect(o.index_bytes_per_entry).toBeGreaterThan(0);
+  }, 160_000);
+
+  it('bench:emulator calibrates every profile and serves requests in virtual time and live', () => {
+    const e = run('emulator', { KINF_BENCH_REQUESTS: '10', KINF_BENCH_LIVE: '5' }) as {
+      calibration: Record<string, Record<string, number>>;
+      engine_speed_control_l40s: { requests: number; mean_ttft_s: number };
+      live_overhead_time_scale_1: { samples: number };
+    };
+    expect(Object.keys(e.calibration)).toEqual(expect.arrayContaining(['l40s-27b-fp8', 'h100-27b-fp8']));
+    expect(e.engine_speed_control_l40s.requests).toBe(10);
+    expect(e.engine_speed_control_l40s.mean_ttft_s).toBeGreaterThan(0);
+    expect(e.live_overhead_time_scale_1.samples).toBe(5);
+  }, 160_000);
+
+  it('bench:tokenizers runs both engines on both tokenizers, from any directory', () => {
+    const t = run('tokenizers', { KINF_BENCH_FIRST: '1', KINF_BENCH_COLD: '2', KINF_BENCH_WARM: '2' });
+    const text = JSON.stringify(t);
+    for (const s of ['o200k_harmony', 'Qwen3', 'js-bpe', 'native']) expect(text).toContain(s);
+  }, 160_000);
+
+  it('bench:collector (1-second phases): a restart with the handoff keeps every cached block, without it they are lost', () => {
+    const c = run('collector', { KINF_BENCH_SECONDS: '1' }, ['--expose-gc']) as {
+      lag: { batches: number; p50Ms: number };
+      throughput: { blockEvents: number; published: number; caughtUp: boolean }[];
+      restarts: {
+        handoff: boolean;
+        indexedShare: number;
+        resumed: number;
+        cleared: number;
+        caughtUp: boolean;
+      }[];
+    };
+    expect(c.lag.batches).toBeGreaterThan(0);
+    expect(c.lag.p50Ms).toBeGreaterThan(0);
+    for (const t of c.throughput) {
+      expect(t.caughtUp).toBe(true);
+      expect(t.blockEvents).toBe(t.published);
+    }
+    const [kept, lost] = [c.restarts.find((r) => r.handoff)!, c.restarts.find((r) => !r.handoff)!];
+    expect(kept).toMatchObject({ indexedShare: 1, cleared: 0, caughtUp: true });
+    expect(kept.resumed).toBeGreaterThan(0);
+    expect(lost.cleared).toBeGreaterThan(0);
+    expect(lost.indexedShare).toBeLessThan(1);
+  }, 160_000);
+});
