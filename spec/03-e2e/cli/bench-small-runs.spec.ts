@@ -11,6 +11,11 @@ import { afterAll, describe, expect, it } from 'vitest';
  * breaks one shows here and not the next time someone measures. Figures are not checked: only that each
  * runs to the end and that what it measured is what it says.
  */
+interface Stats {
+  n: number;
+  p50: number;
+}
+
 describe('benchmarks, small runs', () => {
   const cwd = mkdtempSync(join(tmpdir(), 'kinf-bench-small-'));
   afterAll(() => rmSync(cwd, { recursive: true, force: true }));
@@ -20,12 +25,70 @@ describe('benchmarks, small runs', () => {
     const r = spawnSync(process.execPath, [...nodeArgs, script], {
       cwd,
       encoding: 'utf8',
-      timeout: 150_000,
+      timeout: 170_000,
       env: { ...process.env, ...env },
     });
     expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
     return JSON.parse(readFileSync(join(cwd, `bench/results/${name}.json`), 'utf8'));
   };
+
+  interface Lookup {
+    count: number;
+    meanBestPrefixBlocks: number;
+    serverUsec: { calls: number; slowlogCount: number; p50: number };
+    roundTripMs: { p50: number };
+  }
+  interface Memory {
+    entries: number;
+    distinctBlocks: number;
+    blockKeysInRedis: number;
+    bytesPerEntry: number;
+  }
+
+  it('bench:index measures both Redis kinds, and a Cluster lookup gives the same answers with one EVALSHA on the slot owner', () => {
+    const { withTtl, cluster } = run('index', { KINF_BENCH_ENTRIES: '5000', KINF_BENCH_LOOKUPS: '200' }) as {
+      withTtl: { memory: Memory; applyFill: { ops: number }; lookup: Lookup };
+      cluster: { primaries: number; memoryOnSlotOwner: Memory; applyFill: { ops: number }; lookup: Lookup };
+    };
+    expect(cluster.primaries).toBe(3);
+    for (const l of [withTtl.lookup, cluster.lookup]) {
+      expect(l.count).toBe(200);
+      // Every lookup is exactly one script call on the server that holds the model (the slot's primary).
+      expect(l.serverUsec.calls).toBe(200);
+      expect(l.serverUsec.slowlogCount).toBe(200);
+      expect(l.serverUsec.p50).toBeGreaterThan(0);
+      expect(l.roundTripMs.p50).toBeGreaterThan(0);
+    }
+    expect(cluster.lookup.meanBestPrefixBlocks).toBe(withTtl.lookup.meanBestPrefixBlocks);
+    expect(withTtl.lookup.meanBestPrefixBlocks).toBeGreaterThan(0);
+    for (const m of [withTtl.memory, cluster.memoryOnSlotOwner]) {
+      expect(m.entries).toBeGreaterThanOrEqual(5000);
+      expect(m.blockKeysInRedis).toBe(m.distinctBlocks);
+      expect(m.bytesPerEntry).toBeGreaterThan(0);
+    }
+    expect(cluster.applyFill.ops).toBe(withTtl.applyFill.ops);
+  }, 160_000);
+
+  it('bench:plugin times every path and routes each 64 KB body to the pod holding its prefix, in 4 PDK calls', () => {
+    const out = run('plugin', { KINF_BENCH_REQUESTS: '10' }) as {
+      path64k: { server: string; pdkCalls: number; chosenTarget: string; handleEventToRetMs: Stats }[];
+      routing64kInProcess: Record<string, Record<string, Stats>>;
+      bodySizes: { bodyBytes: number; stock: { totalMs: Stats } }[];
+      transportOnly: { bodyBytes: number; stock: Stats }[];
+    };
+    expect(out.path64k.length).toBeGreaterThanOrEqual(2); // Qwen3 on the stock server, o200k; + patched
+    for (const p of out.path64k) {
+      expect(p.pdkCalls, p.server).toBe(4);
+      expect(p.chosenTarget, p.server).toBe('10.0.0.8'); // pod-b holds the shared system prompt
+      expect(p.handleEventToRetMs.n).toBeGreaterThanOrEqual(2);
+      expect(p.handleEventToRetMs.p50).toBeGreaterThan(0);
+    }
+    expect(Object.keys(out.routing64kInProcess.qwen3!)).toEqual(
+      expect.arrayContaining(['tokenizeMs', 'lookupMs', 'predictMs']),
+    );
+    expect(out.bodySizes.map((b) => b.stock.totalMs.n).every((n) => n >= 2)).toBe(true);
+    expect(out.transportOnly).toHaveLength(out.bodySizes.length);
+  }, 180_000);
 
   it('bench:overhead finds the cached prefix and times warm and cold decisions', () => {
     const o = run('overhead', { KINF_BENCH_WARM: '5', KINF_BENCH_COLD: '2' }) as {
