@@ -129,7 +129,8 @@ for (const spec of SPECS)
     results.push({
       tokenizer: spec.name,
       engine: tok.engine,
-      template: spec.template,
+      // The package-relative path: results name no machine's directories.
+      template: spec.template.replace(`${packageRoot()}/`, ''),
       cold,
       warm,
       first_in_process_p50_ms,
