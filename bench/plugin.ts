@@ -405,7 +405,7 @@ async function main(): Promise<void> {
       const total = stats(totals);
       return {
         server: srv.label,
-        tokenizer: String(config.tokenizer),
+        tokenizer: String(config.tokenizer).replace(`${ROOT}/`, ''), // results name no machine's directories
         bodyBytes: Buffer.byteLength(body64(0)),
         pdkCalls: calls,
         chosenTarget: chosen,
