@@ -387,8 +387,10 @@ interface MemoryFigures {
   bytesPerBlockKey: number;
 }
 
-/** Fills a fresh database with the workload; returns the fill's throughput and the memory it took. */
-/** `admin`: a client of the server that holds the model's keys (on a Cluster, the slot's primary). */
+/**
+ * Fills a fresh database with the workload; returns the fill's throughput and the memory it took. `admin`: a
+ * client of the server that holds the model's keys (on a Cluster, the slot's primary).
+ */
 async function fillAndMeasure(url: string, admin: Redis, w: Workload, ttl: number, cluster = false) {
   await admin.flushall();
   const ix = new RedisKvIndex({

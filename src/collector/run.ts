@@ -23,15 +23,19 @@ export async function runCollector(configPath: string): Promise<void> {
   const log = createLogger(settings.log_level, undefined, { component: 'collector' });
   // This process as the writer lease names it; the index's writes are fenced with the same value.
   const holder = thisProcessHolder();
+  // The index and the writer lease reach the same Redis.
+  const redis = {
+    url: fleet.redis_url,
+    cluster: fleet.redis_cluster,
+    clusterNodes: fleet.redis_cluster_nodes,
+    keyPrefix: fleet.redis_key_prefix,
+  };
   // The index logs Redis connection loss and recovery, and writes Redis lost (each pod is then rebuilt).
   // Fenced: once another collector holds a model's lease, Redis refuses our writes to it, even those sent
   // before a renewal could notice (a freeze longer than the TTL); the refusal is a lost lease (exit 1).
   const index = createKvIndex({
     kind: 'redis',
-    url: fleet.redis_url,
-    cluster: fleet.redis_cluster,
-    ...(fleet.redis_cluster_nodes ? { clusterNodes: fleet.redis_cluster_nodes } : {}),
-    keyPrefix: fleet.redis_key_prefix,
+    ...redis,
     log,
     fence: { holderValue: formatLeaseHolder(holder) },
   });
@@ -44,10 +48,7 @@ export async function runCollector(configPath: string): Promise<void> {
   const ownedModels = fleet.kubernetes ? [fleet.kubernetes.model] : Object.keys(fleet.models);
   // One writer per model: reference counts would double with two collectors on the same pods.
   const lease = new RedisWriterLease({
-    url: fleet.redis_url,
-    cluster: fleet.redis_cluster,
-    ...(fleet.redis_cluster_nodes ? { clusterNodes: fleet.redis_cluster_nodes } : {}),
-    keyPrefix: fleet.redis_key_prefix,
+    ...redis,
     models: ownedModels,
     ttlMs: settings.writer_lease_ms,
     holder,

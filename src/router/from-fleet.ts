@@ -21,7 +21,7 @@ export function pluginConfigFromFleet(fleet: FleetConfig, model: string, source:
       ...(fleet.router ?? {}),
       redis_url: fleet.redis_url,
       redis_cluster: fleet.redis_cluster,
-      ...(fleet.redis_cluster_nodes ? { redis_cluster_nodes: fleet.redis_cluster_nodes } : {}),
+      redis_cluster_nodes: fleet.redis_cluster_nodes,
       redis_key_prefix: fleet.redis_key_prefix,
       tokenizer: m.tokenizer,
       chat_template: m.chat_template,

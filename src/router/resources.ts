@@ -76,7 +76,7 @@ export function defaultResources(config: PluginConfig, options: ResourceOptions 
             kind: 'redis',
             url: config.redis_url,
             cluster: config.redis_cluster,
-            ...(config.redis_cluster_nodes ? { clusterNodes: config.redis_cluster_nodes } : {}),
+            clusterNodes: config.redis_cluster_nodes,
             keyPrefix: config.redis_key_prefix,
             // The router enforces redis_timeout_ms itself; the index's own deadline must allow the first
             // lookup, which also connects.
