@@ -40,8 +40,13 @@ class Rewriting implements KvIndex {
   endReservation(model: string, r: SharedReservation): Promise<void> {
     return this.inner.endReservation(model, r);
   }
-  sharedReservations(model: string, sinceMs: number, limit: number): Promise<SharedReservation[]> {
-    return this.inner.sharedReservations(model, sinceMs, limit);
+  sharedReservations(
+    model: string,
+    sinceMs: number,
+    limit: number,
+    exceptRouter?: string,
+  ): Promise<SharedReservation[]> {
+    return this.inner.sharedReservations(model, sinceMs, limit, exceptRouter);
   }
   saveHandoff(pod: PodRef, record: string): Promise<boolean> {
     return this.inner.saveHandoff(pod, record);

@@ -378,6 +378,13 @@ export function describeKvIndexConformance(name: string, create: () => Promise<K
       expect(await ix.sharedReservations(M, 0, 100)).toEqual([a1, b1, a2]);
       expect(await ix.sharedReservations(M, 10_500, 100)).toEqual([b1, a2]);
       expect(await ix.sharedReservations(M, 0, 2)).toEqual([b1, a2]); // the newest 2
+      // A reader leaves its own out, from the same window: of the newest 2, rb's.
+      expect(await ix.sharedReservations(M, 0, 100, 'ra')).toEqual([b1]);
+      expect(await ix.sharedReservations(M, 0, 2, 'ra')).toEqual([b1]);
+      expect(await ix.sharedReservations(M, 0, 1, 'ra')).toEqual([]);
+      expect(await ix.sharedReservations(M, 0, 100, 'rb')).toEqual([a1, a2]);
+      expect(await ix.sharedReservations(M, 10_500, 100, 'rb')).toEqual([a2]);
+      expect(await ix.sharedReservations(M, 0, 100, 'r')).toEqual([a1, b1, a2]); // a prefix of an id is another router
       expect(await ix.sharedReservations('other-model', 0, 100)).toEqual([]);
       await ix.endReservation(M, b1);
       await ix.endReservation(M, r('rc', 9, 10_000)); // unknown: ignored

@@ -84,8 +84,9 @@ export type HandoffTake = { kind: 'found'; record: string } | { kind: 'none' } |
  *   (no ops, or only empty key lists) records no id. Without an id, an apply gets a fresh one
  *   (nextApplyId() in src/index/apply-id.ts).
  * - Pods appear sorted by podId. Keys are never prompt text or token ids.
- * - Shared reservations: `sharedReservations(model, sinceMs, limit)` lists the newest `limit` of those shared
- *   for the model (by any router) with atMs ≥ sinceMs and not ended, oldest first. Sharing one with
+ * - Shared reservations: `sharedReservations(model, sinceMs, limit, exceptRouter)` takes the newest `limit` of
+ *   those shared for the model (by any router) with atMs ≥ sinceMs and not ended, and lists them oldest
+ *   first, less those of router `exceptRouter` (the reader's own; the window is the same). Sharing one with
  *   `ttlMs` drops those more than ttlMs older than it. They are independent of pods and blocks.
  * - Handoffs: `saveHandoff(pod, record)` keeps one opaque record per known pod (false: the pod is unknown);
  *   `takeHandoff(pod)` returns it once and deletes it. It is `stale` if anything was applied to the pod (a
@@ -113,8 +114,16 @@ export interface KvIndex {
   shareReservation(model: string, r: SharedReservation, ttlMs: number): Promise<void>;
   /** Ends a shared reservation before its TTL (its response was seen); an unknown one is ignored. */
   endReservation(model: string, r: SharedReservation): Promise<void>;
-  /** The newest `limit` shared reservations of `model` made at or after `sinceMs`, by any router, oldest first. */
-  sharedReservations(model: string, sinceMs: number, limit: number): Promise<SharedReservation[]>;
+  /**
+   * Of the newest `limit` shared reservations of `model` made at or after `sinceMs`, by any router, those not
+   * made by `exceptRouter`, oldest first.
+   */
+  sharedReservations(
+    model: string,
+    sinceMs: number,
+    limit: number,
+    exceptRouter?: string,
+  ): Promise<SharedReservation[]>;
   /** Keeps a stopping collector's record of the pod's stream for the next one; false if the pod is unknown. */
   saveHandoff(pod: PodRef, record: string): Promise<boolean>;
   /** The pod's handoff, once: a second take finds none. */

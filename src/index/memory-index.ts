@@ -126,12 +126,17 @@ export class MemoryKvIndex implements KvIndex {
     if (i >= 0) list.splice(i, 1);
   }
 
-  async sharedReservations(model: string, sinceMs: number, limit: number): Promise<SharedReservation[]> {
+  async sharedReservations(
+    model: string,
+    sinceMs: number,
+    limit: number,
+    exceptRouter?: string,
+  ): Promise<SharedReservation[]> {
     const live = (this.#reservations.get(model) ?? [])
       .filter((x) => x.atMs >= sinceMs)
       .map((x) => ({ ...x }))
       .sort((a, b) => a.atMs - b.atMs);
-    return live.slice(Math.max(0, live.length - limit));
+    return live.slice(Math.max(0, live.length - limit)).filter((x) => x.router !== exceptRouter);
   }
 
   async close(): Promise<void> {

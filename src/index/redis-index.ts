@@ -23,6 +23,7 @@ import { notLeaseHolderReply } from './lua/fence.js';
 import { SAVE_HANDOFF_LUA, TAKE_HANDOFF_LUA } from './lua/handoff.js';
 import { LOOKUP_LUA } from './lua/lookup.js';
 import { REMOVE_POD_LUA, UPSERT_POD_LUA } from './lua/pods.js';
+import { SHARED_RESERVATIONS_LUA } from './lua/reservations.js';
 import { parseLookupReply } from './lookup-reply.js';
 import type { PodStatePatch } from './pod-state-codec.js';
 import {
@@ -116,6 +117,7 @@ export const SCRIPTS = {
   removePod: new RedisScript('remove-pod', REMOVE_POD_LUA),
   saveHandoff: new RedisScript('save-handoff', SAVE_HANDOFF_LUA),
   takeHandoff: new RedisScript('take-handoff', TAKE_HANDOFF_LUA),
+  sharedReservations: new RedisScript('shared-reservations', SHARED_RESERVATIONS_LUA),
 } as const;
 
 const MAX_CACHED_MODELS = 4096;
@@ -351,11 +353,20 @@ export class RedisKvIndex implements KvIndex {
     );
   }
 
-  async sharedReservations(model: string, sinceMs: number, limit: number): Promise<SharedReservation[]> {
+  async sharedReservations(
+    model: string,
+    sinceMs: number,
+    limit: number,
+    exceptRouter?: string,
+  ): Promise<SharedReservation[]> {
     const key = reservationsKey(this.#base(model));
-    const flat = await this.#run('sharedReservations', this.#lookupTimeoutMs, () =>
-      this.#conn.client.zrevrangebyscore(key, '+inf', sinceMs, 'WITHSCORES', 'LIMIT', 0, limit),
-    );
+    const flat = await this.#run('sharedReservations', this.#lookupTimeoutMs, async () => {
+      const call = { keys: [key], args: [String(sinceMs), String(limit), exceptRouter ?? ''] };
+      const reply = await SCRIPTS.sharedReservations.run(this.#conn.client, call);
+      if (!Array.isArray(reply) || !reply.every((x) => typeof x === 'string'))
+        throw new KinferenceError('KINF_ERR_INDEX_REPLY', 'shared-reservations: not a list of strings');
+      return reply as string[];
+    });
     const out: SharedReservation[] = [];
     // Newest first from Redis; oldest first out.
     for (let i = flat.length - 2; i >= 0; i -= 2)

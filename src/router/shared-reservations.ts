@@ -48,13 +48,18 @@ export class SharedReservations {
   async others(model: string, nowMs: number): Promise<Map<PodId, Reservation[]> | null> {
     let all: SharedReservation[];
     try {
-      all = await this.index.sharedReservations(model, nowMs - this.ttlMs, SHARED_RESERVATIONS_READ);
+      all = await this.index.sharedReservations(
+        model,
+        nowMs - this.ttlMs,
+        SHARED_RESERVATIONS_READ,
+        this.router,
+      );
     } catch {
       return null;
     }
     const byPod = new Map<PodId, Reservation[]>();
     for (const s of all) {
-      if (s.router === this.router) continue;
+      if (s.router === this.router) continue; // the index leaves them out; a test double may not
       let list = byPod.get(s.podId);
       if (!list) byPod.set(s.podId, (list = []));
       list.push({
