@@ -19,7 +19,7 @@ import {
 import { KinferenceError } from '../../src/core/errors.js';
 import { toKongSchema } from '../../src/config/to-kong-schema.js';
 import { validateConfig } from '../../src/config/validate.js';
-import { getRouter } from '../../src/router/index.js';
+import { configRouter } from '../../src/router/index.js';
 import { getDecisionTracer, shutdownAllTracers } from '../../src/telemetry/index.js';
 import { runAccess, type PhaseDeps } from './access.js';
 import { installBinaryJsonShortcut, installExitEventCleanup } from './kong-pdk-workaround.js';
@@ -126,7 +126,7 @@ class KinferencePlugin {
     }
     this.#deps = {
       config,
-      router: getRouter(config),
+      router: configRouter(config),
       tracer: config.otlp_endpoint
         ? getDecisionTracer({
             endpoint: config.otlp_endpoint,

@@ -7,7 +7,13 @@ import { loadChatTemplate } from '../tokenize/load-chat-template.js';
 import { loadTokenizer } from '../tokenize/load-tokenizer.js';
 import { createPromptTokenizer } from '../tokenize/prompt-tokenizer.js';
 import type { ChatTemplate, PromptTokenizer } from '../tokenize/types.js';
-import { FIRST_LOOKUP_BUDGET_MS, createRouter, type Router, type RouterResources } from './router.js';
+import {
+  FIRST_LOOKUP_BUDGET_MS,
+  createRouter,
+  type RouteOutcome,
+  type Router,
+  type RouterResources,
+} from './router.js';
 
 /** Segment cache size per tokenizer; shared by every router using that tokenizer spec. */
 /** The plugin's segment cache budget per tokenizer (the benchmark's gateway twin uses the same). */
@@ -88,21 +94,83 @@ export function defaultResources(config: PluginConfig, options: ResourceOptions 
   };
 }
 
-const routers = new Map<string, Router>();
+/**
+ * A config's router is closed, and its Redis connection with it, after this long unused. Kong replaces a
+ * plugin instance on every edit of its config and tells the plugin nothing (kong-pdk's CloseInstance does
+ * not reach it), so without this each config ever edited kept its router and connection for the life of
+ * the plugin server. Longer than a pending decision lives (PendingDecisions' 30 min), so a log phase
+ * normally finds the router that routed its request.
+ */
+export const ROUTER_IDLE_CLOSE_MS = 60 * 60_000;
+/** Idle routers are looked for at most this often (on a request). */
+const IDLE_SWEEP_MS = 60_000;
 
-/** One router per distinct config, for the life of the process (Kong gives plugins no close hook). */
-export function getRouter(config: PluginConfig): Router {
-  const key = routerCacheKey(config);
-  let r = routers.get(key);
-  if (!r) {
-    r = createRouter(config, defaultResources(config));
-    routers.set(key, r);
+interface HeldRouter {
+  router: Router;
+  lastUsedMs: number;
+}
+
+const routers = new Map<string, HeldRouter>();
+let nextSweepMs = 0;
+
+function routerFor(key: string, config: PluginConfig, nowMs: number): Router {
+  let held = routers.get(key);
+  if (!held) {
+    held = { router: createRouter(config, defaultResources(config)), lastUsedMs: nowMs };
+    routers.set(key, held);
   }
-  return r;
+  held.lastUsedMs = nowMs;
+  if (nowMs >= nextSweepMs) {
+    nextSweepMs = nowMs + IDLE_SWEEP_MS;
+    for (const [k, h] of routers)
+      if (nowMs - h.lastUsedMs >= ROUTER_IDLE_CLOSE_MS) {
+        routers.delete(k);
+        h.router.close().catch(() => undefined);
+      }
+  }
+  return held.router;
+}
+
+/** The router of a config: one per distinct config, created on first use, closed after ROUTER_IDLE_CLOSE_MS unused. */
+export function getRouter(config: PluginConfig, nowMs: number = Date.now()): Router {
+  return routerFor(routerCacheKey(config), config, nowMs);
+}
+
+/**
+ * What a plugin instance holds instead of a router: each call finds the config's live router (a new one
+ * if the old was closed for idleness), and an outcome is observed by the router that made it (reservation
+ * ids are per router; a closed router's observe only updates its memory). Also what keeps it in use.
+ */
+export function configRouter(
+  config: PluginConfig,
+  clock: () => number = Date.now,
+): Pick<Router, 'route' | 'observe'> {
+  const key = routerCacheKey(config);
+  const routedBy = new WeakMap<RouteOutcome, Router>();
+  return {
+    async route(body) {
+      const router = routerFor(key, config, clock());
+      const outcome = await router.route(body);
+      routedBy.set(outcome, router);
+      return outcome;
+    },
+    observe(outcome, actualTtftMs, upstream) {
+      const router = routedBy.get(outcome);
+      const held = routers.get(key);
+      if (router && held?.router === router) held.lastUsedMs = clock();
+      (router ?? routerFor(key, config, clock())).observe(outcome, actualTtftMs, upstream);
+    },
+  };
+}
+
+/** Routers alive now (tests, diagnostics). */
+export function openRouterCount(): number {
+  return routers.size;
 }
 
 export async function closeAllRouters(): Promise<void> {
   const all = [...routers.values()];
   routers.clear();
-  await Promise.allSettled(all.map((r) => r.close()));
+  nextSweepMs = 0;
+  await Promise.allSettled(all.map((h) => h.router.close()));
 }
