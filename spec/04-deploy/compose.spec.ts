@@ -14,7 +14,7 @@ import {
   services,
 } from './support/compose.js';
 import { exists, obj, readText, repoPath, ROOT, type Obj } from './support/repo.js';
-import { nginxSizeBytes } from './support/pluginserver-env.js';
+import { READINESS_PROBE, nginxSizeBytes } from './support/pluginserver-env.js';
 import { kinferencePluginConfig } from './support/kong-yaml.js';
 import { run, works } from './support/tools.js';
 
@@ -149,7 +149,13 @@ describe('docker-compose.yml: Kong', () => {
   it('listens where it is published', () => {
     expect(env.KONG_PROXY_LISTEN).toMatch(/^0\.0\.0\.0:8000\b/);
     expect(env.KONG_ADMIN_LISTEN).toMatch(/^0\.0\.0\.0:8001\b/);
-    expect(obj(kong.healthcheck, 'kong.healthcheck').test).toEqual(['CMD', 'kong', 'health']);
+  });
+
+  it('is healthy only once the plugin server listens on the socket Kong connects to', () => {
+    expect(obj(kong.healthcheck, 'kong.healthcheck').test).toEqual([
+      'CMD-SHELL',
+      `kong health && node ${READINESS_PROBE} ${env.KONG_PLUGINSERVER_KINFERENCE_SOCKET}`,
+    ]);
   });
 });
 

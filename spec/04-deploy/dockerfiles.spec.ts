@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { posix } from 'node:path';
 import { copies, globalArgs, readDockerfile, type Instruction } from './support/dockerfile.js';
-import { checkPluginServerEnv } from './support/pluginserver-env.js';
+import { READINESS_PROBE, checkPluginServerEnv } from './support/pluginserver-env.js';
 import { environment, loadCompose, services } from './support/compose.js';
 import { exists, readText } from './support/repo.js';
 import { runtimePackage } from './support/runtime-package.js';
@@ -93,6 +93,12 @@ describe('kong/Dockerfile', () => {
     expect(runtime).toEqual(expect.objectContaining({ from: 'build', sources: ['/out/js-plugins/'] }));
     expect(runs(instrs.filter((i) => i.stageName === 'build'))).toContain(
       'node deploy/docker/plugin-runtime-package.mjs > /out/js-plugins/package.json',
+    );
+  });
+
+  it('installs the readiness probe where compose and the Helm values run it', () => {
+    expect(copies(last).find((c) => c.dest === READINESS_PROBE)).toEqual(
+      expect.objectContaining({ from: 'build', sources: ['/app/deploy/docker/plugin-server-ready.mjs'] }),
     );
   });
 

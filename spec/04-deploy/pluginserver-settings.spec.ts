@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { posix } from 'node:path';
 import {
+  READINESS_PROBE,
   checkPluginServerEnv,
   kongEnvFromHelmValues,
   nginxSizeBytes,
@@ -151,6 +152,15 @@ describe('plugin-server settings we ship', () => {
     expect(r.problems).toEqual([]);
     expect(env.KONG_DATABASE).toBe('off');
     expect(r.servers[0]!.socket.startsWith('/kong_prefix/')).toBe(true);
+    // Ready once the plugin server listens on that socket and Kong's own status says ready (the chart's
+    // status listener, 8100).
+    const probe = obj(obj(values.readinessProbe, 'readinessProbe').exec, 'exec');
+    expect(probe.command).toEqual([
+      'node',
+      READINESS_PROBE,
+      r.servers[0]!.socket,
+      'http://127.0.0.1:8100/status/ready',
+    ]);
   });
 
   it('uses only options the installed kong-js-pluginserver lists in --help', () => {

@@ -42,6 +42,9 @@ const FLAGS: Record<string, { canonical: string; value: boolean }> = {
 /** Kong's default prefix (kong.conf.default), also the docker image's KONG_PREFIX. */
 export const DEFAULT_KONG_PREFIX = '/usr/local/kong';
 
+/** Where kong/Dockerfile installs deploy/docker/plugin-server-ready.mjs, the Kong container's readiness probe. */
+export const READINESS_PROBE = '/usr/local/lib/kinference/plugin-server-ready.mjs';
+
 /** Splits a command line like /bin/sh would for our simple commands (whitespace, '…' and "…"). */
 export function splitCommand(cmd: string): string[] {
   const out: string[] = [];
