@@ -1,13 +1,15 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { KinferenceError } from '../../src/core/errors.js';
+import { nginxWorkerEnv } from './nginx-env.js';
 import type { KongFieldEntry } from '../../src/config/to-kong-schema.js';
 
 /**
  * Kong's plugin-server supervision (runloop/plugin_servers/process.lua, kong.md §4.1): the query command runs
  * once at start and its stdout must be JSON (only the FIRST plugin is taken, Kong ≥ 3.9); the start command is
- * spawned through a shell with stderr merged into stdout, its output copied to the log as
- * `[name:pid] line`, and it is respawned — at most once per second — whenever it exits. SIGTERM on stop.
+ * spawned through a shell with stderr merged into stdout and nginx's worker environment (nginx-env.ts), its
+ * output copied to the log as `[name:pid] line`, and it is respawned — at most once per second — whenever it
+ * exits. SIGTERM on stop.
  */
 
 export interface PluginServerDef {
@@ -133,8 +135,10 @@ export class PluginServerProcess {
     if (this.#stopping || !this.def.startCmd) return;
     this.#lastSpawnAt = Date.now();
     this.#spawns++;
+    // Spawned from an nginx worker in Kong: only TZ and the variables `env` directives declare.
     const child = spawn('/bin/sh', ['-c', `exec ${this.def.startCmd}`], {
       stdio: ['ignore', 'pipe', 'pipe'],
+      env: nginxWorkerEnv(process.env),
     });
     this.#child = child;
     const name = this.def.name;
