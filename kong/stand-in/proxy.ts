@@ -29,6 +29,14 @@ const HOP_BY_HOP = new Set([
 
 export const KONG_VERSION_TAG = 'kong/3.9.3';
 
+/**
+ * One of nginx's proxy buffers (its default, a 4 KiB page; Kong's template sets none) on Kong's buffered
+ * location: with a route's `response_buffering` on, Kong's default, nginx passes the body on a full buffer
+ * at a time and the rest when the upstream is done (`proxy_buffering on`). Only `response_buffering: false`
+ * (the @unbuffered_response location) streams an SSE answer as it comes.
+ */
+export const NGINX_PROXY_BUFFER_BYTES = 4096;
+
 function dropHopByHop(
   headers: Map<string, string[]> | Record<string, string | string[] | undefined>,
 ): Record<string, string[]> {
@@ -217,16 +225,31 @@ export async function proxyToUpstream(
   res.writeHead(ctx.upstreamStatus, out);
   res.flushHeaders();
 
+  const buffered = ctx.route.responseBuffering;
+  let held: Buffer[] = [];
+  let heldBytes = 0;
   await new Promise<void>((resolve) => {
     upstream.on('data', (chunk: Buffer) => {
       ctx.response!.size += chunk.length;
-      // Write through at once; pause only when the client cannot keep up (backpressure, not buffering).
-      if (!res.write(chunk)) {
+      let out = chunk;
+      if (buffered) {
+        held.push(chunk);
+        heldBytes += chunk.length;
+        const full = heldBytes - (heldBytes % NGINX_PROXY_BUFFER_BYTES);
+        if (full === 0) return;
+        const all = Buffer.concat(held, heldBytes);
+        out = all.subarray(0, full);
+        held = full < heldBytes ? [all.subarray(full)] : [];
+        heldBytes -= full;
+      }
+      // Pause only when the client cannot keep up (backpressure).
+      if (!res.write(out)) {
         upstream.pause();
         res.once('drain', () => upstream.resume());
       }
     });
     upstream.on('end', () => {
+      if (heldBytes > 0) res.write(Buffer.concat(held, heldBytes));
       res.end();
       ctx.marks.end = performance.now() - ctx.startedAtPerf;
       resolve();

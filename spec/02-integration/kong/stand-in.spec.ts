@@ -84,7 +84,10 @@ beforeAll(async () => {
         {
           name: 'stream',
           url: `${sse.url}/v1`,
-          routes: [{ name: 'sse', paths: ['/sse'], response_buffering: false }],
+          routes: [
+            { name: 'sse', paths: ['/sse'], response_buffering: false },
+            { name: 'sse-buffered', paths: ['/sse-buffered'] }, // Kong's default: response_buffering on
+          ],
         },
         { name: 'dead', url: 'http://127.0.0.1:1', retries: 1, routes: [{ name: 'dead', paths: ['/dead'] }] },
       ],
@@ -287,6 +290,29 @@ describe('Kong stand-in with the real plugin server', () => {
     expect(rep.serialized.latencies.proxy).toBeGreaterThanOrEqual(0);
     expect(rep.serialized.tries).toEqual([expect.objectContaining({ ip: '127.0.0.1', port: main.port })]);
     expect(rep.serialized.response.status).toBe(200);
+  });
+
+  it('holds the stream on a route with response_buffering on (Kong’s default) until a buffer fills or it ends', async () => {
+    const r = await fetch(`${gw.url}/sse-buffered/chat/completions`, {
+      method: 'POST',
+      body: JSON.stringify({ stream: true, model: 'm' }),
+    });
+    expect(r.status).toBe(200); // headers are not held
+    const reader = r.body!.getReader();
+    const first = reader.read();
+    // The upstream has sent its first ~400 bytes and holds: under nginx's buffering none reach the client.
+    const early = await Promise.race([first, new Promise((res) => setTimeout(() => res('held'), 300))]);
+    expect(early).toBe('held');
+    sse.release(); // the upstream ends: everything arrives at once
+    sse.hold();
+    let all = new TextDecoder().decode((await first).value);
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      all += new TextDecoder().decode(value);
+    }
+    expect(all).toContain('"role":"assistant"');
+    expect(all).toContain('data: [DONE]');
   });
 
   it('streams SSE through without buffering: the first event arrives while the upstream still holds', async () => {

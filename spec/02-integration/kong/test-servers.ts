@@ -68,6 +68,8 @@ export function startNamedUpstream(name: string): Promise<TestServer> {
 export interface SseUpstream extends TestServer {
   /** Lets every open stream finish (they hold after the first token until released). */
   release(): void;
+  /** Streams opened from now on hold again until the next release (for a `hold: true` upstream). */
+  hold(): void;
 }
 
 /**
@@ -125,6 +127,9 @@ export async function startSseUpstream(name: string, opts: { hold?: boolean } = 
     release: () => {
       released = true;
       for (const w of waiting.splice(0)) w();
+    },
+    hold: () => {
+      released = false;
     },
   };
 }
