@@ -157,7 +157,7 @@ export class BlockPool {
     }
   }
 
-  /** vLLM reset_prefix_cache: only when no block is in use; emits AllBlocksCleared. */
+  /** vLLM reset_prefix_cache: only when no block is in use; queues AllBlocksCleared for the next step's batch. */
   resetPrefixCache(): boolean {
     if (this.#free.size !== this.capacity) return false;
     this.#cached.clear();

@@ -193,17 +193,19 @@ export class Engine {
     const inStep = this.#inFlight?.work.some((w) => w.req === req) ?? false;
     if (inStep) return true;
     const finished = this.#finish(req, 'abort', null, nowMs);
-    this.#outcomes.push(this.#control('abort', nowMs, [finished], []));
+    this.#outcomes.push(this.#control(nowMs, [finished]));
     return true;
   }
 
-  /** vLLM reset_prefix_cache: succeeds only when no request holds blocks; emits AllBlocksCleared. */
+  /**
+   * vLLM reset_prefix_cache: succeeds only when no request holds blocks. AllBlocksCleared is only queued, as
+   * BlockPool.reset_prefix_cache appends it to kv_event_queue: it goes out first in the next step's batch
+   * (the scheduler publishes only from a step), and an idle engine publishes nothing.
+   */
   resetPrefixCache(nowMs: number): boolean {
     this.#advance(nowMs, false);
     if (this.#inFlight !== null || this.#running.length > 0) return false;
-    if (!this.#kv.pool.resetPrefixCache()) return false;
-    this.#outcomes.push(this.#control('reset', nowMs, [], this.#kv.pool.takeEvents()));
-    return true;
+    return this.#kv.pool.resetPrefixCache();
   }
 
   get numRunning(): number {
@@ -342,7 +344,8 @@ export class Engine {
             requestId: req.id,
             cachedTokens: hit.numTokens,
             eventIndex,
-            queriedTokens: req.numTokens,
+            // vLLM records no prefix-cache stats for a request that skipped the lookup.
+            queriedTokens: req.skipPrefixCache ? 0 : req.numTokens,
           });
         }
         work.push({ req, numTokens: n });
@@ -455,17 +458,12 @@ export class Engine {
     };
   }
 
-  #control(
-    kind: 'reset' | 'abort',
-    atMs: number,
-    finished: FinishedRequest[],
-    events: ControlOutcome['kvEvents'],
-  ): ControlOutcome {
+  #control(atMs: number, finished: FinishedRequest[]): ControlOutcome {
     const out: ControlOutcome = {
-      kind,
+      kind: 'abort',
       atMs,
       finished,
-      kvEvents: events,
+      kvEvents: [],
       numRunning: this.#running.length,
       numWaiting: this.#waiting.length,
       kvUsage: this.#kv.pool.usage,

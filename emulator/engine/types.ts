@@ -108,7 +108,10 @@ export interface AdmittedRequest {
    * kv_cache_report_mode "full" and a hit, the event at this index is the hit's re-announcement.
    */
   eventIndex: number;
-  /** Tokens queried (request.num_tokens) for vllm:prefix_cache_queries. */
+  /**
+   * Tokens queried (request.num_tokens) for vllm:prefix_cache_queries; 0 when the request skipped the lookup
+   * (prompt_logprobs), which vLLM does not count (KVCacheManager.record_prefix_cache_stats).
+   */
   queriedTokens: number;
 }
 
@@ -137,7 +140,10 @@ export interface StepOutcome {
   /** Sampled at endMs. */
   tokens: TokenOutput[];
   finished: FinishedRequest[];
-  /** KV events of this step, in order; vLLM publishes them as one batch after the step. */
+  /**
+   * KV events of this step, in order; vLLM publishes them as one batch after the step. An AllBlocksCleared
+   * queued by a prefix-cache reset since the previous step comes first.
+   */
   kvEvents: KvCacheEvent[];
   /** Scheduler state after the step (what the step's metrics report). */
   numRunning: number;
@@ -145,9 +151,12 @@ export interface StepOutcome {
   kvUsage: number;
 }
 
-/** Out-of-step changes: a prefix-cache reset or requests aborted between steps. */
+/**
+ * Out-of-step changes: requests aborted between steps. (A prefix-cache reset has no outcome of its own: its
+ * AllBlocksCleared goes out with the next step's kvEvents, as in vLLM.)
+ */
 export interface ControlOutcome {
-  kind: 'reset' | 'abort';
+  kind: 'abort';
   atMs: number;
   finished: FinishedRequest[];
   kvEvents: KvCacheEvent[];

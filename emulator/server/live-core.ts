@@ -68,6 +68,7 @@ export class LiveEngineCore {
     this.#tick();
   }
 
+  /** Publishes nothing by itself: the AllBlocksCleared goes out with the next step's batch, as in vLLM. */
   resetPrefixCache(): boolean {
     const ok = this.engine.resetPrefixCache(this.nowMs());
     this.#tick();

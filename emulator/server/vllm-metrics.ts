@@ -43,6 +43,11 @@ export interface VllmMetricsOptions {
 }
 
 const FINISH_REASONS = ['stop', 'length', 'abort'] as const;
+/**
+ * vLLM's PromptTokenStats.ALL_SOURCES (vllm/v1/metrics/stats.py): PrometheusStatLogger creates a
+ * prompt_tokens_by_source series for each, so external_kv_transfer shows 0 here (no KV connectors).
+ */
+const PROMPT_TOKEN_SOURCES = ['local_compute', 'local_cache_hit', 'external_kv_transfer'] as const;
 const L = ['engine', 'model_name'] as const;
 type Labels = Record<(typeof L)[number], string>;
 
@@ -82,7 +87,7 @@ export class VllmMetrics {
       prompt: counter('vllm:prompt_tokens_total', 'Number of prefill tokens processed.'),
       cached: counter(
         'vllm:prompt_tokens_cached_total',
-        'Number of cached prompt tokens (local prefix cache hits).',
+        'Number of cached prompt tokens (local + external).',
       ),
       generation: counter('vllm:generation_tokens_total', 'Number of generation tokens processed.'),
     };
@@ -198,7 +203,7 @@ export class VllmMetrics {
       for (const g of [this.#running, this.#waiting, this.#kvUsage]) g.set(labels, 0);
       for (const c of Object.values(this.#counters)) c.inc(labels, 0);
       for (const reason of FINISH_REASONS) this.#success.inc({ ...labels, finished_reason: reason }, 0);
-      for (const source of ['local_compute', 'local_cache_hit']) this.#bySource.inc({ ...labels, source }, 0);
+      for (const source of PROMPT_TOKEN_SOURCES) this.#bySource.inc({ ...labels, source }, 0);
       for (const h of Object.values(this.#hist)) h.zero(labels);
       info.set(
         {

@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { resetPodPrefixCache } from '../../bench/lib/live/stack.js';
 import { MODEL } from '../02-integration/emulator/emulator-fleet.js';
 import { keysFor } from '../02-integration/plugin/harness.js';
 import {
@@ -104,5 +105,20 @@ describe.each([
     expect(doneAfter.map((n, i) => n - doneBefore[i]!)).toEqual([0, 0, 1]);
     expect(hitsAfter[2]! - hitsBefore[2]!).toBeGreaterThanOrEqual(sharedBlocks * 16);
     expect(sys.service.requests.length).toBe(serviceBefore);
+  });
+
+  it('a pod’s prefix-cache reset reaches the index with the pod’s next step, which the bench stacks send', async () => {
+    // vLLM publishes AllBlocksCleared with its next step, not at the reset: resetPodPrefixCache pokes the pod.
+    const pod = sys.fleet.pods[1]!;
+    const body = { model: MODEL, messages: messages('Reset me, then forget me.'), max_tokens: 2 };
+    await (await postChat(pod.base, body)).text();
+    const keys = await keysFor(sys.pluginConfig, { ...body, stream: true });
+    const held = async (): Promise<number> =>
+      (await sys.index.lookup(MODEL, keys)).pods.find((p) => p.state.podId === 'pod-1')?.prefixBlocks.GPU ??
+      0;
+    await waitFor('pod-1 indexed', async () => (await held()) > 0, 20_000, 50);
+    const url = new URL(pod.base);
+    await resetPodPrefixCache({ host: url.hostname, port: Number(url.port) });
+    await waitFor('pod-1 cleared in the index', async () => (await held()) === 0, 20_000, 50);
   });
 });

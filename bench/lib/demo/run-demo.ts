@@ -175,7 +175,7 @@ export async function runDemo(o: DemoOptions): Promise<void> {
     bar.start((o.requests + warmupRequests(o)) * 2, 0, { arm: 'random' });
     const results: ArmResult[] = [];
     for (const arm of ['random', 'kinference'] as const) {
-      // Both arms start from cold pods (AllBlocksCleared reaches the index through the collector).
+      // Both arms start from cold pods (the reset and the step that publishes its AllBlocksCleared).
       await resetPrefixCaches(stack);
       const factory = new WorkloadFactory('shared-prefix', shapes, model.synth, o.seed, 0);
       results.push(await runArm(arm, stack, factory, model.model, o, bar));

@@ -76,7 +76,31 @@ async function until(
   }
 }
 
+/** A process of the stack could not listen on the port picked for it: another process took it meanwhile. */
+class PortTakenError extends Error {}
+
+/**
+ * Starts the stack, again with fresh ports (up to 3 times) when a process finds its port taken: ports are
+ * picked free before the processes bind them, and another test or stack may bind one in between.
+ */
 export async function startLiveStack(o: LiveStackOptions): Promise<LiveStack> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startLiveStackOnce(o);
+    } catch (e) {
+      if (!(e instanceof PortTakenError) || attempt >= 3) throw e;
+    }
+  }
+}
+
+/** `n` distinct free loopback ports (each picked free alone could repeat). */
+async function freePorts(n: number): Promise<number[]> {
+  const ports = new Set<number>();
+  while (ports.size < n) ports.add(await freeLoopbackPort());
+  return [...ports];
+}
+
+async function startLiveStackOnce(o: LiveStackOptions): Promise<LiveStack> {
   const dir = mkdtempSync(join(tmpdir(), 'kinf-live-'));
   const own: RedisServer | null = o.redisUrl ? null : await startRedisServer();
   const redis = { url: o.redisUrl ?? own!.url };
@@ -98,16 +122,11 @@ export async function startLiveStack(o: LiveStackOptions): Promise<LiveStack> {
     rmSync(dir, { recursive: true, force: true });
   };
   try {
+    const ports = await freePorts(2 * o.pods + 2);
     const pods: { id: string; host: string; port: number; kv: number }[] = [];
     for (let i = 0; i < o.pods; i++)
-      pods.push({
-        id: `pod-${i}`,
-        host: '127.0.0.1',
-        port: await freeLoopbackPort(),
-        kv: await freeLoopbackPort(),
-      });
-    const collectorPort = await freeLoopbackPort();
-    const gatewayPort = await freeLoopbackPort();
+      pods.push({ id: `pod-${i}`, host: '127.0.0.1', port: ports[2 * i]!, kv: ports[2 * i + 1]! });
+    const [collectorPort, gatewayPort] = ports.slice(2 * o.pods) as [number, number];
     const fleet = {
       redis_url: redis.url,
       redis_key_prefix: keyPrefix,
@@ -187,27 +206,33 @@ export async function startLiveStack(o: LiveStackOptions): Promise<LiveStack> {
     const kongPath = join(dir, 'kong.yaml');
     writeFileSync(fleetPath, stringify(fleet));
     writeFileSync(kongPath, stringify(kong));
+    let portTaken = false;
     const run = (args: string[]): ChildProcess => {
-      const p = spawn(process.execPath, [o.cli, ...args], { stdio: ['ignore', 'ignore', 'inherit'] });
+      const p = spawn(process.execPath, [o.cli, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+      p.stderr!.on('data', (d: Buffer) => {
+        process.stderr.write(d);
+        // The CLI's listen failure (src/util/listen-failure.ts).
+        if (d.toString('utf8').includes('address already in use')) portTaken = true;
+      });
       procs.push(p);
       return p;
     };
+    const started = async (what: string, ok: () => Promise<boolean>): Promise<void> => {
+      try {
+        await until(what, ok, 60_000, procs);
+      } catch (e) {
+        // Its stderr may still be on the way when the exit is seen.
+        await new Promise((r) => setTimeout(r, 100));
+        throw portTaken ? new PortTakenError(`${what}: a port was taken before it could listen`) : e;
+      }
+    };
     run(['emulator', '--config', fleetPath]);
-    await until(
-      'emulator',
-      async () =>
-        (await Promise.all(pods.map((p) => get(p.host, p.port, '/health')))).every((s) => s === 200),
-      60_000,
-      procs,
+    await started('emulator', async () =>
+      (await Promise.all(pods.map((p) => get(p.host, p.port, '/health')))).every((s) => s === 200),
     );
     const startCollector = async (): Promise<ChildProcess> => {
       const p = run(['collector', '--config', fleetPath]);
-      await until(
-        'collector',
-        async () => (await get('127.0.0.1', collectorPort, '/healthz')) === 200,
-        60_000,
-        procs,
-      );
+      await started('collector', async () => (await get('127.0.0.1', collectorPort, '/healthz')) === 200);
       return p;
     };
     let collector = await startCollector();
@@ -225,7 +250,7 @@ export async function startLiveStack(o: LiveStackOptions): Promise<LiveStack> {
     };
     run(['gateway', '--kong-config', kongPath, '--listen', `127.0.0.1:${gatewayPort}`, '--prefix', dir]);
     // Any HTTP answer means the proxy listens (a GET on the POST-only route is 404).
-    await until('gateway', async () => (await get('127.0.0.1', gatewayPort, '/')) > 0, 60_000, procs);
+    await started('gateway', async () => (await get('127.0.0.1', gatewayPort, '/')) > 0);
     return {
       pods: pods.map(({ id, host, port }) => ({ id, host, port })),
       gateway: { host: '127.0.0.1', port: gatewayPort },
@@ -248,8 +273,26 @@ export async function resetPrefixCaches(stack: LiveStack): Promise<void> {
   for (const p of stack.pods) await resetPodPrefixCache(p);
 }
 
-/** vLLM's POST /reset_prefix_cache on one pod, retried while it is busy (up to 20 s). */
+/**
+ * vLLM's POST /reset_prefix_cache on one pod, retried while it is busy (up to 20 s), then one 1-token
+ * completion: vLLM publishes AllBlocksCleared with its next step, not at the reset, so an idle pod's index
+ * would keep the cleared blocks until its next request. The prompt is shorter than a block: it stores none.
+ */
 export async function resetPodPrefixCache(p: { host: string; port: number }): Promise<void> {
+  await resetOnly(p);
+  const models = (await (await fetch(`http://${p.host}:${p.port}/v1/models`)).json()) as {
+    data: { id: string }[];
+  };
+  const r = await fetch(`http://${p.host}:${p.port}/v1/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: models.data[0]!.id, prompt: 'x', max_tokens: 1 }),
+  });
+  await r.arrayBuffer();
+  if (!r.ok) throw new Error(`POST /v1/completions on ${p.host}:${p.port} after a reset: HTTP ${r.status}`);
+}
+
+async function resetOnly(p: { host: string; port: number }): Promise<void> {
   let status = 0;
   for (let i = 0; i < 100; i++) {
     status = await new Promise<number>((resolve) => {

@@ -111,6 +111,8 @@ function run(
   let now = 0;
   let n = 0;
   let lastEnd = 0;
+  /** Times of successful resets not yet seen in a step: each AllBlocksCleared is queued, not yet published. */
+  let pendingClears: number[] = [];
 
   /** Tokens each request holds so far (prompt, then sampled outputs): what a re-announcement may cover. */
   const sequences = new Map<string, number[]>();
@@ -154,6 +156,13 @@ function run(
         if (o.startMs < lastEnd)
           problems.push(`step at ${o.startMs} overlaps the previous one ending ${lastEnd}`);
         lastEnd = o.endMs;
+        // vLLM publishes a reset's AllBlocksCleared with the next step's batch, ahead of that step's events
+        // (a step that started before the reset does not carry it).
+        const due = pendingClears.filter((t) => t <= o.startMs).length;
+        pendingClears = pendingClears.filter((t) => t > o.startMs);
+        const lead = o.kvEvents.findIndex((e) => e.type !== 'AllBlocksCleared');
+        if ((lead < 0 ? o.kvEvents.length : lead) !== due)
+          problems.push(`step at ${o.startMs}: ${due} queued clears, batch ${JSON.stringify(o.kvEvents)}`);
         // Each admission's hit must equal the longest cached prefix the event stream shows at that point.
         for (let i = 0; i <= o.kvEvents.length; i++) {
           for (const a of o.admitted.filter((x) => x.eventIndex === i)) {
@@ -215,12 +224,16 @@ function run(
       }
     } else if (op.kind === 'abort') {
       if (live.length > 0) engine.abortRequest(live[op.which % live.length]!, now);
-    } else if (op.kind === 'reset') engine.resetPrefixCache(now);
+    } else if (op.kind === 'reset') {
+      if (engine.resetPrefixCache(now)) pendingClears.push(now);
+    }
     consume(engine.advanceTo(now));
     check(engine, problems, `t=${now}`);
   }
   consume(drain(engine));
   check(engine, problems, 'end');
+  // An idle engine publishes nothing: a clear still queued reaches subscribers only with a later step.
+  if (pendingClears.length > 0) replica.apply({ type: 'AllBlocksCleared' });
   if (live.length > 0) problems.push(`requests never finished: ${live.join(',')}`);
   const s = engine.snapshot();
   if (s.numUsedBlocks !== 0) problems.push(`${s.numUsedBlocks} blocks still used when idle`);

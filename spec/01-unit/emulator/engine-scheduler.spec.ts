@@ -231,7 +231,7 @@ describe('engine scheduler and prefix cache (vLLM V1 behaviours)', () => {
     expect(os.flatMap((o) => o.finished)).toHaveLength(5);
   });
 
-  it('resets the prefix cache only when idle, emitting AllBlocksCleared', () => {
+  it('resets the prefix cache only when idle; AllBlocksCleared goes out first in the next step, as in vLLM', () => {
     const e = toyEngine();
     const p = prompt(12, 30);
     e.addRequest({ id: 'a', promptTokenIds: p, maxTokens: 3, ignoreEos: true }, 0);
@@ -239,11 +239,25 @@ describe('engine scheduler and prefix cache (vLLM V1 behaviours)', () => {
     expect(e.resetPrefixCache(0.1)).toBe(false);
     drain(e);
     expect(e.resetPrefixCache(e.clockMs)).toBe(true);
-    const [reset] = e.advanceTo(e.clockMs);
-    expect(reset).toMatchObject({ kind: 'reset', kvEvents: [{ type: 'AllBlocksCleared' }] });
+    // BlockPool.reset_prefix_cache only queues the event: nothing comes out while the engine is idle.
+    expect(e.advanceTo(e.clockMs + 50)).toEqual([]);
+    expect(e.nextEventTimeMs()).toBeNull();
     expect(e.snapshot().cachedHashes.size).toBe(0);
     e.addRequest({ id: 'b', promptTokenIds: p, maxTokens: 1 }, e.clockMs + 1);
-    expect(admittedOf(drain(e), 'b')?.cachedTokens).toBe(0);
+    const os = drain(e);
+    expect(admittedOf(os, 'b')).toMatchObject({ cachedTokens: 0, eventIndex: 1 });
+    const [first, ...rest] = steps(os);
+    expect(first?.kvEvents.map((x) => x.type)).toEqual(['AllBlocksCleared', 'BlockStored']);
+    expect(rest.flatMap((s) => s.kvEvents).some((x) => x.type === 'AllBlocksCleared')).toBe(false);
+  });
+
+  it('counts no prefix-cache query for a request that skips the lookup (prompt_logprobs)', () => {
+    const e = toyEngine();
+    e.addRequest({ id: 'skip', promptTokenIds: prompt(12, 31), maxTokens: 1, skipPrefixCache: true }, 0);
+    e.addRequest({ id: 'look', promptTokenIds: prompt(12, 32), maxTokens: 1 }, 0);
+    const os = drain(e);
+    expect(admittedOf(os, 'skip')).toMatchObject({ cachedTokens: 0, queriedTokens: 0 });
+    expect(admittedOf(os, 'look')).toMatchObject({ cachedTokens: 0, queriedTokens: 12 });
   });
 
   it('aborts waiting requests at once and running ones at the end of their step', () => {

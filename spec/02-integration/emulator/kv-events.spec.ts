@@ -182,7 +182,7 @@ describe.each(['map', 'array'] as const)('KV events over ZMQ, %s encoding', (for
     if (format === 'map') expect(lora.extra_keys).toEqual([[LORA], [LORA]]);
   });
 
-  it('emits BlockRemoved when a cached block is reused, and AllBlocksCleared on reset', async () => {
+  it('emits BlockRemoved when a cached block is reused', async () => {
     const from = frames.length;
     // 64-block cache: three 30-block prompts cannot all stay cached.
     for (let i = 0; i < 3; i++) await complete(ids(480, 10 + i));
@@ -195,9 +195,30 @@ describe.each(['map', 'array'] as const)('KV events over ZMQ, %s encoding', (for
       expect(everStored.has(String((r.block_hashes as unknown[])[0]))).toBe(true);
       expect(r.medium).toBe('GPU');
     }
+  });
+
+  it('queues AllBlocksCleared on reset and publishes it first in the next step’s batch, not while idle', async () => {
+    const nextSeq = async (): Promise<number> => {
+      const s = (await (await fetch(`${base}/emulator/state`)).json()) as {
+        ranks: { next_kv_event_seq: number }[];
+      };
+      return (s.ranks[0] as { next_kv_event_seq: number }).next_kv_event_seq;
+    };
+    await complete(ids(40, 77));
+    const seq = await nextSeq();
+    await waitFor('the batches so far', () => frames.some((fr) => fr.seq === BigInt(seq - 1)));
     const res = await fetch(`${base}/reset_prefix_cache`, { method: 'POST' });
     expect(res.status).toBe(200);
-    await waitFor('AllBlocksCleared', () => events(from).some((e) => e.type === 'AllBlocksCleared'));
+    // vLLM's BlockPool.reset_prefix_cache only queues the event; an idle engine core publishes nothing.
+    expect(await nextSeq()).toBe(seq);
+    const prompt = ids(40, 78);
+    await complete(prompt);
+    const next = await waitFor('the next step’s batch', () => frames.find((fr) => fr.seq === BigInt(seq)));
+    const evs = next.batch[1].map((e) => eventOf(e, format));
+    expect(evs[0]).toEqual({ type: 'AllBlocksCleared' });
+    expect(evs[1]).toMatchObject({ type: 'BlockStored', parent_block_hash: null });
+    expect(evs[1]?.token_ids).toEqual(prompt.slice(0, 32));
+    expect(evs.filter((e) => e.type === 'AllBlocksCleared')).toHaveLength(1);
   });
 
   it('replays buffered batches over ROUTER with the end marker (DEALER client)', async () => {

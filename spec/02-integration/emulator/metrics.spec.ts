@@ -151,6 +151,55 @@ describe('emulated vLLM /metrics (parsed by a Prometheus text parser), two DP ra
     expect(Number(info?.value)).toBe(1);
   });
 
+  it('creates a prompt_tokens_by_source series for every source of vLLM, with its help texts', async () => {
+    const s = await scrape(base);
+    // PromptTokenStats.ALL_SOURCES, each pre-created per engine by vLLM's PrometheusStatLogger.
+    for (const engine of ['0', '1'])
+      for (const source of ['local_compute', 'local_cache_hit', 'external_kv_transfer'])
+        expect(
+          value(s, 'vllm:prompt_tokens_by_source_total', { engine, source }),
+          source,
+        ).toBeGreaterThanOrEqual(0);
+    expect(
+      value(s, 'vllm:prompt_tokens_by_source_total', { engine: '0', source: 'external_kv_transfer' }),
+    ).toBe(0);
+    expect(s.text).toContain(
+      '# HELP vllm:prompt_tokens_cached_total Number of cached prompt tokens (local + external).\n',
+    );
+    expect(s.text).toContain(
+      '# HELP vllm:prompt_tokens_by_source_total Number of prompt tokens by source.\n',
+    );
+  });
+
+  it('counts no prefix-cache query or hit for a request that skips the cache (prompt_logprobs)', async () => {
+    const r0 = { engine: '0' };
+    const body = {
+      model: MODEL,
+      prompt: Array.from({ length: 48 }, (_, i) => 700 + i),
+      max_tokens: 1,
+      ignore_eos: true,
+    };
+    const send = async (extra: object) => {
+      const res = await fetch(`${base}/v1/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-data-parallel-rank': '0' },
+        body: JSON.stringify({ ...body, ...extra }),
+      });
+      expect(res.status).toBe(200);
+      return ((await res.json()) as { usage: { prompt_tokens: number } }).usage;
+    };
+    await send({}); // caches the prompt's blocks
+    const before = await scrape(base);
+    const u = await send({ prompt_logprobs: 1 });
+    const after = await scrape(base);
+    const d = (name: string) => value(after, name, r0) - value(before, name, r0);
+    expect(d('vllm:prompt_tokens_total')).toBe(u.prompt_tokens);
+    // KVCacheManager.record_prefix_cache_stats returns early when the lookup was skipped.
+    expect(d('vllm:prefix_cache_queries_total')).toBe(0);
+    expect(d('vllm:prefix_cache_hits_total')).toBe(0);
+    expect(d('vllm:prompt_tokens_cached_total')).toBe(0);
+  });
+
   it('counts what the API reported, per DP rank (X-data-parallel-rank pins a rank)', async () => {
     const before = await scrape(base);
     const r1 = { engine: '1' };
