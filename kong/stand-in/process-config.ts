@@ -5,8 +5,11 @@ import { isRecord as isObj } from '../../src/core/is-record.js';
 /**
  * What Kong does to a plugin's config before it reaches the plugin server (kong/db/schema/init.lua):
  * validate every field against the plugin's Kong schema (types, required, one_of, between, len_*, match,
- * match_any; unknown fields rejected), fill defaults, and set every absent optional field to null
- * (cjson.null), so `StartInstance.Config` carries explicit nulls. Errors use Kong's wording.
+ * match_any; unknown fields rejected) and fill the defaults of absent fields. An explicit null is not
+ * defaulted (handle_missing_field runs for absent values only): on a required field it is "required field
+ * missing". Unset optional fields are stored as null, but plugins_iterator reads plugins back with
+ * row_to_entity → process_auto_fields("select") without `nulls`, which drops them: `StartInstance.Config`
+ * has no key for them. Errors use Kong's wording.
  */
 
 export type ConfigErrors = Record<string, string>;
@@ -83,10 +86,9 @@ function processFields(fields: KongFieldEntry[], input: Record<string, unknown>,
     known.add(name);
     const path = prefix + name;
     let v = input[name];
-    if (v === undefined || v === null) v = clone(f.default);
+    if (v === undefined) v = clone(f.default);
     if (v === undefined || v === null) {
       if (f.required) errors[path] = 'required field missing';
-      out[name] = null;
       continue;
     }
     out[name] = checkValue(f, v, path, errors);

@@ -12,7 +12,7 @@ function fieldName(path: string): string {
     .join('.');
 }
 
-/** Drops nulls so that Kong's "unset optional field = null" reads as absent. */
+/** Drops nulls, so that a null (e.g. inside a map value Kong passed through) reads as absent. */
 export function stripNulls(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(stripNulls);
   if (v !== null && typeof v === 'object') {

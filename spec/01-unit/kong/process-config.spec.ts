@@ -24,11 +24,20 @@ const schema: KongFieldEntry[] = [
 ];
 
 describe('Kong config processing (what StartInstance receives)', () => {
-  it('fills defaults and sends unset optional fields as null', () => {
+  it('fills defaults and leaves unset optional fields out (plugins are read back without nulls)', () => {
     const r = processPluginConfig(schema, { must: 'x' });
     expect(r).toEqual({
       ok: true,
-      config: { url: 'redis://x', mode: 'a', n: 3, ratio: 0.5, on: false, opt: null, must: 'x', pods: null },
+      config: { url: 'redis://x', mode: 'a', n: 3, ratio: 0.5, on: false, must: 'x' },
+    });
+    // An explicit null on an optional field: stored as null, read back without it.
+    expect(processPluginConfig(schema, { must: 'x', opt: null })).toEqual(r);
+  });
+
+  it('does not default an explicit null: on a required field it is missing, as Kong says', () => {
+    expect(processPluginConfig(schema, { must: 'x', n: null })).toEqual({
+      ok: false,
+      errors: { n: 'required field missing' },
     });
   });
 

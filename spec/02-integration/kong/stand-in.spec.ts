@@ -136,10 +136,10 @@ describe('Kong stand-in with the real plugin server', () => {
     expect(config.__key__).toBe(`plugins:probe:${String(config.route_id)}::::${String(config.__ws_id)}`);
   });
 
-  it('sends unset optional fields as JSON null', async () => {
+  it('leaves unset optional fields out of the config (Kong reads plugins back without nulls)', async () => {
     await fetch(`${gw.url}/sse`, { method: 'POST', body: JSON.stringify({ echoConfig: true }) });
     const cfg = JSON.parse(String(sse.requests.at(-1)!.headers['x-probe-config'])) as Record<string, unknown>;
-    expect(cfg.report_url).toBeNull();
+    expect(cfg).not.toHaveProperty('report_url');
     expect(cfg).toMatchObject({ mode: 'normal', limit: 5 });
   });
 
