@@ -9,7 +9,7 @@ export function registerGateway(program: Command): void {
     )
     .requiredOption(
       '--kong-config <kong.yaml>',
-      'Kong declarative config (_format_version "3.0"), as given to decK',
+      'Kong declarative config (_format_version "3.0"), as given to decK; SIGHUP reloads it',
     )
     .option('--listen <host:port>', 'proxy listen address', '127.0.0.1:8000')
     .option('--plugins-dir <dir>', 'directory holding the bundled plugin (default dist/plugins/kinference)')

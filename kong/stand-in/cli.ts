@@ -35,10 +35,22 @@ export async function runGateway(opts: GatewayCliOptions): Promise<void> {
     throw listenError(`--listen ${opts.listen}`, e);
   });
   process.stderr.write(`kinference gateway listening on ${gw.url} (Kong stand-in, ${opts.kongConfig})\n`);
+  // SIGHUP reloads the file, as `kong reload` (or a DB-less config push) would; a bad file keeps the old one.
+  const reload = (): void => {
+    try {
+      gw.reload(opts.kongConfig);
+    } catch (e) {
+      process.stderr.write(
+        `kinference gateway: ${opts.kongConfig} not reloaded, the previous configuration stays: ${e instanceof Error ? e.message : String(e)}\n`,
+      );
+    }
+  };
+  process.on('SIGHUP', reload);
   await new Promise<void>((resolve) => {
     const stop = (): void => {
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
+      process.off('SIGHUP', reload);
       void gw.close().then(resolve);
     };
     process.on('SIGINT', stop);

@@ -73,6 +73,13 @@ export interface Gateway {
   pluginServersReady(timeoutMs?: number): Promise<void>;
   /** Resolves when all log phases started so far have finished. */
   idle(): Promise<void>;
+  /**
+   * Serves a new declarative config from the next request on, as Kong rebuilds its router and plugins on a
+   * DB-less config push or `kong reload`: every external plugin gets a new `__seq__`, so its next event starts
+   * a new instance (StartInstance with the new config) and closes the old one. A config that does not load or
+   * validate is refused (KINF_ERR_CONFIG) and the old one keeps serving. Plugin servers are not restarted.
+   */
+  reload(kongConfig: string | DeclarativeConfig | Record<string, unknown>): void;
   close(): Promise<void>;
 }
 
@@ -124,6 +131,11 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
   });
 }
 
+function loadConfig(c: string | DeclarativeConfig | Record<string, unknown>): DeclarativeConfig {
+  if (typeof c === 'string') return loadDeclarative(c);
+  return 'formatVersion' in c ? (c as DeclarativeConfig) : parseDeclarative(c);
+}
+
 /** A plugin entity bound to what runs it: a plugin server (external) or the stand-in itself (bundled). */
 type BoundPlugin = { entity: PluginEntity; conf: Record<string, unknown>; priority: number } & (
   { ext: ExternalPlugin; bundled?: undefined } | { ext?: undefined; bundled: BundledPlugin }
@@ -131,12 +143,7 @@ type BoundPlugin = { entity: PluginEntity; conf: Record<string, unknown>; priori
 
 export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   const log = opts.logger ?? stderrLogger();
-  const cfg: DeclarativeConfig =
-    typeof opts.kongConfig === 'string'
-      ? loadDeclarative(opts.kongConfig)
-      : 'formatVersion' in opts.kongConfig
-        ? (opts.kongConfig as DeclarativeConfig)
-        : parseDeclarative(opts.kongConfig);
+  let cfg = loadConfig(opts.kongConfig);
 
   let ownPrefix: string | null = null;
   let defs = opts.pluginServers ?? pluginServersFromEnv();
@@ -167,21 +174,26 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   }
 
   const bundled = bundledPlugins();
-  const bound: BoundPlugin[] = [];
-  for (const entity of cfg.plugins) {
-    if (!entity.enabled) continue;
-    const ext = plugins.get(entity.name);
-    const own = bundled.get(entity.name);
-    if (ext)
-      bound.push({ ext, entity, conf: ext.instanceConfig(entity, cfg.workspaceId), priority: ext.priority });
-    else if (own) {
-      try {
-        bound.push({ bundled: own, entity, conf: own.configure(entity), priority: own.priority });
-      } catch (e) {
-        for (const p of plugins.values()) p.close();
-        throw e;
-      }
-    } else log('warn', `plugin ${entity.name} is not served by any plugin server: ignored by the stand-in`);
+  /** Every enabled plugin entity of `c` bound to what runs it; throws on a config a plugin refuses. */
+  const bindAll = (c: DeclarativeConfig): BoundPlugin[] => {
+    const out: BoundPlugin[] = [];
+    for (const entity of c.plugins) {
+      if (!entity.enabled) continue;
+      const ext = plugins.get(entity.name);
+      const own = bundled.get(entity.name);
+      if (ext)
+        out.push({ ext, entity, conf: ext.instanceConfig(entity, c.workspaceId), priority: ext.priority });
+      else if (own) out.push({ bundled: own, entity, conf: own.configure(entity), priority: own.priority });
+      else log('warn', `plugin ${entity.name} is not served by any plugin server: ignored by the stand-in`);
+    }
+    return out;
+  };
+  let bound: BoundPlugin[];
+  try {
+    bound = bindAll(cfg);
+  } catch (e) {
+    for (const p of plugins.values()) p.close();
+    throw e;
   }
 
   /** Kong's precedence per plugin name: route > service > global. Highest priority runs first. */
@@ -421,6 +433,12 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     pluginServersReady,
     idle: async () => {
       while (pendingLogs.size > 0) await Promise.all([...pendingLogs]);
+    },
+    reload: (kongConfig) => {
+      const next = loadConfig(kongConfig);
+      bound = bindAll(next);
+      cfg = next;
+      log('notice', `configuration reloaded: ${next.routes.length} routes, ${bound.length} plugins`);
     },
     close: async () => {
       await new Promise<void>((resolve) => {
