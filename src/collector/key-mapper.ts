@@ -5,6 +5,17 @@ import { BlockMap, type BlockEntry } from './block-map.js';
 import type { BlockRemovedEvent, BlockStoredEvent, KvEvent } from './events.js';
 
 /**
+ * vLLM's `kv_cache_spec_kind`s whose blocks cache a whole prefix, as full attention does: MLA (DeepSeek V2/V3,
+ * Kimi K2) and attention sinks are FullAttentionSpec subclasses (get_kv_cache_spec_kind in
+ * vllm/v1/kv_cache_interface.py). Sliding-window, mamba and unknown groups keep only part of a prefix.
+ */
+const FULL_PREFIX_KINDS: ReadonlySet<string> = new Set([
+  'full_attention',
+  'mla_attention',
+  'sink_full_attention',
+]);
+
+/**
  * Why blocks from the event stream were not written to the index. Never a wrong key: skip instead.
  * `reannounced` is not a loss: the pod already holds the block and the index already says so.
  */
@@ -203,7 +214,7 @@ export class KeyMapper {
   #stored(e: BlockStoredEvent, c: MapperCounters, ops: IndexOp[]): void {
     const n = e.hashes.length;
     c.storedBlocks += n;
-    if (e.specKind !== null && e.specKind !== 'full_attention') {
+    if (e.specKind !== null && !FULL_PREFIX_KINDS.has(e.specKind)) {
       if (e.groupIdx !== null) this.#otherGroups.add(e.groupIdx);
       return this.#skip(c, 'non_full_attention', n);
     }

@@ -36,6 +36,17 @@ describe('podsFromEndpointSlices', () => {
             conditions: { ready: false, terminating: true },
             targetRef: { kind: 'Pod', name: 'vllm-old' },
           },
+          // publishNotReadyAddresses: ready is always true; terminating / serving still tell.
+          {
+            addresses: ['10.1.0.6'],
+            conditions: { ready: true, serving: true, terminating: true },
+            targetRef: { kind: 'Pod', name: 'vllm-leaving' },
+          },
+          {
+            addresses: ['10.1.0.5'],
+            conditions: { ready: true, serving: false, terminating: false },
+            targetRef: { kind: 'Pod', name: 'vllm-starting' },
+          },
         ]),
         slice(
           'vllm-b',

@@ -167,6 +167,23 @@ describe('KeyMapper', () => {
     expect(c.skipped.non_full_attention).toBe(2);
   });
 
+  it('indexes MLA and attention-sink groups as full attention (DeepSeek, Kimi K2 send mla_attention)', () => {
+    for (const specKind of ['mla_attention', 'sink_full_attention']) {
+      const m = new KeyMapper(MODEL, BS, 1000);
+      const c = newMapperCounters();
+      const ops = m.toOps(
+        [
+          stored({ hashes: [h(1)], tokenIds: tokens(4), groupIdx: 0, specKind }),
+          { kind: 'removed', hashes: [h(1)], tier: 'GPU', groupIdx: 0 },
+        ],
+        c,
+      );
+      expect(keysOf(ops, 'store'), specKind).toHaveLength(1);
+      expect(keysOf(ops, 'remove'), specKind).toHaveLength(1);
+      expect(c.skipped.non_full_attention ?? 0, specKind).toBe(0);
+    }
+  });
+
   it('counts and skips events it must not key: wrong token count, other block size, unnamed LoRA', () => {
     const m = new KeyMapper(MODEL, BS, 1000);
     const c = newMapperCounters();

@@ -16,7 +16,8 @@ function podId(ep: { targetRef?: { kind?: string; name?: string } }, ip: string,
 
 /**
  * EndpointSlices of a Service → the pods to follow. An endpoint counts when it is ready (a missing
- * `ready` means ready, per the API); its first address is the pod's IP; ports come from the config, not the
+ * `ready` means ready, per the API), not terminating and not marked not serving: with the Service's
+ * publishNotReadyAddresses the controller reports every endpoint ready; its first address is the pod's IP; ports come from the config, not the
  * slice (the Service need not expose the KV-event ports). Pods listed in several slices (during updates)
  * appear once. Sorted by id.
  */
@@ -28,7 +29,9 @@ export function podsFromEndpointSlices(
   for (const slice of slices) {
     if (slice.addressType !== 'IPv4' && slice.addressType !== 'IPv6') continue;
     for (const ep of slice.endpoints ?? []) {
-      if (ep.conditions?.ready === false) continue;
+      // `ready` is forced true under publishNotReadyAddresses: a terminating or not-serving pod says so here.
+      const c = ep.conditions;
+      if (c?.ready === false || c?.terminating === true || c?.serving === false) continue;
       const ip = ep.addresses[0];
       if (!ip) continue;
       const id = podId(ep, ip, k8s.service);
