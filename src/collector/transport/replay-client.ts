@@ -17,7 +17,9 @@ export const REPLAY_CONNECT_TIMEOUT_MS = 1000;
  * Asks a vLLM replay ROUTER for every buffered batch from `startSeq` (research/vllm.md §2): a DEALER sends
  * ["", seq8] and reads ["", seq8, payload] until the ff×8 end marker. A fresh socket per request, so a
  * late answer to an abandoned request can never be mistaken for this one's. `onItem` returns false to stop;
- * a promise pauses reading (back-pressure: the ROUTER then waits on its high-water mark).
+ * a promise pauses reading. vLLM sends its whole buffer in one loop on a plain ROUTER, which drops what does
+ * not fit under its high-water mark: so the socket's own receive queue is unbounded (receiveHighWaterMark 0)
+ * and a pause never reaches the ROUTER. The reply is at most the replay buffer (buffer_steps batches).
  */
 export async function requestReplay(
   endpoint: string,
@@ -28,7 +30,13 @@ export async function requestReplay(
   // immediate: the request is queued only on a completed connection, so send() waits for one, at most
   // REPLAY_CONNECT_TIMEOUT_MS.
   const connectMs = Math.min(timeoutMs, REPLAY_CONNECT_TIMEOUT_MS);
-  const sock = new Dealer({ linger: 0, immediate: true, receiveTimeout: timeoutMs, sendTimeout: connectMs });
+  const sock = new Dealer({
+    linger: 0,
+    immediate: true,
+    receiveTimeout: timeoutMs,
+    sendTimeout: connectMs,
+    receiveHighWaterMark: 0,
+  });
   let items = 0;
   try {
     sock.connect(endpoint);
