@@ -72,9 +72,13 @@ const { workload, timeScale, trial, streams, windows, arms, REPLICATES } = orUsa
         throw new UsageError(`--arms: unknown live arm ${a} (random, kinference, kinference-slo)`);
     if (!['measured', 'seed'].includes(values['des-path']))
       throw new UsageError(`--des-path ${values['des-path']}: measured or seed`);
+    const timeScale = numberArg('time-scale', values['time-scale'], 'positive');
+    // Its SLO is in real milliseconds and Retry-After in whole real seconds: only real time keeps them true.
+    if (arms.includes('kinference-slo') && timeScale !== 1)
+      throw new UsageError(`--arms kinference-slo needs --time-scale 1 (got ${timeScale})`);
     return {
       workload,
-      timeScale: numberArg('time-scale', values['time-scale'], 'positive'),
+      timeScale,
       trial: numberArg('trial', values.trial, 'whole ≥ 0'),
       streams: values.concurrency ? numberArg('concurrency', values.concurrency, 'whole ≥ 1') : null,
       windows: {

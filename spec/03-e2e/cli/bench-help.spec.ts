@@ -68,6 +68,9 @@ describe('bench:* command lines', () => {
       expect(r.stderr).toMatch(message);
     }
     expect(run('live', ['--arms', 'oracle']).stderr).toMatch(/unknown live arm oracle/);
+    const slo = run('live', ['--arms', 'kinference-slo']);
+    expect(slo.status).toBe(2);
+    expect(slo.stderr).toMatch(/--arms kinference-slo needs --time-scale 1 \(got 2\)/);
     expect(readdirSync(cwd)).toEqual([]);
   });
 
