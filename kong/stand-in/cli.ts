@@ -40,8 +40,10 @@ export async function runGateway(opts: GatewayCliOptions): Promise<void> {
     try {
       gw.reload(opts.kongConfig);
     } catch (e) {
+      // One line: a YAML error's message spans several (the excerpt and its caret).
+      const why = (e instanceof Error ? e.message : String(e)).replace(/\s*\n\s*/g, ' ');
       process.stderr.write(
-        `kinference gateway: ${opts.kongConfig} not reloaded, the previous configuration stays: ${e instanceof Error ? e.message : String(e)}\n`,
+        `kinference gateway: ${opts.kongConfig} not reloaded, the previous configuration stays: ${why}\n`,
       );
     }
   };
