@@ -30,12 +30,20 @@ export class EventSilenceWatch {
   #baseline: ComputedTokens | null = null;
   #framesAtBaseline = 0;
   #warnedAtMs: number | null = null;
+  /** When the tokens since the baseline first reached minTokens. */
+  #reachedAtMs: number | null = null;
 
   constructor(
     /** Computed prompt tokens without a frame before the stream counts as silent. */
     readonly minTokens: number,
     /** While it stays silent, how often to say so again. */
     readonly repeatMs: number,
+    /**
+     * How long minTokens must have stood without a frame. vLLM counts a prompt's prefix-cache query when it
+     * schedules it, and stores its first block only when that step ends: a long prompt is counted a step
+     * (up to seconds under load) before any event can exist.
+     */
+    readonly graceMs: number = 5000,
   ) {}
 
   /** Tokens computed since the stream's last frame (or since watching began); 0 when not comparable. */
@@ -62,10 +70,13 @@ export class EventSilenceWatch {
       const heard = frames > this.#framesAtBaseline && this.#warnedAtMs !== null;
       this.#baseline = computed;
       this.#framesAtBaseline = frames;
+      this.#reachedAtMs = null;
       if (heard) this.#warnedAtMs = null;
       return heard ? 'heard' : null;
     }
     if (computed.tokens - b.tokens < this.minTokens) return null;
+    this.#reachedAtMs ??= nowMs;
+    if (nowMs - this.#reachedAtMs < this.graceMs) return null;
     if (this.#warnedAtMs !== null && nowMs - this.#warnedAtMs < this.repeatMs) return null;
     this.#warnedAtMs = nowMs;
     return 'silent';

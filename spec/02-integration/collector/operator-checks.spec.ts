@@ -168,11 +168,15 @@ describe('collector: what an operator relies on (real Redis, ZMQ, HTTP)', () => 
     await waitFor('first scrape', () => collector!.scraper('pod-t')!.lastPod !== null);
     const silent = (): Record<string, unknown> | undefined =>
       records.find((r) => String(r.msg).startsWith('no KV event received'));
-    await waitFor('warning', async () => {
-      await pub!.publish([]);
-      queries += 256; // the engine computes prompts; their events go out on topic "", which nobody hears
-      return silent();
-    });
+    await waitFor(
+      'warning',
+      async () => {
+        await pub!.publish([]);
+        queries += 256; // the engine computes prompts; their events go out on topic "", which nobody hears
+        return silent();
+      },
+      20_000, // the warning waits 5 s of silence after the tokens (EventSilenceWatch.graceMs)
+    );
     expect(collector!.worker('pod-t')!.stats.framesReceived).toBe(0);
     expect(silent()).toMatchObject({
       level: 'warn',
