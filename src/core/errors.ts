@@ -12,7 +12,6 @@ export const ERROR_CODES = {
   KINF_ERR_REDIS: 'Redis command failed',
   KINF_ERR_INDEX_REPLY: 'Unexpected reply from the index lookup script',
   KINF_ERR_LEASE_LOST: 'Another process holds the writer lease: the index refused the write',
-  KINF_ERR_WIRE: 'Malformed vLLM KV-event message',
   KINF_ERR_INTERNAL: 'Internal error',
 } as const;
 

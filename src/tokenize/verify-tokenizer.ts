@@ -153,7 +153,7 @@ export async function verifyTokenizer(opts: VerifyOptions): Promise<VerifyResult
       const base = { pod: pod.id, model: pod.model, sample: s.name };
       const parsed = parseChatRequest({ ...s.body, model: pod.model });
       if (!parsed.ok) {
-        results.push({ ...base, ...compareTokens([], [0]), error: `body: ${parsed.detail}` });
+        results.push({ ...base, ...unchecked(0), error: `body: ${parsed.detail}` });
         continue;
       }
       const ours = await tokenizer.encode(template.render(parsed.request));
@@ -165,12 +165,7 @@ export async function verifyTokenizer(opts: VerifyOptions): Promise<VerifyResult
           opts.timeoutMs ?? 10_000,
         );
       } catch (e) {
-        results.push({
-          ...base,
-          ...compareTokens(ours, []),
-          theirs_count: 0,
-          error: `pod: ${describeFetchError(e)}`,
-        });
+        results.push({ ...base, ...unchecked(ours.length), error: `pod: ${describeFetchError(e)}` });
         continue;
       }
       const cmp = compareTokens(ours, theirs);
@@ -184,6 +179,11 @@ export async function verifyTokenizer(opts: VerifyOptions): Promise<VerifyResult
     }
   }
   return results;
+}
+
+/** A sample that could not be compared: no match, and no mismatch index either (it would read as one at 0). */
+function unchecked(oursCount: number): Omit<VerifyResult, 'pod' | 'model' | 'sample'> {
+  return { match: false, first_mismatch: null, ours_count: oursCount, theirs_count: 0 };
 }
 
 export function formatTable(results: VerifyResult[]): string {

@@ -141,6 +141,7 @@ describe('kinference verify-tokenizer', () => {
     expect(rows).toHaveLength(3);
     for (const row of rows) {
       expect(row.split('\t')[3]).toBe('ERROR');
+      expect(row.split('\t')[4]).toBe('-'); // no mismatch index: nothing was compared
       expect(row).toMatch(/pod: fetch failed: .*ECONNREFUSED/);
     }
   });
