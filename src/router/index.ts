@@ -6,5 +6,5 @@ export {
   type RouteTimings,
   type RouterResources,
 } from './router.js';
-export { getRouter, configRouter, closeAllRouters, routerCacheKey, defaultResources } from './resources.js';
+export { configRouter, closeAllRouters, routerCacheKey, defaultResources } from './resources.js';
 export { requestKeys } from './request-keys.js';

@@ -113,6 +113,7 @@ interface HeldRouter {
 const routers = new Map<string, HeldRouter>();
 let nextSweepMs = 0;
 
+/** The router of a config: one per distinct config, created on first use, closed after ROUTER_IDLE_CLOSE_MS unused. */
 function routerFor(key: string, config: PluginConfig, nowMs: number): Router {
   let held = routers.get(key);
   if (!held) {
@@ -129,11 +130,6 @@ function routerFor(key: string, config: PluginConfig, nowMs: number): Router {
       }
   }
   return held.router;
-}
-
-/** The router of a config: one per distinct config, created on first use, closed after ROUTER_IDLE_CLOSE_MS unused. */
-export function getRouter(config: PluginConfig, nowMs: number = Date.now()): Router {
-  return routerFor(routerCacheKey(config), config, nowMs);
 }
 
 /**
