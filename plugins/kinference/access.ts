@@ -168,6 +168,10 @@ export async function runAccess(pdk: AccessPdk, deps: PhaseDeps): Promise<void> 
     }
     throw e;
   } finally {
-    span?.end(deps.now());
+    // Ended after the access step has answered Kong: the span that fills an export batch serializes it.
+    if (span) {
+      const endMs = deps.now();
+      setImmediate(() => span.end(endMs));
+    }
   }
 }

@@ -87,6 +87,27 @@ async function flushLogLines(pdk: ReturnType<typeof wrapKong>): Promise<void> {
   }
 }
 
+/**
+ * The config's decision tracer; null, said once at warn, when the exporter refuses the endpoint (e.g.
+ * `http://:4318/…` from a template with an empty host): tracing off must not turn routing off.
+ */
+function tracerOrNull(config: PluginConfig, endpoint: string): PhaseDeps['tracer'] {
+  try {
+    return getDecisionTracer({
+      endpoint,
+      serviceName: config.service_name,
+      serviceVersion: Version,
+      sampleRatio: config.trace_sample_ratio,
+    });
+  } catch (e) {
+    logOnce(
+      `tracer:${endpoint}`,
+      `tracing off for this config, routing goes on: otlp_endpoint ${endpoint}: ${describe(e)}`,
+    );
+    return null;
+  }
+}
+
 class KinferencePlugin {
   #config: PluginConfig | null = null;
   #configError = '';
@@ -127,14 +148,7 @@ class KinferencePlugin {
     this.#deps = {
       config,
       router: configRouter(config),
-      tracer: config.otlp_endpoint
-        ? getDecisionTracer({
-            endpoint: config.otlp_endpoint,
-            serviceName: config.service_name,
-            serviceVersion: Version,
-            sampleRatio: config.trace_sample_ratio,
-          })
-        : null,
+      tracer: config.otlp_endpoint ? tracerOrNull(config, config.otlp_endpoint) : null,
       pending,
       now: Date.now,
     };

@@ -7,6 +7,7 @@ import {
   buildPlugin,
   chatBody,
   LONG_SYSTEM_PROMPT,
+  seedIndex,
   startPluginGateway,
   type BuiltPlugin,
 } from '../02-integration/plugin/harness.js';
@@ -112,6 +113,34 @@ describe('e2e: fallbacks are logged (rate-limited, at warn)', () => {
     const line = only(lines, /plugin disabled for this config/);
     expect(line).toMatch(/^\[warn\] \[kinference\] /);
     expect(line).toContain('redis_cluster_nodes: set, but redis_cluster is not');
+  });
+
+  it('an otlp_endpoint the exporter cannot parse: tracing off, said once, and requests are still routed', async () => {
+    const pod = await startNamedUpstream('pod-a');
+    try {
+      await seedIndex(redis.url, 'kinf-flog-otlp', 'test-model', [
+        { id: 'pod-a', address: `127.0.0.1:${pod.port}` },
+      ]);
+      const { gw, lines } = await gatewayWith({
+        redis_key_prefix: 'kinf-flog-otlp',
+        tokenizer: 'tiktoken:o200k_base',
+        chat_template: 'chatml',
+        otlp_endpoint: 'http://:4318/v1/traces', // a template with an empty host
+      });
+      for (let i = 0; i < 3; i++) {
+        const r = await fetch(`${gw.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body,
+        });
+        expect(((await r.json()) as { served_by: string }).served_by).toBe('pod-a');
+      }
+      await gw.idle();
+      expect(only(lines, /tracing off for this config/)).toContain('otlp_endpoint http://:4318/v1/traces');
+      expect(lines.filter((l) => /access phase failed|log phase failed/.test(l))).toEqual([]);
+    } finally {
+      await pod.close();
+    }
   });
 
   it('a dead otlp_endpoint: the failed export is logged', async () => {
