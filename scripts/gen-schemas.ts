@@ -93,6 +93,24 @@ export function spliceReadme(readme: string): string {
   return `${readme.slice(0, a + README_START.length)}\n${renderConfigReference()}${readme.slice(b)}`;
 }
 
+/**
+ * The schema of a config as a user writes it: TypeBox lists every field without Optional as required, defaults
+ * included, because it checks configs after filling them in. A field with a default may be left out.
+ */
+function asWritten(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(asWritten);
+  if (schema === null || typeof schema !== 'object') return schema;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(schema)) out[k] = asWritten(v);
+  const props = out.properties as Record<string, { default?: unknown }> | undefined;
+  if (props && Array.isArray(out.required)) {
+    const required = (out.required as string[]).filter((k) => props[k]?.default === undefined);
+    if (required.length > 0) out.required = required;
+    else delete out.required;
+  }
+  return out;
+}
+
 /** Path (relative to the repo root) → file content. Pure: the freshness test calls it. */
 export function renderSchemaFiles(): Record<string, string> {
   const kong = toKongPluginSchema(PLUGIN_NAME, PluginConfigSchema);
@@ -100,7 +118,7 @@ export function renderSchemaFiles(): Record<string, string> {
     $schema: 'http://json-schema.org/draft-07/schema#',
     $comment: HEADER,
     title: 'kinference plugin config',
-    ...PluginConfigSchema,
+    ...(asWritten(PluginConfigSchema) as object),
   };
   return {
     'schemas/plugin-config.schema.json': `${JSON.stringify(jsonSchema, null, 2)}\n`,
