@@ -460,6 +460,8 @@ export class Collector {
     await r.scraper?.stop();
     r.scraper?.leavePool();
     await Promise.all(r.workers.map((w) => w.stop(0)));
+    // The other per-pod series are rebuilt from the running pods at each collect; this one is kept.
+    for (const w of r.workers) this.metrics.lag.remove({ pod: w.pod.podId });
     for (const w of r.workers)
       await this.deps.index.removePod(w.pod).catch((err: unknown) => {
         if (!this.#writeRefused(err)) this.deps.log.error('removePod failed', { pod: w.pod.podId, err });

@@ -180,5 +180,11 @@ describe.each(['array', 'map'] as const)(
       expect(text).toMatch(/kinference_collector_event_lag_seconds_count\{pod="pod-a"\} [1-9]/);
       expect(text).toContain('kinference_collector_process_resident_memory_bytes');
     });
+
+    it('drops a pod’s series when the pod leaves (pod ids change with every rollout)', async () => {
+      await collector.reconcile([]);
+      const text = await collector.metrics.registry.metrics();
+      expect(text).not.toMatch(/pod="pod-a"/);
+    });
   },
 );
