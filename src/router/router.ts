@@ -397,7 +397,10 @@ export function createRouter(
     };
     if (config.fallback === 'kong-default' || model === null)
       return finish({ ...base, decision: empty }, nowMs, 0);
-    const { pods, indexError } = await loadOnlyPods(reason, model, timings);
+    const loaded = await loadOnlyPods(reason, model, timings);
+    const { indexError } = loaded;
+    // A pod Kong cannot be sent to (an address that is not host:port) is no candidate.
+    const pods = loaded.pods.filter((state) => splitAddress(state.address) !== null);
     if (indexError !== null) base.fallbackDetail = `${detail}; index: ${indexError}`.slice(0, 600);
     if (pods.length === 0) return finish({ ...base, decision: empty }, nowMs, 0);
     const t = performance.now();
@@ -509,12 +512,22 @@ export function createRouter(
 
       if (lookup.pods.length === 0)
         return await bail('no_pods_in_index', `no pods registered for model ${model}`);
+      // A pod Kong cannot be sent to (no address yet, port 0) is no candidate: routed there, the request
+      // would go to the service url with no reason given.
+      const routable = lookup.pods.filter((p) => splitAddress(p.state.address) !== null);
       lastKnownPods.set(
         model,
-        lookup.pods.map((p) => p.state),
+        routable.map((p) => p.state),
       );
-      const credits = lookup.pods.map((pod) => creditedPrefix(pod, keys, nowMs));
-      const pods = lookup.pods.map((pod, i) => credits[i]?.pod ?? pod);
+      if (routable.length === 0)
+        return await bail(
+          'no_pods_in_index',
+          `no pod of model ${model} has a host:port address: ${lookup.pods
+            .map((p) => `${p.state.podId} "${p.state.address}"`)
+            .join(', ')}`.slice(0, 300),
+        );
+      const credits = routable.map((pod) => creditedPrefix(pod, keys, nowMs));
+      const pods = routable.map((pod, i) => credits[i]?.pod ?? pod);
       const maxTokens = req.maxTokens ?? null;
       const predictions = predictAll(pods, promptTokens, nowMs, maxTokens, others);
       credits.forEach((c, i) => c && predictions[i]!.reasons.push(c.reason));

@@ -163,6 +163,31 @@ describe('router pipeline (real tokenizer, real template, both indexes)', () => 
     expect((await kongDefault.route(body('z'))).target).toBeNull();
   });
 
+  it('never chooses a pod Kong cannot be sent to (no address yet); with none left, says so', async () => {
+    const cfg = config();
+    const res = defaultResources(cfg);
+    // pod-a is registered by a state write without an address (the collector's resync probe after Redis
+    // lost its data), idle; pod-b is busy but routable.
+    await res.index.upsertPodState(
+      { model: MODEL, podId: 'pod-a' },
+      { resyncing: true, lastScrapeAtMs: NOW },
+    );
+    await res.index.upsertPodState(
+      { model: MODEL, podId: 'pod-b' },
+      { address: '10.0.0.2:8000', running: 3, lastScrapeAtMs: NOW, lastEventAtMs: NOW },
+    );
+    const router = createRouter(cfg, res, { clock: () => NOW });
+    const out = await router.route(body('which pod?'));
+    expect(out.target?.podId).toBe('pod-b');
+    expect(out.fallbackReason).toBeNull();
+
+    await res.index.removePod({ model: MODEL, podId: 'pod-b' });
+    const none = await router.route(body('and now?'));
+    expect(none.target).toBeNull();
+    expect(none.fallbackReason).toBe('no_pods_in_index');
+    expect(none.fallbackDetail).toContain('no pod of model Qwen/Qwen3-8B has a host:port address: pod-a ""');
+  });
+
   it('gives the first lookup (which also connects) a startup budget, later ones redis_timeout_ms', async () => {
     const cfg = config({ redis_timeout_ms: 20 });
     const res = defaultResources(cfg);
