@@ -341,7 +341,7 @@ return {
                 0,
                 1,
               },
-              description = "Fraction of requests without a sampled parent whose decision span is exported (parent-based sampling otherwise).",
+              description = "Fraction of requests without a traceparent whose decision span is exported; a request with one follows its sampled flag (parent-based sampling).",
             },
           },
         },

@@ -190,7 +190,7 @@ export const PluginConfigSchema = Type.Object(
       minimum: 0,
       maximum: 1,
       description:
-        'Fraction of requests without a sampled parent whose decision span is exported (parent-based sampling otherwise).',
+        "Fraction of requests without a traceparent whose decision span is exported; a request with one follows its sampled flag (parent-based sampling).",
     }),
   },
   { additionalProperties: false, $id: 'https://kinference.dev/schemas/plugin-config.schema.json' },
@@ -203,13 +203,25 @@ export type PluginConfig = Static<typeof PluginConfigSchema>;
  * The plugin disables itself on any (requests pass through); a fleet file with any is refused at load.
  */
 export function pluginConfigProblems(
-  c: Pick<PluginConfig, 'redis_cluster' | 'redis_cluster_nodes'>,
+  c: Pick<PluginConfig, 'redis_cluster' | 'redis_cluster_nodes'> & Partial<Pick<PluginConfig, 'model_pods'>>,
 ): string[] {
   const problems: string[] = [];
   if (c.redis_cluster_nodes?.length && !c.redis_cluster)
     problems.push(
       'redis_cluster_nodes: set, but redis_cluster is not (set redis_cluster: true for a Redis Cluster, or drop redis_cluster_nodes)',
     );
+  // The schema's pattern takes 1–5 digits (Kong's Lua patterns have no alternation to say 1–65535).
+  const badPort = (address: string): boolean => {
+    const port = Number(address.slice(address.lastIndexOf(':') + 1));
+    return !(port >= 1 && port <= 65535);
+  };
+  c.redis_cluster_nodes?.forEach((a, i) => {
+    if (badPort(a)) problems.push(`redis_cluster_nodes.${i}: ${a}: the port must be 1–65535`);
+  });
+  for (const [model, pods] of Object.entries(c.model_pods ?? {}))
+    pods.forEach((a, i) => {
+      if (badPort(a)) problems.push(`model_pods.${model}.${i}: ${a}: the port must be 1–65535`);
+    });
   return problems;
 }
 

@@ -269,6 +269,20 @@ describe('plugin config', () => {
     ]);
   });
 
+  it('ports of model_pods and redis_cluster_nodes must be 1–65535 (the Kong pattern only says 1–5 digits)', () => {
+    const c = (o: Record<string, unknown>) => validateConfig(PluginConfigSchema, o, 'kong');
+    expect(pluginConfigProblems(c({ model_pods: { m: ['a:1', 'b:65535'] } }))).toEqual([]);
+    expect(
+      pluginConfigProblems(
+        c({ model_pods: { m: ['a:0', 'b:99999'] }, redis_cluster: true, redis_cluster_nodes: ['h:70000'] }),
+      ),
+    ).toEqual([
+      'redis_cluster_nodes.0: h:70000: the port must be 1–65535',
+      'model_pods.m.0: a:0: the port must be 1–65535',
+      'model_pods.m.1: b:99999: the port must be 1–65535',
+    ]);
+  });
+
   it('rejects a bad enum with the field name', () => {
     expect(errorOf(() => validateConfig(PluginConfigSchema, { index: 'mongo' }, 'kong'))).toContain('index');
   });
