@@ -190,7 +190,7 @@ export const PluginConfigSchema = Type.Object(
       minimum: 0,
       maximum: 1,
       description:
-        "Fraction of requests without a traceparent whose decision span is exported; a request with one follows its sampled flag (parent-based sampling).",
+        'Fraction of requests without a traceparent whose decision span is exported; a request with one follows its sampled flag (parent-based sampling).',
     }),
   },
   { additionalProperties: false, $id: 'https://kinference.dev/schemas/plugin-config.schema.json' },
