@@ -111,13 +111,13 @@ export function reportFallback(o: RouteOutcome, nowMs?: number): void {
 }
 
 /**
- * The access phase. PDK round trips, in order (≤ 4, 5 with expose_headers and tracing off, one more with
+ * The access phase. PDK round trips, in order (4 with tracing off, 5 with it or with expose_headers, one more with
  * set_raw_body when the router asks the pod for reused-block reports, kv_reuse_reports_ms):
- *   [tracing on] get_headers → get_raw_body → set_target → [set_raw_body] → set_headers(traceparent[, x-kinference-*])
+ *   [tracing on] get_headers → get_raw_body → set_target → [set_raw_body] → set_headers(traceparent[, x-kinference-*]) → ctx.shared.set
  *   [tracing off] get_headers → get_raw_body → set_target → [set_raw_body] → [set_headers(x-kinference-*)] → ctx.shared.set
  * get_headers gives the traceparent and the body's size and encoding: a body that is absent, compressed,
  * chunked or over max_body_bytes is never fetched (Kong's target is kept). The decision id reaches the log
- * phase inside the traceparent we already send (tracing on), so no ctx.shared call is needed then.
+ * phase in ctx.shared.
  * Shedding: get_headers → get_raw_body → response.exit(429). The router never throws; the caller catches
  * anything else and lets the request through (fail open).
  */
@@ -132,6 +132,9 @@ export async function runAccess(pdk: AccessPdk, deps: PhaseDeps): Promise<void> 
   reportFallback(outcome);
   const span = tracer ? startSpan(tracer, incoming, startMs, decisionAttributes(outcome)) : null;
   let targetSet = false;
+  /** The log phase will find this decision (it is in `pending` and its id in ctx.shared). */
+  let remembered = false;
+  let pendingId: string | null = null;
   try {
     if (outcome.shed) {
       const r = shedResponse({ ...outcome, shed: outcome.shed });
@@ -149,15 +152,23 @@ export async function runAccess(pdk: AccessPdk, deps: PhaseDeps): Promise<void> 
     if (config.expose_headers) Object.assign(headers, exposedHeaders(outcome));
     if (Object.keys(headers).length > 0) await pdk.setUpstreamHeaders(headers);
 
-    // Remember the decision for the log phase: when there is a pod to learn about, or a span to extend.
+    // Remember the decision for the log phase: when there is a pod to learn about, or a span to extend. Its
+    // id goes in ctx.shared with tracing on too: a later plugin may replace the traceparent we send (Kong's
+    // opentelemetry plugin injects its own), and a decision the log phase cannot find never gives back its
+    // reservation and ITL record.
     if (outcome.target || span) {
-      const id = span ? span.ref.spanId : randomBytes(8).toString('hex');
-      deps.pending.put(id, { outcome, span: span?.ref ?? null, accessEndMs: deps.now() });
-      if (!span) await pdk.ctxSharedSet(CTX_DECISION_KEY, id);
+      pendingId = span ? span.ref.spanId : randomBytes(8).toString('hex');
+      deps.pending.put(pendingId, { outcome, span: span?.ref ?? null, accessEndMs: deps.now() });
+      await pdk.ctxSharedSet(CTX_DECISION_KEY, pendingId);
+      remembered = true;
     }
   } catch (e) {
-    // Kong will not send it to the pod (set_target never took): nothing will release its reservation but us.
-    if (outcome.target && !targetSet) deps.router.observe(outcome, null);
+    // The log phase will not find this decision (set_target never took, or a call after it failed): release
+    // its reservation and ITL record now.
+    if (outcome.target && !remembered) {
+      if (pendingId !== null) deps.pending.take(pendingId);
+      deps.router.observe(outcome, null);
+    }
     // The caller fails open; the span must not claim a pod Kong will not use, nor look like a success.
     if (span) {
       span.setAttributes({

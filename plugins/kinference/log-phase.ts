@@ -1,5 +1,4 @@
 import * as A from '../../src/telemetry/attributes.js';
-import { parseTraceparent } from '../../src/telemetry/index.js';
 import type { UpstreamReport } from '../../src/router/router.js';
 import { CTX_DECISION_KEY, type PhaseDeps } from './access.js';
 import type { LogPdk } from './pdk.js';
@@ -56,19 +55,14 @@ function header(h: Record<string, string | string[]> | undefined, name: string):
  * The log phase (Kong runs it after the response, off the request path): take Kong's measured
  * latencies.proxy — request sent → first response byte, ≈ TTFT for a streamed response whose headers leave
  * with the first token — and feed it to the router's online calibration; with tracing on, add a
- * `kinference.ttft` span under the decision span. One PDK call (serialize) with tracing on, two without.
+ * `kinference.ttft` span under the decision span. Two PDK calls: serialize, and ctx.shared.get for the decision.
  */
 export async function runLog(pdk: LogPdk, deps: PhaseDeps): Promise<void> {
   const raw = await pdk.serialize();
   if (raw === undefined) return;
   const s = JSON.parse(raw) as Serialized;
-  let id: string | undefined;
-  if (deps.tracer) id = parseTraceparent(header(s.request?.headers, 'traceparent'))?.spanId;
-  else {
-    const v = await pdk.ctxSharedGet(CTX_DECISION_KEY);
-    id = typeof v === 'string' ? v : undefined;
-  }
-  if (id === undefined) return;
+  const id = await pdk.ctxSharedGet(CTX_DECISION_KEY);
+  if (typeof id !== 'string') return;
   const p = deps.pending.take(id);
   if (!p) return;
 

@@ -10,4 +10,3 @@ export {
   type SpanRef,
   type TracingOptions,
 } from './tracer.js';
-export { parseTraceparent, type TraceparentParts } from './traceparent.js';

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import * as A from '../../../src/telemetry/attributes.js';
 import { decisionAttributes, type DecisionRecord } from '../../../src/telemetry/decision-attributes.js';
-import { parseTraceparent } from '../../../src/telemetry/traceparent.js';
 import type { Prediction } from '../../../src/core/predictor.js';
 
 function pred(
@@ -132,22 +131,5 @@ describe('decision → span attributes', () => {
       [A.ATTR_KINFERENCE_TARGET]: 'kong-default',
     });
     expect(at).not.toHaveProperty('server.address');
-  });
-});
-
-describe('traceparent parsing', () => {
-  it('reads version-00 headers and rejects malformed or all-zero ids', () => {
-    expect(parseTraceparent('00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01')).toEqual({
-      traceId: '0af7651916cd43dd8448eb211c80319c',
-      spanId: 'b7ad6b7169203331',
-      sampled: true,
-    });
-    expect(parseTraceparent(['00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00', 'x'])?.sampled).toBe(
-      false,
-    );
-    expect(parseTraceparent('00-00000000000000000000000000000000-b7ad6b7169203331-01')).toBeNull();
-    expect(parseTraceparent('00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01')).toBeNull();
-    expect(parseTraceparent('garbage')).toBeNull();
-    expect(parseTraceparent(undefined)).toBeNull();
   });
 });

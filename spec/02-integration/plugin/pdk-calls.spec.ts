@@ -197,7 +197,7 @@ describe('kinference plugin PDK calls (real plugin server)', () => {
     expect(h['x-kinference-fallback']).toBeUndefined();
   });
 
-  it('tracing on: get_headers → get_raw_body → set_target → set_headers (4), log needs 1', async () => {
+  it('tracing on: get_headers → get_raw_body → set_target → set_headers → ctx.shared.set (5), log needs 2', async () => {
     const incoming = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
     const r = await send('traced', body, { traceparent: incoming });
     expect(await r.json()).toMatchObject({ served_by: 'pod-b' });
@@ -206,12 +206,13 @@ describe('kinference plugin PDK calls (real plugin server)', () => {
       'kong.request.get_raw_body',
       'kong.service.set_target',
       'kong.service.request.set_headers',
+      'kong.ctx.shared.set',
     ]);
     const tp = String(pods['pod-b']!.requests.at(-1)!.headers.traceparent);
     expect(tp).toMatch(/^00-0af7651916cd43dd8448eb211c80319c-[0-9a-f]{16}-01$/);
     expect(tp).not.toContain('b7ad6b7169203331'); // our span is the upstream's parent
     await gw.idle();
-    expect(methods(r, 'log')).toEqual(['kong.log.serialize']);
+    expect(methods(r, 'log')).toEqual(['kong.log.serialize', 'kong.ctx.shared.get']);
   });
 
   it('a pod rebuilt partially: set_raw_body adds vllm_xargs (5 round trips), the rest of the body as sent; a body with its own vllm_xargs is left alone', async () => {
