@@ -7,6 +7,10 @@ import type { PromptTokenizer, TokenizeResult, Tokenizer } from './types.js';
  * room for sparse text while bounding the work for a 10 MB body to 8 × maxTokens characters.
  */
 export const CHARS_PER_TOKEN_BUDGET = 8;
+/** Characters of each window sampled to estimate a long prompt's density (start, middle, end). */
+const DENSITY_SAMPLE_CHARS = 8192;
+/** The density-based budget keeps this margin over maxTokens at the densest sampled rate. */
+const DENSITY_MARGIN = 1.25;
 
 export interface PromptTokenizerOptions {
   /** Segment cache budget in bytes (4 bytes per token plus per-entry overhead). */
@@ -40,6 +44,26 @@ export function safeCut(text: string, budget: number): number {
  * each text segment's tokens are looked up by content hash, so a multiturn request or a shared system prompt
  * only tokenizes its new text. Equal to `tokenizer.encode(text)` token for token (property-tested).
  */
+/**
+ * How many characters to tokenize for at most `maxTokens` tokens. CHARS_PER_TOKEN_BUDGET fits prose and code, but
+ * dense text runs far fewer characters per token (base64 ~1.4, emoji under 1), and tokenizing 8 × maxTokens
+ * characters of it took seconds on the plugin server's one thread, for tokens then thrown away. So a prompt long
+ * enough to exceed maxTokens is sampled in three windows, and the budget follows the densest of them.
+ */
+async function charBudget(tokenizer: Tokenizer, text: string, maxTokens: number): Promise<number> {
+  const fixed = maxTokens * CHARS_PER_TOKEN_BUDGET;
+  // Up to a character per token (denser text this short costs little to tokenize whole): not worth sampling.
+  if (text.length <= Math.max(maxTokens, 3 * DENSITY_SAMPLE_CHARS)) return fixed;
+  let densest = CHARS_PER_TOKEN_BUDGET;
+  const last = text.length - DENSITY_SAMPLE_CHARS;
+  for (const start of [0, Math.floor(last / 2), last]) {
+    const w = text.slice(start, start + DENSITY_SAMPLE_CHARS);
+    const n = (await tokenizer.encodeOrdinary(w, start === 0)).length;
+    if (n > 0) densest = Math.min(densest, w.length / n);
+  }
+  return Math.min(fixed, Math.ceil(maxTokens * densest * DENSITY_MARGIN));
+}
+
 export function createPromptTokenizer(
   tokenizer: Tokenizer,
   opts: PromptTokenizerOptions,
@@ -59,7 +83,7 @@ export function createPromptTokenizer(
     async tokenize(text: string, maxTokens: number): Promise<TokenizeResult> {
       if (!Number.isInteger(maxTokens) || maxTokens < 1)
         throw new RangeError(`maxTokens must be >= 1, got ${maxTokens}`);
-      const cut = safeCut(text, maxTokens * CHARS_PER_TOKEN_BUDGET);
+      const cut = safeCut(text, await charBudget(tokenizer, text, maxTokens));
       const pieces = splitter.split(cut < text.length ? text.slice(0, cut) : text);
       const parts: (Uint32Array | number | Promise<Uint32Array>)[] = new Array(pieces.length);
       const pending = new Map<string, Promise<Uint32Array>>();

@@ -89,6 +89,22 @@ describe('prompt tokenizer', () => {
     expect(small).toMatchObject({ tokens: [24912], truncated: false });
   });
 
+  it('bounds work on dense text by its sampled density, still giving maxTokens tokens', async () => {
+    const tok = loadTokenizer('tiktoken:o200k_base');
+    const pt = createPromptTokenizer(tok, { maxBytes: 1 << 20 });
+    // A pasted base64 blob: ~1.4 characters per token, so 8 per token would tokenize ~5× what is kept.
+    const blob = Buffer.from(Array.from({ length: 600_000 }, (_, i) => (i * 7919) % 251)).toString('base64');
+    const r = await pt.tokenize(`<|im_start|>user\n${blob}<|im_end|>\n`, 20_000);
+    expect(r.truncated).toBe(true);
+    expect(r.tokens).toHaveLength(20_000);
+    expect(r.tokenizedChars).toBeLessThan(20_000 * 2); // was 20,000 × CHARS_PER_TOKEN_BUDGET
+    // Prose is not cut any shorter than before.
+    const prose = 'The quick brown fox jumps over the lazy dog.\n'.repeat(20_000);
+    const p = await pt.tokenize(prose, 20_000);
+    expect(p.tokens).toHaveLength(20_000);
+    expect(p.tokens).toEqual((await tok.encode(prose.slice(0, 200_000))).slice(0, 20_000));
+  });
+
   it('safeCut prefers a line boundary and never splits a surrogate pair', () => {
     expect(safeCut('abc', 10)).toBe(3);
     expect(safeCut('aaaa\nbbbbbbb', 8)).toBe(5);
