@@ -36,7 +36,7 @@ return {
               len_max = 64,
               elements = {
                 type = "string",
-                match = "^[^:%s]+:[0-9][0-9]?[0-9]?[0-9]?[0-9]?$",
+                match = "^[^: \009\010\011\012\013]+:[0-9][0-9]?[0-9]?[0-9]?[0-9]?$",
               },
               description = "With redis_cluster: more nodes of the Redis Cluster to start from, as host:port, when the node of redis_url does not answer. User, password and TLS come from redis_url.",
             },
@@ -87,7 +87,7 @@ return {
                 type = "array",
                 elements = {
                   type = "string",
-                  match = "^[^:%s]+:[0-9][0-9]?[0-9]?[0-9]?[0-9]?$",
+                  match = "^[^: \009\010\011\012\013]+:[0-9][0-9]?[0-9]?[0-9]?[0-9]?$",
                 },
               },
               description = "Static fallback pod list per model (model name to host:port list), used when the index has no pods for the model.",
@@ -102,6 +102,7 @@ return {
               },
               values = {
                 type = "string",
+                len_min = 1,
               },
               description = "LoRA adapters served by the pods, as adapter name to base model. A request naming an adapter is routed among the base model pods.",
             },
@@ -114,9 +115,9 @@ return {
               match_any = {
                 patterns = {
                   "^tiktoken:[a-z0-9_]+$",
-                  "^hf:.+$",
+                  "^hf:[^\010\013]+$",
                 },
-                err = "must match ^(tiktoken:[a-z0-9_]+|hf:.+)$",
+                err = "must match ^(tiktoken:[a-z0-9_]+|hf:[^\\n\\r]+)$",
               },
               description = "Tokenizer matching the served model: tiktoken:<encoding> or hf:<path to tokenizer.json>. Must match vLLM or nothing is ever cached. The default fits gpt-oss.",
             },
@@ -132,9 +133,9 @@ return {
                   "^harmony$",
                   "^llama3$",
                   "^none$",
-                  "^hf:.+$",
+                  "^hf:[^\010\013]+$",
                 },
-                err = "must match ^(chatml|harmony|llama3|none|hf:.+)$",
+                err = "must match ^(chatml|harmony|llama3|none|hf:[^\\n\\r]+)$",
               },
               description = "Chat template matching the served model: chatml, harmony, llama3, none, or hf:<path to tokenizer_config.json>. The default fits gpt-oss.",
             },

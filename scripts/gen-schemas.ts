@@ -17,8 +17,14 @@ export const PLUGIN_NAME = 'kinference';
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const HEADER = 'Generated from src/config/plugin-config.ts by scripts/gen-schemas.ts: do not edit.';
 
+/** A Lua string literal: backslash and quote escaped, control characters as decimal escapes (\9, \10, …). */
 function luaString(s: string): string {
-  return `"${s.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`;
+  const body = s
+    .replace(/\\/g, '\\\\')
+    .replace(/"/g, '\\"')
+    // eslint-disable-next-line no-control-regex
+    .replace(/[\x00-\x1f\x7f]/g, (c) => `\\${c.charCodeAt(0).toString().padStart(3, '0')}`);
+  return `"${body}"`;
 }
 
 function luaValue(v: unknown, indent: string): string {

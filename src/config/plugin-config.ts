@@ -7,8 +7,10 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox';
  * Kong rejects them (see pluginConfigFromKong for the keys Kong itself adds at run time).
  */
 
-const TOKENIZER_PATTERN = '^(tiktoken:[a-z0-9_]+|hf:.+)$';
-const TEMPLATE_PATTERN = '^(chatml|harmony|llama3|none|hf:.+)$';
+const TOKENIZER_PATTERN = '^(tiktoken:[a-z0-9_]+|hf:[^\\n\\r]+)$';
+/** host:port; the port's range is checked by pluginConfigProblems (Lua patterns cannot say 1–65535). */
+const HOST_PORT_PATTERN = '^[^: \\t\\n\\v\\f\\r]+:[0-9]{1,5}$';
+const TEMPLATE_PATTERN = '^(chatml|harmony|llama3|none|hf:[^\\n\\r]+)$';
 
 export const PluginConfigSchema = Type.Object(
   {
@@ -25,7 +27,7 @@ export const PluginConfigSchema = Type.Object(
         'redis_url names one node of a Redis Cluster (any node; the others are found from it). Each model keeps its whole index in one slot, so one shard.',
     }),
     redis_cluster_nodes: Type.Optional(
-      Type.Array(Type.String({ pattern: '^[^:\\s]+:[0-9]{1,5}$' }), {
+      Type.Array(Type.String({ pattern: HOST_PORT_PATTERN }), {
         maxItems: 64,
         description:
           'With redis_cluster: more nodes of the Redis Cluster to start from, as host:port, when the node of redis_url does not answer. User, password and TLS come from redis_url.',
@@ -49,13 +51,13 @@ export const PluginConfigSchema = Type.Object(
         'Where the KV-location index lives: redis (shared with the collector) or memory (tests and single-node demos only).',
     }),
     model_pods: Type.Optional(
-      Type.Record(Type.String(), Type.Array(Type.String({ pattern: '^[^:\\s]+:[0-9]{1,5}$' })), {
+      Type.Record(Type.String(), Type.Array(Type.String({ pattern: HOST_PORT_PATTERN })), {
         description:
           'Static fallback pod list per model (model name to host:port list), used when the index has no pods for the model.',
       }),
     ),
     lora_adapters: Type.Optional(
-      Type.Record(Type.String(), Type.String(), {
+      Type.Record(Type.String(), Type.String({ minLength: 1 }), {
         description:
           'LoRA adapters served by the pods, as adapter name to base model. A request naming an adapter is routed among the base model pods.',
       }),
@@ -203,7 +205,8 @@ export type PluginConfig = Static<typeof PluginConfigSchema>;
  * The plugin disables itself on any (requests pass through); a fleet file with any is refused at load.
  */
 export function pluginConfigProblems(
-  c: Pick<PluginConfig, 'redis_cluster' | 'redis_cluster_nodes'> & Partial<Pick<PluginConfig, 'model_pods'>>,
+  c: Pick<PluginConfig, 'redis_cluster' | 'redis_cluster_nodes'> &
+    Partial<Pick<PluginConfig, 'model_pods' | 'lora_adapters'>>,
 ): string[] {
   const problems: string[] = [];
   if (c.redis_cluster_nodes?.length && !c.redis_cluster)
@@ -218,6 +221,9 @@ export function pluginConfigProblems(
   c.redis_cluster_nodes?.forEach((a, i) => {
     if (badPort(a)) problems.push(`redis_cluster_nodes.${i}: ${a}: the port must be 1–65535`);
   });
+  // Kong refuses an empty string, map keys included; TypeBox's Record cannot say so for keys.
+  if (Object.hasOwn(c.model_pods ?? {}, '')) problems.push('model_pods: a model name is empty');
+  if (Object.hasOwn(c.lora_adapters ?? {}, '')) problems.push('lora_adapters: an adapter name is empty');
   for (const [model, pods] of Object.entries(c.model_pods ?? {}))
     pods.forEach((a, i) => {
       if (badPort(a)) problems.push(`model_pods.${model}.${i}: ${a}: the port must be 1–65535`);

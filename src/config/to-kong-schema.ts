@@ -63,15 +63,17 @@ function luaLiteral(ch: string): string {
   return LUA_MAGIC.has(ch) ? `%${ch}` : ch;
 }
 
+// \s is not here: JS's covers Unicode spaces (U+00A0, U+2028, …), Lua's %s only ASCII ones; write the
+// characters out ([ \t\n\v\f\r]). Nor is `.`: JS's stops at line ends, Lua's does not; write [^\n\r].
 const ESCAPE_CLASSES: Record<string, string> = {
   d: '%d',
   D: '%D',
-  s: '%s',
-  S: '%S',
   w: '[%w_]',
   W: '[^%w_]',
 };
-const SET_ESCAPE_CLASSES: Record<string, string> = { d: '%d', s: '%s', w: '%w_' };
+const SET_ESCAPE_CLASSES: Record<string, string> = { d: '%d', w: '%w_' };
+/** Escapes of one control character: the same character in a Lua pattern (magic in neither). */
+const CONTROL_ESCAPES: Record<string, string> = { t: '\t', n: '\n', v: '\v', f: '\f', r: '\r' };
 
 interface Atom {
   lua: string;
@@ -84,10 +86,12 @@ function parseAtom(re: string, i: number, where: string): [Atom, number] {
     const e = re[i + 1];
     if (e === undefined) fail(where, `dangling escape in /${re}/`);
     if (ESCAPE_CLASSES[e]) return [{ lua: ESCAPE_CLASSES[e] }, i + 2];
+    if (CONTROL_ESCAPES[e]) return [{ lua: CONTROL_ESCAPES[e] }, i + 2];
     if (/[A-Za-z0-9]/.test(e)) fail(where, `unsupported escape \\${e} in /${re}/`);
     return [{ lua: luaLiteral(e) }, i + 2];
   }
-  if (ch === '.') return [{ lua: '.' }, i + 1];
+  if (ch === '.')
+    fail(where, `. differs between JS (not a line end) and Lua (any byte): write [^\\n\\r] in /${re}/`);
   if (ch === '[') {
     let j = i + 1;
     let out = '[';
@@ -102,6 +106,7 @@ function parseAtom(re: string, i: number, where: string): [Atom, number] {
         const e = re[j + 1];
         if (e === undefined) fail(where, `dangling escape in /${re}/`);
         if (SET_ESCAPE_CLASSES[e]) out += SET_ESCAPE_CLASSES[e];
+        else if (CONTROL_ESCAPES[e]) out += CONTROL_ESCAPES[e];
         else if (/[A-Za-z0-9]/.test(e)) fail(where, `unsupported escape \\${e} in a set in /${re}/`);
         else out += luaLiteral(e);
         j++;

@@ -281,6 +281,12 @@ describe('plugin config', () => {
       'model_pods.m.0: a:0: the port must be 1–65535',
       'model_pods.m.1: b:99999: the port must be 1–65535',
     ]);
+    // Kong refuses empty strings, map keys included.
+    expect(pluginConfigProblems(c({ model_pods: { '': ['a:1'] }, lora_adapters: { '': 'm' } }))).toEqual([
+      'model_pods: a model name is empty',
+      'lora_adapters: an adapter name is empty',
+    ]);
+    expect(() => c({ lora_adapters: { a: '' } })).toThrow(/lora_adapters/);
   });
 
   it('rejects a bad enum with the field name', () => {

@@ -61,7 +61,7 @@ describe('toKongSchema (TypeBox config → Kong schema)', () => {
       keys: { type: 'string' },
       values: {
         type: 'array',
-        elements: { type: 'string', match: '^[^:%s]+:[0-9][0-9]?[0-9]?[0-9]?[0-9]?$' },
+        elements: { type: 'string', match: '^[^: \t\n\v\f\r]+:[0-9][0-9]?[0-9]?[0-9]?[0-9]?$' },
       },
     });
   });
@@ -128,13 +128,15 @@ describe('regexToLua', () => {
       len_min: 1,
       len_max: 64,
     });
-    expect(regexToLua('^(tiktoken:[a-z0-9_]+|hf:.+)$')).toEqual({
+    expect(regexToLua('^(tiktoken:[a-z0-9_]+|hf:[^\\n\\r]+)$')).toEqual({
       match_any: {
-        patterns: ['^tiktoken:[a-z0-9_]+$', '^hf:.+$'],
-        err: 'must match ^(tiktoken:[a-z0-9_]+|hf:.+)$',
+        patterns: ['^tiktoken:[a-z0-9_]+$', '^hf:[^\n\r]+$'],
+        err: 'must match ^(tiktoken:[a-z0-9_]+|hf:[^\\n\\r]+)$',
       },
     });
-    expect(regexToLua('^[^:\\s]+:[0-9]{1,5}$')).toEqual({ match: '^[^:%s]+:[0-9][0-9]?[0-9]?[0-9]?[0-9]?$' });
+    expect(regexToLua('^[^: \\t\\n\\v\\f\\r]+:[0-9]{1,5}$')).toEqual({
+      match: '^[^: \t\n\v\f\r]+:[0-9][0-9]?[0-9]?[0-9]?[0-9]?$',
+    });
     expect(regexToLua('a\\.b%c')).toEqual({ match: 'a%.b%%c' });
   });
 
@@ -144,10 +146,17 @@ describe('regexToLua', () => {
     expect(() => regexToLua('x{1,40}y')).toThrow(/too wide/);
     expect(() => regexToLua('\\bword')).toThrow(/unsupported escape/);
     expect(() => regexToLua('a+?')).toThrow(/lazy/);
+    // Not exact: JS's . stops at line ends and JS's \s takes Unicode spaces; Lua's do neither.
+    expect(() => regexToLua('^hf:.+$')).toThrow(/\[\^\\n\\r\]/);
+    expect(() => regexToLua('^[^:\\s]+$')).toThrow(/unsupported escape \\s/);
+    expect(() => regexToLua('^\\S+$')).toThrow(/unsupported escape \\S/);
   });
 
   const patterns = [...new Set(patternsIn(PluginConfigSchema as unknown as TObject))];
-  const alphabet = fc.constantFrom(...'abcdehfikmnoprstuxz0123456789:/._- \t@[]{}()|+%^$é'.split(''));
+  // Line ends and non-ASCII spaces too: where JS's . and \s and Lua's . and %s part ways.
+  const alphabet = fc.constantFrom(
+    ...'abcdehfikmnoprstuxz0123456789:/._- \t\n\r\v\f\u00a0\u2028@[]{}()|+%^$é'.split(''),
+  );
   const samples: Record<string, string[]> = {};
   const examples = [
     'redis://127.0.0.1:6379/0',
@@ -174,6 +183,11 @@ describe('regexToLua', () => {
     'https://x',
     'ftp://x',
     '10.0.0.7:8000',
+    'hf:/models/qwen3/tokenizer_config.json\n', // a YAML | block
+    'hf:a\nb',
+    'a\u00a0b:1',
+    'a\u2028b:1',
+    'hf:a\u2028b',
   ];
   for (const p of patterns) samples[p] = examples;
 
