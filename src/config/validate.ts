@@ -84,8 +84,15 @@ export function closestKey(key: string, known: readonly string[]): string | null
 function errorLine(e: ValueError): string {
   const hint = (e.schema as { description?: string }).description;
   const got = e.value === undefined ? '' : ` (got ${JSON.stringify(e.value)?.slice(0, 80)})`;
-  // A long regular expression says less than the field's description of the form it wants.
-  const message = e.type === ValueErrorType.StringPattern && hint ? 'not in the expected form' : e.message;
+  // A long regular expression says less than the field's description of the form it wants; a union of
+  // literals (an enum) is best said by its values.
+  const literals = (e.schema as { anyOf?: { const?: unknown }[] }).anyOf?.map((m) => m.const);
+  const message =
+    e.type === ValueErrorType.StringPattern && hint
+      ? 'not in the expected form'
+      : e.type === ValueErrorType.Union && literals?.length && literals.every((l) => l !== undefined)
+        ? `expected one of: ${literals.map((l) => JSON.stringify(l)).join(', ')}`
+        : e.message;
   return `  ${fieldName(e.path)}: ${message}${got}${hint ? ` — ${hint}` : ''}`;
 }
 

@@ -289,7 +289,9 @@ describe('plugin config', () => {
     expect(() => c({ lora_adapters: { a: '' } })).toThrow(/lora_adapters/);
   });
 
-  it('rejects a bad enum with the field name', () => {
-    expect(errorOf(() => validateConfig(PluginConfigSchema, { index: 'mongo' }, 'kong'))).toContain('index');
+  it('rejects a bad enum with the field name and the values it takes', () => {
+    expect(errorOf(() => validateConfig(PluginConfigSchema, { index: 'mongo' }, 'kong'))).toContain(
+      'index: expected one of: "redis", "memory" (got "mongo")',
+    );
   });
 });
