@@ -109,6 +109,27 @@ export class DecodeBook {
     return { count: a.flights.size, contextTokens: a.contextTokens, outputTokens: a.outputTokens };
   }
 
+  /**
+   * A scrape taken at `scrapedAtMs` counted `onPod` requests on the pod (running and waiting, every gateway's):
+   * of this router's flights that started before `startedBeforeMs` (some margin before the scrape, for a
+   * request still on its way), no more than that many can still be there. The oldest of the rest ended without
+   * a log phase; they stop counting now instead of after maxFlightMs.
+   */
+  trimToScrape(podId: PodId, startedBeforeMs: number, onPod: number): void {
+    const a = this.#pods.get(podId);
+    if (!a) return;
+    let before = 0;
+    for (const f of a.flights.values()) {
+      if (f.atMs >= startedBeforeMs) break;
+      before++;
+    }
+    let excess = before - onPod;
+    for (const id of [...a.flights.keys()]) {
+      if (excess-- <= 0) break;
+      this.end(id);
+    }
+  }
+
   /** Pods with work or flights on record (for tests and debugging). */
   podsWithWork(): PodId[] {
     return [...this.#pods.keys()];

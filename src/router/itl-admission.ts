@@ -5,6 +5,8 @@ import { DecodeBook } from './decode-book.js';
 
 /** A request whose log phase never came stops counting as decoding on its pod after this long. */
 export const MAX_FLIGHT_MS = 600_000;
+/** Own requests sent this long before a scrape are taken to be in its counts (one on its way may not be yet). */
+const SCRAPE_MARGIN_MS = 2_000;
 /** Longest response the guard protects over (a longer answer's ITL is averaged over this many tokens). */
 export const MAX_RESPONSE_TOKENS = 1024;
 
@@ -54,6 +56,9 @@ export class ItlAdmission {
   assess(c: Candidate): void {
     const { pod, prediction: p, nowMs } = c;
     const s = pod.state;
+    // A request whose log phase was lost would count for MAX_FLIGHT_MS: the pod's own counts bound it sooner.
+    if (s.lastScrapeAtMs > 0)
+      this.#book.trimToScrape(s.podId, s.lastScrapeAtMs - SCRAPE_MARGIN_MS, s.running + s.waiting);
     const own = this.#book.inFlight(s.podId, nowMs);
     const mine = this.responseTokens(c.maxTokens);
     // Requests the pod runs that this router did not send (other gateway nodes) count at our mean size.

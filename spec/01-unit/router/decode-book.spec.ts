@@ -29,6 +29,18 @@ describe('DecodeBook (what the ITL guard knows of its own requests)', () => {
     expect(book.inFlight('pod-a', 61_000)).toEqual({ count: 0, contextTokens: 0, outputTokens: 0 });
   });
 
+  it('bounds the flights that started before a scrape by what the scrape counted on the pod', () => {
+    const book = new DecodeBook(10_000, 600_000);
+    for (let i = 0; i < 5; i++) book.add('pod-a', i * 100, 0, 1_000, 100); // 5 sent, their log phases lost
+    book.add('pod-a', 9_000, 0, 2_000, 100); // sent after the scrape's margin: not in its counts yet
+    book.trimToScrape('pod-a', 8_000, 2); // the scrape saw 2 on the pod
+    expect(book.inFlight('pod-a', 9_000)).toEqual({ count: 3, contextTokens: 4_000, outputTokens: 300 });
+    book.trimToScrape('pod-a', 8_000, 0); // an idle pod: only the one still on its way counts
+    expect(book.inFlight('pod-a', 9_000)).toEqual({ count: 1, contextTokens: 2_000, outputTokens: 100 });
+    book.trimToScrape('pod-a', 10_000, 5); // more on the pod than ours: nothing to drop
+    expect(book.inFlight('pod-a', 9_000).count).toBe(1);
+  });
+
   it('forgets the work of a pod that left the fleet (swept on later adds)', () => {
     const book = new DecodeBook(10_000, 600_000);
     book.end(book.add('gone', 0, 500, 100, 16)); // answered; its prefill stays for the window

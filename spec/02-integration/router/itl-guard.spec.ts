@@ -75,6 +75,25 @@ describe('ITL guard through the router (itl_slo_ms)', () => {
     expect(fifth.target?.podId).toBe(first.target?.podId);
   });
 
+  it('forgets requests whose log phase never came once a scrape shows the pods idle, not 10 min later', async () => {
+    const cfg = config();
+    const res = defaultResources(cfg);
+    await fleet(res.index);
+    let now = NOW;
+    const router = createRouter(cfg, res, { clock: () => now });
+    // One request per pod, their responses never reported (a lost log phase): every pod is "decoding".
+    for (const user of ['one', 'two', 'three'])
+      expect((await router.route(body(user))).target).not.toBeNull();
+    now += 5_000;
+    expect((await router.route(body('four'))).shed).not.toBeNull();
+    // The collector's next scrape finds every pod idle: those requests are over.
+    await fleet(res.index, { running: 0, waiting: 0, lastScrapeAtMs: now });
+    now += 1_000;
+    const five = await router.route(body('five'));
+    expect(five.shed).toBeNull();
+    expect(five.target).not.toBeNull();
+  });
+
   it('without shedding, routes the request anyway to the best pod and says why', async () => {
     const cfg = config({ shed_ttft_slo_ms: 0 });
     const res = defaultResources(cfg);
