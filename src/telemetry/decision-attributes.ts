@@ -33,11 +33,22 @@ export interface DecisionRecord {
 
 const round = (x: number): number => Math.round(x * 1000) / 1000;
 
+/** Reasons for which the body was not read as a chat request: its gen_ai operation is not known. */
+const NOT_A_CHAT: ReadonlySet<string> = new Set([
+  'body_too_large',
+  'body_empty',
+  'body_compressed',
+  'body_length_unknown',
+  'body_unreadable',
+  'body_not_json',
+  'invalid_utf8',
+  'body_not_chat',
+]);
+
 /** Pure: the span attributes of one decision (every candidate's terms, the choice, timings). */
 export function decisionAttributes(o: DecisionRecord): Attributes {
   const c = o.decision.candidates;
   const attrs: Attributes = {
-    [A.ATTR_GEN_AI_OPERATION_NAME]: 'chat',
     [A.ATTR_GEN_AI_USAGE_INPUT_TOKENS]: o.promptTokens,
     [A.ATTR_KINFERENCE_PROMPT_TRUNCATED]: o.truncated,
     [A.ATTR_KINFERENCE_CANDIDATES_COUNT]: c.length,
@@ -87,6 +98,9 @@ export function decisionAttributes(o: DecisionRecord): Attributes {
     attrs[A.ATTR_SERVER_PORT] = o.target.port;
   }
   if (o.fallbackReason !== null) attrs[A.ATTR_KINFERENCE_FALLBACK_REASON] = o.fallbackReason;
+  // A body not read as a chat request (too large, not JSON, /v1/completions…) has no operation we know.
+  if (o.fallbackReason === null || !NOT_A_CHAT.has(o.fallbackReason))
+    attrs[A.ATTR_GEN_AI_OPERATION_NAME] = 'chat';
   if (o.fallbackDetail) attrs[A.ATTR_KINFERENCE_FALLBACK_DETAIL] = o.fallbackDetail;
   if (o.shed) attrs[A.ATTR_KINFERENCE_RETRY_AFTER_S] = o.shed.retryAfterS;
   if (o.kvReuseReport) attrs[A.ATTR_KINFERENCE_KV_REUSE_REPORT] = true;

@@ -131,5 +131,17 @@ describe('decision → span attributes', () => {
       [A.ATTR_KINFERENCE_TARGET]: 'kong-default',
     });
     expect(at).not.toHaveProperty('server.address');
+    expect(at['gen_ai.operation.name']).toBe('chat'); // a chat request whose lookup timed out
+  });
+
+  it('names no gen_ai operation for a body it did not read as a chat request', () => {
+    for (const reason of ['body_too_large', 'body_not_json', 'body_not_chat'] as const) {
+      const at = decisionAttributes({
+        ...rec,
+        decision: { ...rec.decision, fallbackReason: reason },
+        fallbackReason: reason,
+      });
+      expect(at, reason).not.toHaveProperty('gen_ai.operation.name');
+    }
   });
 });
