@@ -2,7 +2,8 @@
  * Every degraded path ends in one of these reasons. It goes on the span and in `explain`, and the request
  * is still served (fail open).
  */
-export const FALLBACK_REASONS = [
+/** Reasons for which the body was not read as a chat request (not read at all, not JSON, not chat). */
+const NOT_READ_AS_CHAT_REASONS = [
   'body_too_large',
   'body_empty',
   'body_compressed',
@@ -11,6 +12,10 @@ export const FALLBACK_REASONS = [
   'body_not_json',
   'invalid_utf8',
   'body_not_chat',
+] as const;
+
+export const FALLBACK_REASONS = [
+  ...NOT_READ_AS_CHAT_REASONS,
   'multimodal_content',
   'template_error',
   'tokenizer_error',
@@ -24,3 +29,5 @@ export const FALLBACK_REASONS = [
 ] as const;
 
 export type FallbackReason = (typeof FALLBACK_REASONS)[number];
+
+export const NOT_READ_AS_CHAT: ReadonlySet<FallbackReason> = new Set(NOT_READ_AS_CHAT_REASONS);

@@ -1,6 +1,6 @@
 import type { Attributes } from '@opentelemetry/api';
 import type { Decision } from '../core/choose.js';
-import type { FallbackReason } from '../core/fallback.js';
+import { NOT_READ_AS_CHAT, type FallbackReason } from '../core/fallback.js';
 import * as A from './attributes.js';
 
 /**
@@ -32,18 +32,6 @@ export interface DecisionRecord {
 }
 
 const round = (x: number): number => Math.round(x * 1000) / 1000;
-
-/** Reasons for which the body was not read as a chat request: its gen_ai operation is not known. */
-const NOT_A_CHAT: ReadonlySet<string> = new Set([
-  'body_too_large',
-  'body_empty',
-  'body_compressed',
-  'body_length_unknown',
-  'body_unreadable',
-  'body_not_json',
-  'invalid_utf8',
-  'body_not_chat',
-]);
 
 /** Pure: the span attributes of one decision (every candidate's terms, the choice, timings). */
 export function decisionAttributes(o: DecisionRecord): Attributes {
@@ -99,7 +87,7 @@ export function decisionAttributes(o: DecisionRecord): Attributes {
   }
   if (o.fallbackReason !== null) attrs[A.ATTR_KINFERENCE_FALLBACK_REASON] = o.fallbackReason;
   // A body not read as a chat request (too large, not JSON, /v1/completions…) has no operation we know.
-  if (o.fallbackReason === null || !NOT_A_CHAT.has(o.fallbackReason))
+  if (o.fallbackReason === null || !NOT_READ_AS_CHAT.has(o.fallbackReason))
     attrs[A.ATTR_GEN_AI_OPERATION_NAME] = 'chat';
   if (o.fallbackDetail) attrs[A.ATTR_KINFERENCE_FALLBACK_DETAIL] = o.fallbackDetail;
   if (o.shed) attrs[A.ATTR_KINFERENCE_RETRY_AFTER_S] = o.shed.retryAfterS;
