@@ -111,8 +111,8 @@ export function reportFallback(o: RouteOutcome, nowMs?: number): void {
 }
 
 /**
- * The access phase. PDK round trips, in order (4 with tracing off, 5 with it or with expose_headers, one more with
- * set_raw_body when the router asks the pod for reused-block reports, kv_reuse_reports_ms):
+ * The access phase. PDK round trips, in order (4 with tracing off, 5 with it or with expose_headers, one
+ * more with set_raw_body when the router asks the pod for reused-block reports, kv_reuse_reports_ms):
  *   [tracing on] get_headers → get_raw_body → set_target → [set_raw_body] → set_headers(traceparent[, x-kinference-*]) → ctx.shared.set
  *   [tracing off] get_headers → get_raw_body → set_target → [set_raw_body] → [set_headers(x-kinference-*)] → ctx.shared.set
  * get_headers gives the traceparent and the body's size and encoding: a body that is absent, compressed,

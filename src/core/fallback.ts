@@ -1,7 +1,3 @@
-/**
- * Every degraded path ends in one of these reasons. It goes on the span and in `explain`, and the request
- * is still served (fail open).
- */
 /** Reasons for which the body was not read as a chat request (not read at all, not JSON, not chat). */
 const NOT_READ_AS_CHAT_REASONS = [
   'body_too_large',
@@ -14,6 +10,10 @@ const NOT_READ_AS_CHAT_REASONS = [
   'body_not_chat',
 ] as const;
 
+/**
+ * Every degraded path ends in one of these reasons. It goes on the span and in `explain`, and the request
+ * is still served (fail open).
+ */
 export const FALLBACK_REASONS = [
   ...NOT_READ_AS_CHAT_REASONS,
   'multimodal_content',

@@ -110,10 +110,10 @@ export class DecodeBook {
   }
 
   /**
-   * A scrape taken at `scrapedAtMs` counted `onPod` requests on the pod (running and waiting, every gateway's):
-   * of this router's flights that started before `startedBeforeMs` (some margin before the scrape, for a
-   * request still on its way), no more than that many can still be there. The oldest of the rest ended without
-   * a log phase; they stop counting now instead of after maxFlightMs.
+   * A scrape counted `onPod` requests on the pod (running and waiting, every gateway's): of this router's
+   * flights that started before `startedBeforeMs` (some margin before the scrape, for a request still on its
+   * way), no more than that many can still be there. The oldest of the rest ended without a log phase; they
+   * stop counting now instead of after maxFlightMs.
    */
   trimToScrape(podId: PodId, startedBeforeMs: number, onPod: number): void {
     const a = this.#pods.get(podId);

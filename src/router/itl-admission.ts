@@ -5,7 +5,7 @@ import { DecodeBook } from './decode-book.js';
 
 /** A request whose log phase never came stops counting as decoding on its pod after this long. */
 export const MAX_FLIGHT_MS = 600_000;
-/** Own requests sent this long before a scrape are taken to be in its counts (one on its way may not be yet). */
+/** Own requests sent this long before a scrape are in its counts (one still on its way may not be). */
 const SCRAPE_MARGIN_MS = 2_000;
 /** Longest response the guard protects over (a longer answer's ITL is averaged over this many tokens). */
 export const MAX_RESPONSE_TOKENS = 1024;

@@ -113,7 +113,7 @@ interface HeldRouter {
 const routers = new Map<string, HeldRouter>();
 let nextSweepMs = 0;
 
-/** The router of a config: one per distinct config, created on first use, closed after ROUTER_IDLE_CLOSE_MS unused. */
+/** The router of a config: one per distinct config, made on first use, closed after ROUTER_IDLE_CLOSE_MS idle. */
 function routerFor(key: string, config: PluginConfig, nowMs: number): Router {
   let held = routers.get(key);
   if (!held) {

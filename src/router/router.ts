@@ -119,6 +119,14 @@ function splitAddress(address: string): { host: string; port: number } | null {
   return host ? { host, port } : null;
 }
 
+/**
+ * A pod Kong can be sent to. One without (no address yet, port 0) is no candidate: routed there, the request
+ * would go to the service url with no reason given.
+ */
+function routable(state: PodState): boolean {
+  return splitAddress(state.address) !== null;
+}
+
 const NO_PREFIX = { GPU: 0, CPU: 0, STORAGE: 0 } as const;
 
 /**
@@ -399,8 +407,7 @@ export function createRouter(
       return finish({ ...base, decision: empty }, nowMs, 0);
     const loaded = await loadOnlyPods(reason, model, timings);
     const { indexError } = loaded;
-    // A pod Kong cannot be sent to (an address that is not host:port) is no candidate.
-    const pods = loaded.pods.filter((state) => splitAddress(state.address) !== null);
+    const pods = loaded.pods.filter(routable);
     if (indexError !== null) base.fallbackDetail = `${detail}; index: ${indexError}`.slice(0, 600);
     if (pods.length === 0) return finish({ ...base, decision: empty }, nowMs, 0);
     const t = performance.now();
@@ -512,22 +519,20 @@ export function createRouter(
 
       if (lookup.pods.length === 0)
         return await bail('no_pods_in_index', `no pods registered for model ${model}`);
-      // A pod Kong cannot be sent to (no address yet, port 0) is no candidate: routed there, the request
-      // would go to the service url with no reason given.
-      const routable = lookup.pods.filter((p) => splitAddress(p.state.address) !== null);
+      const candidates = lookup.pods.filter((p) => routable(p.state));
       lastKnownPods.set(
         model,
-        routable.map((p) => p.state),
+        candidates.map((p) => p.state),
       );
-      if (routable.length === 0)
+      if (candidates.length === 0)
         return await bail(
           'no_pods_in_index',
           `no pod of model ${model} has a host:port address: ${lookup.pods
             .map((p) => `${p.state.podId} "${p.state.address}"`)
             .join(', ')}`.slice(0, 300),
         );
-      const credits = routable.map((pod) => creditedPrefix(pod, keys, nowMs));
-      const pods = routable.map((pod, i) => credits[i]?.pod ?? pod);
+      const credits = candidates.map((pod) => creditedPrefix(pod, keys, nowMs));
+      const pods = candidates.map((pod, i) => credits[i]?.pod ?? pod);
       const maxTokens = req.maxTokens ?? null;
       const predictions = predictAll(pods, promptTokens, nowMs, maxTokens, others);
       credits.forEach((c, i) => c && predictions[i]!.reasons.push(c.reason));

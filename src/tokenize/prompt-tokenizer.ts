@@ -40,15 +40,11 @@ export function safeCut(text: string, budget: number): number {
 }
 
 /**
- * Prompt tokenizer with a segment cache: the rendered prompt is split on the tokenizer's special tokens and
- * each text segment's tokens are looked up by content hash, so a multiturn request or a shared system prompt
- * only tokenizes its new text. Equal to `tokenizer.encode(text)` token for token (property-tested).
- */
-/**
- * How many characters to tokenize for at most `maxTokens` tokens. CHARS_PER_TOKEN_BUDGET fits prose and code, but
- * dense text runs far fewer characters per token (base64 ~1.4, emoji under 1), and tokenizing 8 × maxTokens
- * characters of it took seconds on the plugin server's one thread, for tokens then thrown away. So a prompt long
- * enough to exceed maxTokens is sampled in three windows, and the budget follows the densest of them.
+ * How many characters to tokenize for at most `maxTokens` tokens. CHARS_PER_TOKEN_BUDGET fits prose and
+ * code, but dense text runs far fewer characters per token (base64 ~1.4, emoji under 1), and tokenizing
+ * 8 × maxTokens characters of it took seconds on the plugin server's one thread, for tokens then thrown
+ * away. So a prompt long enough to exceed maxTokens is sampled in three windows, and the budget follows the
+ * densest of them.
  */
 async function charBudget(tokenizer: Tokenizer, text: string, maxTokens: number): Promise<number> {
   const fixed = maxTokens * CHARS_PER_TOKEN_BUDGET;
@@ -64,6 +60,11 @@ async function charBudget(tokenizer: Tokenizer, text: string, maxTokens: number)
   return Math.min(fixed, Math.ceil(maxTokens * densest * DENSITY_MARGIN));
 }
 
+/**
+ * Prompt tokenizer with a segment cache: the rendered prompt is split on the tokenizer's special tokens and
+ * each text segment's tokens are looked up by content hash, so a multiturn request or a shared system prompt
+ * only tokenizes its new text. Equal to `tokenizer.encode(text)` token for token (property-tested).
+ */
 export function createPromptTokenizer(
   tokenizer: Tokenizer,
   opts: PromptTokenizerOptions,

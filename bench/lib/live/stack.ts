@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { createKvIndex } from '../../../src/index/create.js';
+import { listenFailureReason } from '../../../src/util/listen-failure.js';
 import { freeLoopbackPort, startRedisServer, type RedisServer } from '../../../src/util/redis-server.js';
 import type { ModelSetup } from '../setup.js';
 
@@ -78,6 +79,8 @@ async function until(
 
 /** A process of the stack could not listen on the port picked for it: another process took it meanwhile. */
 class PortTakenError extends Error {}
+/** What the CLI says then (src/util/listen-failure.ts). */
+const PORT_TAKEN = listenFailureReason({ code: 'EADDRINUSE' })!;
 
 /**
  * Starts the stack, again with fresh ports (up to 3 times) when a process finds its port taken: ports are
@@ -211,8 +214,7 @@ async function startLiveStackOnce(o: LiveStackOptions): Promise<LiveStack> {
       const p = spawn(process.execPath, [o.cli, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
       p.stderr!.on('data', (d: Buffer) => {
         process.stderr.write(d);
-        // The CLI's listen failure (src/util/listen-failure.ts).
-        if (d.toString('utf8').includes('address already in use')) portTaken = true;
+        if (d.toString('utf8').includes(PORT_TAKEN)) portTaken = true;
       });
       procs.push(p);
       return p;

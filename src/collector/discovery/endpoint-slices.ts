@@ -16,10 +16,10 @@ function podId(ep: { targetRef?: { kind?: string; name?: string } }, ip: string,
 
 /**
  * EndpointSlices of a Service → the pods to follow. An endpoint counts when it is ready (a missing
- * `ready` means ready, per the API), not terminating and not marked not serving: with the Service's
- * publishNotReadyAddresses the controller reports every endpoint ready; its first address is the pod's IP; ports come from the config, not the
- * slice (the Service need not expose the KV-event ports). Pods listed in several slices (during updates)
- * appear once. Sorted by id.
+ * `ready` means ready, per the API), not terminating and not marked not serving (with the Service's
+ * publishNotReadyAddresses the controller reports every endpoint ready). Its first address is the pod's IP;
+ * ports come from the config, not the slice (the Service need not expose the KV-event ports). Pods listed in
+ * several slices (during updates) appear once. Sorted by id.
  */
 export function podsFromEndpointSlices(
   slices: readonly V1EndpointSlice[],
