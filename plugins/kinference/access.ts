@@ -111,10 +111,10 @@ export function reportFallback(o: RouteOutcome, nowMs?: number): void {
 }
 
 /**
- * The access phase. PDK round trips, in order (4 with tracing off, 5 with it or with expose_headers, one
- * more with set_raw_body when the router asks the pod for reused-block reports, kv_reuse_reports_ms):
- *   [tracing on] get_headers → get_raw_body → set_target → [set_raw_body] → set_headers(traceparent[, x-kinference-*]) → ctx.shared.set
- *   [tracing off] get_headers → get_raw_body → set_target → [set_raw_body] → [set_headers(x-kinference-*)] → ctx.shared.set
+ * The access phase. PDK round trips, in order (4 with tracing off, 5 with it, with expose_headers or to a DP
+ * rank, one more with set_raw_body when the router asks the pod for reused-block reports, kv_reuse_reports_ms):
+ *   [tracing on] get_headers → get_raw_body → set_target → [set_raw_body] → set_headers(traceparent[, x-data-parallel-rank][, x-kinference-*]) → ctx.shared.set
+ *   [tracing off] get_headers → get_raw_body → set_target → [set_raw_body] → [set_headers(x-data-parallel-rank, x-kinference-*)] → ctx.shared.set
  * get_headers gives the traceparent and the body's size and encoding: a body that is absent, compressed,
  * chunked or over max_body_bytes is never fetched (Kong's target is kept). The decision id reaches the log
  * phase in ctx.shared.
@@ -148,6 +148,8 @@ export async function runAccess(pdk: AccessPdk, deps: PhaseDeps): Promise<void> 
       if (reported) await pdk.setUpstreamBody(reported);
     }
     const headers: Record<string, string> = {};
+    if (outcome.target?.dataParallelRank !== undefined)
+      headers['x-data-parallel-rank'] = String(outcome.target.dataParallelRank);
     if (span) headers.traceparent = span.traceparent;
     if (config.expose_headers) Object.assign(headers, exposedHeaders(outcome));
     if (Object.keys(headers).length > 0) await pdk.setUpstreamHeaders(headers);

@@ -33,9 +33,17 @@ export interface FullSystem {
 export async function startFullSystem(
   keyPrefix: string,
   pluginExtra: Record<string, unknown> = {},
-  opts: { pods?: number; emulator?: Partial<EmulatorSection>; redisCluster?: boolean } = {},
+  opts: {
+    pods?: number;
+    emulator?: Partial<EmulatorSection>;
+    redisCluster?: boolean;
+    /** Merged into each pod's fleet entry (e.g. data_parallel_size). */
+    podExtra?: Record<string, unknown>;
+  } = {},
 ): Promise<FullSystem> {
   const n = opts.pods ?? 3;
+  // One index entry per DP rank.
+  const entries = n * Number(opts.podExtra?.data_parallel_size ?? 1);
   // Stopped in reverse order, also when a later step fails.
   const closers: (() => unknown)[] = [];
   const close = async (): Promise<void> => {
@@ -54,7 +62,7 @@ export async function startFullSystem(
       () => service.close(),
       () => plugin.cleanup(),
     );
-    const fleet = await startTestFleet(n, opts.emulator);
+    const fleet = await startTestFleet(n, opts.emulator, opts.podExtra);
     closers.push(() => fleet.close());
     const index = createKvIndex({ kind: 'redis', url: redis.url, cluster, keyPrefix });
     closers.push(() => index.close());
@@ -63,7 +71,7 @@ export async function startFullSystem(
     await collector.start();
     await waitFor(
       'pods registered',
-      async () => (await index.listPods(MODEL)).filter((p) => p.address).length === n,
+      async () => (await index.listPods(MODEL)).filter((p) => p.address).length === entries,
       20_000,
     );
     const pluginConfig = {
@@ -85,13 +93,17 @@ export async function startFullSystem(
   }
 }
 
-/** Sum of a Prometheus counter over all its label sets, from a pod's /metrics. */
-export async function promCounter(base: string, name: string): Promise<number> {
+/**
+ * Sum of a Prometheus counter over all its label sets, from a pod's /metrics; with `engine`, over that DP
+ * rank's only.
+ */
+export async function promCounter(base: string, name: string, engine?: number): Promise<number> {
   const text = await (await fetch(`${base}/metrics`)).text();
   let sum = 0;
   for (const line of text.split('\n'))
     if (line.startsWith(`${name}{`) || line.startsWith(`${name} `))
-      sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+      if (engine === undefined || line.includes(`engine="${engine}"`))
+        sum += Number(line.slice(line.lastIndexOf(' ') + 1));
   return sum;
 }
 

@@ -1,4 +1,4 @@
-import type { PodId } from '../core/types.js';
+import { dataParallelPodId, type PodId } from '../core/types.js';
 
 /** A pod to follow, from the static list or from Kubernetes. */
 export interface PodSpec {
@@ -12,6 +12,11 @@ export interface PodSpec {
   metrics?: string;
   /** vLLM --data-parallel-size: one event stream (and index entry) per rank. */
   dataParallelSize: number;
+  /**
+   * false: listed but failing its readiness probe (Kubernetes). A pod already followed stays followed,
+   * out of routing, with its index kept; one not yet followed is not started. Absent: ready.
+   */
+  ready?: boolean;
 }
 
 /** One event stream: a pod, or one DP rank of it. */
@@ -46,7 +51,7 @@ export function offsetEndpoint(endpoint: string, rank: number): string {
 export function streamsOf(p: PodSpec): StreamSpec[] {
   const n = Math.max(1, p.dataParallelSize);
   return Array.from({ length: n }, (_, r) => ({
-    podId: n === 1 ? p.id : `${p.id}@dp${r}`,
+    podId: n === 1 ? p.id : dataParallelPodId(p.id, r),
     basePodId: p.id,
     model: p.model,
     address: p.address,

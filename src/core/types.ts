@@ -8,6 +8,20 @@ export type VllmBlockHash = string & { readonly __brand: 'VllmBlockHash' };
 
 export type PodId = string;
 
+/**
+ * A data-parallel rank of a pod is indexed, and routed to, as `<pod id>@dp<rank>`: its own KV cache and
+ * load at the pod's address. Pod ids never contain `@` (config pattern, Kubernetes names).
+ */
+export function dataParallelPodId(podId: PodId, rank: number): PodId {
+  return `${podId}@dp${rank}`;
+}
+
+/** The DP rank an index pod id names, or null for a pod with one rank. */
+export function dataParallelRankOf(podId: PodId): number | null {
+  const m = /@dp(\d+)$/.exec(podId);
+  return m ? Number(m[1]) : null;
+}
+
 /** Storage tiers, fastest first. A prefix counted for a tier may use that tier or any faster one. */
 export const TIERS = ['GPU', 'CPU', 'STORAGE'] as const;
 export type Tier = (typeof TIERS)[number];

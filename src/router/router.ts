@@ -4,7 +4,14 @@ import { choose, type Decision } from '../core/choose.js';
 import type { FallbackReason } from '../core/fallback.js';
 import { predictTtft, type Prediction } from '../core/predictor.js';
 import { parseChatBody } from '../core/request.js';
-import type { BlockKey, LookupResult, PodLookup, PodState, Reservation } from '../core/types.js';
+import {
+  dataParallelRankOf,
+  type BlockKey,
+  type LookupResult,
+  type PodLookup,
+  type PodState,
+  type Reservation,
+} from '../core/types.js';
 import { isKinferenceError } from '../core/errors.js';
 import type { PluginConfig } from '../config/plugin-config.js';
 import { defaultPodState, type KvIndex } from '../index/kv-index.js';
@@ -30,6 +37,11 @@ export interface RouteTarget {
   host: string;
   port: number;
   podId: string;
+  /**
+   * The pod is one DP rank of a vLLM server (`<pod>@dp<r>`): the request must carry X-data-parallel-rank,
+   * or vLLM's own balancer picks a rank by load alone, whatever its cache holds.
+   */
+  dataParallelRank?: number;
 }
 
 export interface RouteOutcome {
@@ -321,7 +333,11 @@ export function createRouter(
         promptTokens: base.promptTokens,
       });
     const flightId = addr && chosen && itl ? itl.record(chosen, nowMs, base.promptTokens, maxTokens) : null;
-    const target = addr && chosen ? { ...addr, podId: chosen.podId } : null;
+    const rank = chosen ? dataParallelRankOf(chosen.podId) : null;
+    const target: RouteTarget | null =
+      addr && chosen
+        ? { ...addr, podId: chosen.podId, ...(rank !== null ? { dataParallelRank: rank } : {}) }
+        : null;
     if (target && keys.length > 0 && config.kv_reuse_reports_ms > 0) {
       // About what the pod's KV cache holds, when the collector has said.
       const cap = lastKnownPods
