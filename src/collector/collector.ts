@@ -67,6 +67,8 @@ interface PodRunner {
   scraper: MetricsScraper | null;
   scrapeOk: number;
   scrapeFailed: number;
+  /** Failing its readiness probe: followed, written unhealthy so that the router leaves it out. */
+  ready: boolean;
 }
 
 export interface CollectorHealth {
@@ -74,6 +76,8 @@ export interface CollectorHealth {
   stopping: boolean;
   /** Another collector holds the writer lease: this one follows nothing and waits to take over. */
   standby: boolean;
+  /** Discovery has read its source (a Kubernetes list succeeded): before that no pod is followed. */
+  discoverySynced: boolean;
   /** While standing by: who holds the lease (of the first model held). */
   holder?: LeaseHolder;
   /** With a lease: its state, the models it covers, and who else holds which. */
@@ -89,6 +93,7 @@ export interface CollectorHealth {
     queueOps: number;
     writesSuspended: boolean;
     healthy: boolean;
+    ready: boolean;
   }[];
 }
 
@@ -165,7 +170,10 @@ export class Collector {
       const wanted = new Map(pods.map((p) => [p.id, p]));
       for (const [id, runner] of this.#pods) {
         const next = wanted.get(id);
-        if (next && samePodSpec(next, runner.spec)) continue;
+        if (next && samePodSpec(next, runner.spec)) {
+          this.#setReady(runner, next.ready !== false);
+          continue;
+        }
         this.#pods.delete(id);
         this.deps.log.info(
           next ? 'pod changed: restarting its streams' : 'pod left: removing it from the index',
@@ -174,7 +182,8 @@ export class Collector {
         await this.#remove(runner);
       }
       for (const [id, spec] of wanted) {
-        if (this.#pods.has(id)) continue;
+        // A pod that was never ready has nothing indexed to keep: it starts once it is ready.
+        if (this.#pods.has(id) || spec.ready === false) continue;
         this.#pods.set(id, this.#startPod(spec));
         this.deps.log.info('pod added', { pod: id, address: spec.address, ranks: spec.dataParallelSize });
       }
@@ -232,6 +241,7 @@ export class Collector {
     const lease = this.#lease?.view() ?? null;
     const standby = lease?.state === 'standby';
     const streams = [];
+    const discoverySynced = this.deps.discovery.synced !== false;
     for (const p of this.#pods.values())
       for (const w of p.workers)
         streams.push({
@@ -241,15 +251,19 @@ export class Collector {
           queueOps: w.queue.queuedOps,
           writesSuspended: w.queue.suspended,
           healthy: p.scraper?.healthy ?? true,
+          ready: p.ready,
         });
     return {
-      // Not ready while it may not write: standing by, not yet sure (Redis unreachable at start), or lost.
+      // Not ready while it may not write (standing by, not yet sure with Redis unreachable at start, or lost)
+      // or does not know its pods yet (a Kubernetes list refused).
       ok:
         !this.#stopping &&
         (lease === null || lease.state === 'held') &&
+        discoverySynced &&
         streams.every((s) => !s.writesSuspended),
       stopping: this.#stopping,
       standby,
+      discoverySynced,
       ...(standby && lease.heldBy[0] ? { holder: lease.heldBy[0].holder } : {}),
       ...(lease
         ? {
@@ -395,6 +409,7 @@ export class Collector {
       scraper: null,
       scrapeOk: 0,
       scrapeFailed: 0,
+      ready: true,
     };
     if (spec.metrics) {
       runner.scraper = new MetricsScraper(
@@ -420,13 +435,35 @@ export class Collector {
         },
         workers.map((w) => ({
           rank: w.spec.rank,
-          write: (patch) => w.writer.write({ address: w.spec.address, ...patch }),
+          write: (patch) =>
+            w.writer.write({
+              address: w.spec.address,
+              ...patch,
+              ...(runner.ready ? {} : { healthy: false }),
+            }),
         })),
       );
     }
     for (const w of workers) w.start({ healthy: true });
     runner.scraper?.start();
     return runner;
+  }
+
+  /**
+   * A followed pod failing its readiness probe keeps its streams (and so its index, which stays exact)
+   * but is written unhealthy until it is ready again, as the Service leaves it out of its endpoints. Back
+   * ready, the next scrape writes its health (at once when it has no metrics).
+   */
+  #setReady(r: PodRunner, ready: boolean): void {
+    if (r.ready === ready) return;
+    r.ready = ready;
+    if (ready) this.deps.log.info('pod ready again: back in routing', { pod: r.spec.id });
+    else
+      this.deps.log.warn('pod not ready: out of routing, its index kept while it is', {
+        pod: r.spec.id,
+        removedAfterMs: this.deps.discovery.notReadyGraceMs ?? null,
+      });
+    if (!ready || !r.scraper) for (const w of r.workers) w.writer.write({ healthy: ready });
   }
 
   /** Warns about a stream that hears nothing while its engine computes prompts (topic or endpoint wrong). */

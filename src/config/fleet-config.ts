@@ -70,6 +70,20 @@ export const KubernetesSchema = Type.Object(
     kv_events_replay_port: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535 })),
     kv_events_topic: Type.Optional(Type.String()),
     metrics_path: Type.String({ default: '/metrics', pattern: '^/\\S*$', description: 'starts with /' }),
+    data_parallel_size: Type.Integer({
+      minimum: 1,
+      maximum: 256,
+      default: 1,
+      description:
+        "every pod's vLLM --data-parallel-size: rank r publishes on kv_events_port + r and is indexed as <pod>@dp<r>",
+    }),
+    not_ready_grace_ms: Type.Integer({
+      default: 300_000,
+      minimum: 0,
+      description:
+        'how long a pod failing its readiness probe (not terminating) stays followed, out of routing, with its ' +
+        'index kept; then it is removed as if it had left. 0 removes it at once',
+    }),
   },
   STRICT,
 );
@@ -116,6 +130,18 @@ function resolveSpec(spec: string, baseDir: string): string {
   return spec.startsWith('hf:') ? `hf:${resolve(baseDir, spec.slice(3))}` : spec;
 }
 
+/** Two tcp:// endpoints on one host whose ports + 0 … n−1 (one per DP rank) share a port. */
+function tcpRunsMeet(a: string, b: string, n: number): boolean {
+  const split = (e: string): [string, number] | null => {
+    const i = e.lastIndexOf(':');
+    const port = Number(e.slice(i + 1));
+    return e.startsWith('tcp://') && Number.isInteger(port) ? [e.slice(0, i), port] : null;
+  };
+  const x = split(a);
+  const y = split(b);
+  return x !== null && y !== null && x[0] === y[0] && Math.abs(x[1] - y[1]) < n;
+}
+
 /** Cross-field checks TypeBox cannot express; messages name the file and the field. */
 function checkFleet(cfg: FleetConfig, source: string): void {
   const problems: string[] = pluginConfigProblems(cfg).map((p) => `  ${p}`);
@@ -134,15 +160,29 @@ function checkFleet(cfg: FleetConfig, source: string): void {
     addresses.add(p.address);
   });
   (cfg.pods ?? []).forEach((p, i) => {
+    const n = p.data_parallel_size ?? 1;
     if (p.kv_events && p.kv_events === p.kv_events_replay)
       problems.push(`  pods.${i}.kv_events_replay: the same endpoint as kv_events ("${p.kv_events}")`);
+    else if (n > 1 && p.kv_events && p.kv_events_replay && tcpRunsMeet(p.kv_events, p.kv_events_replay, n))
+      problems.push(
+        `  pods.${i}.kv_events_replay: rank r uses port + r of both endpoints, and with data_parallel_size ${n} ` +
+          `"${p.kv_events}" and "${p.kv_events_replay}" overlap`,
+      );
     if (p.metrics && !URL.canParse(p.metrics))
       problems.push(`  pods.${i}.metrics: not a valid URL (got "${p.metrics}")`);
   });
   if (cfg.kubernetes && !Object.hasOwn(cfg.models, cfg.kubernetes.model))
     problems.push(`  kubernetes.model: "${cfg.kubernetes.model}" is not listed under models`);
-  if (cfg.kubernetes && cfg.kubernetes.kv_events_port === cfg.kubernetes.kv_events_replay_port)
-    problems.push('  kubernetes.kv_events_replay_port: the same port as kv_events_port');
+  if (cfg.kubernetes?.kv_events_replay_port !== undefined) {
+    const { kv_events_port: pub, kv_events_replay_port: replay, data_parallel_size: n } = cfg.kubernetes;
+    // Rank r uses both ports + r (vLLM's offset_endpoint_port): the two runs must not meet.
+    if (Math.abs(pub - replay) < n)
+      problems.push(
+        n === 1
+          ? '  kubernetes.kv_events_replay_port: the same port as kv_events_port'
+          : `  kubernetes.kv_events_replay_port: ranks use ports ${pub}–${pub + n - 1} and ${replay}–${replay + n - 1}, which overlap (data_parallel_size ${n})`,
+      );
+  }
   if (cfg.collector) problems.push(...checkCollectorSection(cfg.collector, 'collector'));
   if (problems.length > 0)
     throw new KinferenceError('KINF_ERR_CONFIG', `${source}: invalid configuration\n${problems.join('\n')}`);

@@ -181,6 +181,41 @@ describe('fleet config: addresses, endpoints and ranges', () => {
     );
   });
 
+  it('with data parallelism, the ranks of kv_events and kv_events_replay (port + r) must not meet', () => {
+    expect(
+      bad({ kv_events: 'tcp://h:5557', kv_events_replay: 'tcp://h:5558', data_parallel_size: 2 }),
+    ).toContain(
+      'pods.0.kv_events_replay: rank r uses port + r of both endpoints, and with data_parallel_size 2',
+    );
+    const ok = (over: Record<string, unknown>): void =>
+      void parseFleetConfig({ ...good, pods: [{ ...pod, ...over }] }, 'f', '/');
+    expect(() =>
+      ok({ kv_events: 'tcp://h:5557', kv_events_replay: 'tcp://h:5559', data_parallel_size: 2 }),
+    ).not.toThrow();
+    expect(() =>
+      ok({ kv_events: 'tcp://h:5557', kv_events_replay: 'tcp://g:5558', data_parallel_size: 2 }),
+    ).not.toThrow();
+    expect(() => ok({ kv_events: 'tcp://h:5557', kv_events_replay: 'tcp://h:5558' })).not.toThrow();
+
+    const parseK8s = (over: Record<string, unknown>): unknown =>
+      parseFleetConfig(
+        {
+          models: good.models,
+          kubernetes: { namespace: 'n', service: 's', model: 'Qwen/Qwen3-8B', kv_events_port: 5557, ...over },
+        },
+        'f',
+        '/',
+      );
+    const k8s = (over: Record<string, unknown>): string => errorOf(() => parseK8s(over));
+    expect(k8s({ kv_events_replay_port: 5557 })).toContain(
+      'kubernetes.kv_events_replay_port: the same port as kv_events_port',
+    );
+    expect(k8s({ kv_events_replay_port: 5559, data_parallel_size: 4 })).toContain(
+      'kubernetes.kv_events_replay_port: ranks use ports 5557–5560 and 5559–5562, which overlap (data_parallel_size 4)',
+    );
+    expect(() => parseK8s({ kv_events_replay_port: 5561, data_parallel_size: 4 })).not.toThrow();
+  });
+
   it('a pod address needs a port of 0–65535 (0: the emulator picks one)', () => {
     expect(bad({ address: '10.0.0.7:70000' })).toContain('pods.0.address: not in the expected form');
     expect(() =>

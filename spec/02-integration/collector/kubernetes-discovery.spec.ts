@@ -36,6 +36,11 @@ class FakeApiServer {
   slice: V1EndpointSlice;
   watchers: ServerResponse[] = [];
   listRequests: string[] = [];
+  watchRequests = 0;
+  /** Answer lists with this status (403: an RBAC refusal, as the API server words it). */
+  listStatus = 200;
+  /** Answer watches with 200 and end them at once, as a misbehaving proxy might. */
+  closeWatches = false;
 
   constructor(endpoints: V1EndpointSlice['endpoints']) {
     this.slice = this.#slice(endpoints);
@@ -45,12 +50,27 @@ class FakeApiServer {
         return void res.writeHead(200).end(vllmExposition({ '0': { running: 1 } }));
       if (url.pathname !== SLICES) return void res.writeHead(404).end();
       if (url.searchParams.get('watch') === 'true') {
+        this.watchRequests++;
         res.writeHead(200, { 'content-type': 'application/json' });
         res.flushHeaders();
+        if (this.closeWatches) return void setTimeout(() => res.end(), 5);
         this.watchers.push(res);
         return;
       }
       this.listRequests.push(url.searchParams.get('labelSelector') ?? '');
+      if (this.listStatus !== 200)
+        return void res.writeHead(this.listStatus, { 'content-type': 'application/json' }).end(
+          JSON.stringify({
+            kind: 'Status',
+            apiVersion: 'v1',
+            status: 'Failure',
+            message:
+              'endpointslices.discovery.k8s.io is forbidden: User "system:serviceaccount:llm:collector" cannot ' +
+              'list resource "endpointslices" in API group "discovery.k8s.io" in the namespace "llm"',
+            reason: 'Forbidden',
+            code: this.listStatus,
+          }),
+        );
       res.writeHead(200, { 'content-type': 'application/json' }).end(
         JSON.stringify({
           kind: 'EndpointSliceList',
@@ -90,12 +110,19 @@ class FakeApiServer {
     for (const w of this.watchers) w.write(`${JSON.stringify({ type: 'MODIFIED', object: this.slice })}\n`);
   }
 
+  /** The server ends every open watch (as it does after its timeout). */
+  endWatches(): void {
+    for (const w of this.watchers.splice(0)) w.end();
+  }
+
   async close(): Promise<void> {
     for (const w of this.watchers) w.end();
     this.server.closeAllConnections();
     await new Promise<void>((r) => this.server.close(() => r()));
   }
 }
+
+const GRACE_MS = 1500;
 
 const ep = (ip: string, pod: string): NonNullable<V1EndpointSlice['endpoints']>[number] => ({
   addresses: [ip],
@@ -149,6 +176,8 @@ describe('Kubernetes discovery (EndpointSlices list + watch against an API stand
       kv_events_port: kvPort,
       kv_events_replay_port: replayPort,
       metrics_path: '/metrics',
+      data_parallel_size: 1,
+      not_ready_grace_ms: GRACE_MS,
     };
     collector = new Collector(testSettings(), {
       index,
@@ -203,5 +232,168 @@ describe('Kubernetes discovery (EndpointSlices list + watch against an API stand
     );
     expect(collector.worker('vllm-0')).toBeUndefined();
     expect((await index.listPods(MODEL)).map((p) => p.podId)).toEqual(['vllm-1']);
+  });
+
+  it('keeps a pod that fails its readiness probe followed and indexed, out of routing, for not_ready_grace_ms', async () => {
+    const state = async (id: string) => (await index.listPods(MODEL)).find((p) => p.podId === id);
+    const notReady = { ...ep('127.0.0.1', 'vllm-0'), conditions: { ready: false, serving: false } };
+    api.modify([ep('127.0.0.1', 'vllm-0'), ep('127.0.0.2', 'vllm-1')]);
+    await waitSubscribed(a, () => collector.worker('vllm-0'));
+    const ta = freshTokens(2);
+    await a.publish([{ type: 'BlockStored', hashes: [31n, 32n], parent: null, tokens: ta, blockSize: BS }]);
+    await waitCached(index, 'vllm-0', ta, 2);
+    await waitFor('vllm-0 healthy (scraped)', async () => (await state('vllm-0'))?.healthy === true);
+
+    api.modify([notReady, ep('127.0.0.2', 'vllm-1')]);
+    await waitFor('vllm-0 written unhealthy', async () => (await state('vllm-0'))?.healthy === false);
+    const worker = collector.worker('vllm-0');
+    expect(collector.health().streams.find((st) => st.pod === 'vllm-0')).toMatchObject({ ready: false });
+    // Still followed: a block stored now is indexed, and the scrapes (healthy) do not put it back in routing.
+    const tb = freshTokens(1);
+    await a.publish([{ type: 'BlockStored', hashes: [33n], parent: 32n, tokens: tb, blockSize: BS }]);
+    await waitCached(index, 'vllm-0', [...ta, ...tb], 3);
+    expect((await state('vllm-0'))?.healthy).toBe(false);
+
+    api.modify([ep('127.0.0.1', 'vllm-0'), ep('127.0.0.2', 'vllm-1')]);
+    await waitFor('vllm-0 healthy again', async () => (await state('vllm-0'))?.healthy === true);
+    // The same streams: nothing was cleared or replayed.
+    expect(collector.worker('vllm-0')).toBe(worker);
+    await waitCached(index, 'vllm-0', [...ta, ...tb], 3);
+
+    const since = Date.now();
+    api.modify([notReady, ep('127.0.0.2', 'vllm-1')]);
+    await waitFor(
+      'vllm-0 removed after its grace',
+      async () => (await state('vllm-0')) === undefined,
+      10_000,
+    );
+    expect(Date.now() - since).toBeGreaterThanOrEqual(GRACE_MS - 100);
+    expect(collector.worker('vllm-0')).toBeUndefined();
+    expect((await index.listPods(MODEL)).map((p) => p.podId)).toEqual(['vllm-1']);
+  });
+});
+
+describe('Kubernetes discovery when the API server refuses or fails', () => {
+  let redis: TestRedis;
+  let index: KvIndex;
+  let api: FakeApiServer;
+  let a: FakeVllmPublisher;
+  let collector: Collector;
+  let dir: string;
+  const lines: Record<string, unknown>[] = [];
+  const failFlag = (): string => join(dir, 'fail-credentials');
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kk8s-fail' });
+    // Left by an earlier collector: a refused list must not read as "no pods" and remove it.
+    await index.upsertPodState({ model: MODEL, podId: 'vllm-old' }, { address: '10.9.9.9:8000' });
+    a = await new FakeVllmPublisher({ format: 'map' }, { host: '127.0.0.1' }).bind();
+    api = new FakeApiServer([ep('127.0.0.1', 'vllm-0')]);
+    api.listStatus = 403;
+    await api.listen();
+    dir = mkdtempSync(join(tmpdir(), 'kinf-k8s-fail-'));
+    // An exec credential plugin (as on EKS or GKE), run for every request, that fails while the flag exists.
+    const cred = join(dir, 'cred.mjs');
+    writeFileSync(
+      cred,
+      `import { existsSync } from 'node:fs';
+if (existsSync(${JSON.stringify(failFlag())})) { process.stderr.write('sts throttled'); process.exit(1); }
+process.stdout.write(JSON.stringify({ apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential', status: { token: 't' } }));
+`,
+    );
+    const kubeconfig = join(dir, 'kubeconfig');
+    writeFileSync(
+      kubeconfig,
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        `clusters: [{name: test, cluster: {server: "http://127.0.0.1:${api.port}", insecure-skip-tls-verify: true}}]`,
+        `users: [{name: test, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(cred)}], interactiveMode: Never}}}]`,
+        'contexts: [{name: test, context: {cluster: test, user: test, namespace: llm}}]',
+        'current-context: test',
+      ].join('\n'),
+    );
+    const k8s = {
+      namespace: NS,
+      service: 'vllm',
+      model: MODEL,
+      http_port: api.port,
+      kv_events_port: Number(a.endpoint.split(':').pop()),
+      kv_events_replay_port: Number(a.replayEndpoint.split(':').pop()),
+      metrics_path: '/metrics',
+      data_parallel_size: 1,
+      not_ready_grace_ms: 0,
+    };
+    const log = createLogger('debug', (l) => void lines.push(JSON.parse(l) as Record<string, unknown>));
+    collector = new Collector(testSettings(), {
+      index,
+      discovery: new KubernetesDiscovery(k8s, log, kubeconfig, 20),
+      log: silentLogger,
+      blockSizes: { [MODEL]: BS },
+      ownedModels: [MODEL],
+    });
+  });
+
+  afterAll(async () => {
+    await collector?.stop();
+    await a?.close();
+    await api?.close();
+    await index?.close();
+    await redis?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const podIds = async (): Promise<string[]> => (await index.listPods(MODEL)).map((p) => p.podId);
+
+  it('a refused list removes nothing and keeps /healthz not ready, with what to grant; then it follows the pods', async () => {
+    await collector.start();
+    expect(collector.health()).toMatchObject({ ok: false, discoverySynced: false });
+    expect(await podIds()).toEqual(['vllm-old']);
+    const refused = lines.find((l) => l.level === 'error');
+    expect(refused?.msg).toContain(
+      'kubernetes: forbidden (403) to list and watch the EndpointSlices of Service vllm',
+    );
+    expect(refused?.msg).toContain('grant the collector');
+    expect(refused?.msg).toContain('cannot list resource "endpointslices"');
+
+    api.listStatus = 200;
+    await waitFor('vllm-0 followed', () => collector.worker('vllm-0') !== undefined, 15_000);
+    await waitSubscribed(a, () => collector.worker('vllm-0'));
+    await waitFor('the stale pod removed', async () => (await podIds()).join() === 'vllm-0', 10_000);
+    expect(collector.health()).toMatchObject({ ok: true, discoverySynced: true });
+    expect(lines.some((l) => l.msg === 'kubernetes: listing and watching EndpointSlices again')).toBe(true);
+  });
+
+  it('a watch the server ends at once is reopened after a pause, not in a loop', async () => {
+    await waitFor('watch open', () => api.watchers.length > 0);
+    api.closeWatches = true;
+    const before = api.watchRequests;
+    try {
+      api.endWatches();
+      await new Promise((r) => setTimeout(r, 4000));
+      // Pauses of 1, 2, 4 s (each reopening also runs the credential plugin): a few, not one per moment.
+      expect(api.watchRequests - before).toBeGreaterThanOrEqual(2);
+      expect(api.watchRequests - before).toBeLessThanOrEqual(5);
+    } finally {
+      api.closeWatches = false;
+    }
+    await waitFor('watch open again', () => api.watchers.length > 0, 10_000);
+  });
+
+  it('a credential plugin failing on a watch reconnect is retried, not an unhandled rejection', async () => {
+    writeFileSync(failFlag(), '');
+    const errorsBefore = lines.filter((l) => l.level === 'error').length;
+    api.endWatches();
+    await waitFor('the failure logged', () => lines.filter((l) => l.level === 'error').length > errorsBefore);
+    const failure = lines.filter((l) => l.level === 'error').at(-1);
+    expect(failure?.msg).toContain('kubernetes: cannot list or watch the EndpointSlices of Service vllm');
+    expect(failure).toMatchObject({ keeping: 'the pods of the last list' });
+    expect(collector.worker('vllm-0')).toBeDefined();
+
+    rmSync(failFlag());
+    await waitFor('watch open again', () => api.watchers.length > 0, 15_000);
+    api.modify([]);
+    await waitFor('the change seen after the retry', async () => (await podIds()).length === 0, 10_000);
   });
 });

@@ -15,27 +15,36 @@ function podId(ep: { targetRef?: { kind?: string; name?: string } }, ip: string,
 }
 
 /**
- * EndpointSlices of a Service → the pods to follow. An endpoint counts when it is ready (a missing
- * `ready` means ready, per the API), not terminating and not marked not serving (with the Service's
- * publishNotReadyAddresses the controller reports every endpoint ready). Its first address is the pod's IP;
- * ports come from the config, not the slice (the Service need not expose the KV-event ports). Pods listed in
- * several slices (during updates) appear once. Sorted by id.
+ * EndpointSlices of a Service → the pods to follow. A terminating endpoint is left out. One that is not
+ * ready or marked not serving (with the Service's publishNotReadyAddresses the controller reports every
+ * endpoint ready, and `serving` carries the probe) is listed with `ready: false`: a readiness probe that
+ * times out under load must not cost the pod its index (the collector keeps following it, out of routing).
+ * A missing `ready` means ready, per the API. The first address is the pod's IP; ports come from the
+ * config, not the slice (the Service need not expose the KV-event ports). Pods listed in several slices
+ * (during updates) appear once, ready if any slice says so. On a dual-stack Service the IPv4 address wins,
+ * whatever order the slices come in: vLLM's ZMQ publisher binds `tcp://*:port` without IPv6, and a pod
+ * whose address flipped family would be restarted and lose its index. Sorted by id.
  */
 export function podsFromEndpointSlices(
   slices: readonly V1EndpointSlice[],
   k8s: KubernetesSection,
 ): PodSpec[] {
   const byId = new Map<string, PodSpec>();
-  for (const slice of slices) {
-    if (slice.addressType !== 'IPv4' && slice.addressType !== 'IPv6') continue;
+  const family = (s: V1EndpointSlice): number => (s.addressType === 'IPv4' ? 0 : 1);
+  const name = (s: V1EndpointSlice): string => s.metadata?.name ?? '';
+  const ordered = slices
+    .filter((s) => s.addressType === 'IPv4' || s.addressType === 'IPv6')
+    .sort((a, b) => family(a) - family(b) || (name(a) < name(b) ? -1 : name(a) > name(b) ? 1 : 0));
+  for (const slice of ordered) {
     for (const ep of slice.endpoints ?? []) {
-      // `ready` is forced true under publishNotReadyAddresses: a terminating or not-serving pod says so here.
       const c = ep.conditions;
-      if (c?.ready === false || c?.terminating === true || c?.serving === false) continue;
+      if (c?.terminating === true) continue;
       const ip = ep.addresses[0];
       if (!ip) continue;
       const id = podId(ep, ip, k8s.service);
-      if (byId.has(id)) continue;
+      const ready = c?.ready !== false && c?.serving !== false;
+      const seen = byId.get(id);
+      if (seen && (seen.ready !== false || !ready)) continue;
       const tcp = (port: number): string => `tcp://${hostPort(ip, port)}`;
       byId.set(id, {
         id,
@@ -45,7 +54,8 @@ export function podsFromEndpointSlices(
         ...(k8s.kv_events_replay_port ? { kvEventsReplay: tcp(k8s.kv_events_replay_port) } : {}),
         topic: k8s.kv_events_topic ?? '',
         metrics: `http://${hostPort(ip, k8s.http_port)}${k8s.metrics_path}`,
-        dataParallelSize: 1,
+        dataParallelSize: k8s.data_parallel_size,
+        ...(ready ? {} : { ready: false }),
       });
     }
   }

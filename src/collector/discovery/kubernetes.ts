@@ -1,11 +1,4 @@
-import {
-  DiscoveryV1Api,
-  KubeConfig,
-  makeInformer,
-  type Informer,
-  type V1EndpointSlice,
-} from '@kubernetes/client-node';
-import type { ObjectCache } from '@kubernetes/client-node';
+import { DiscoveryV1Api, KubeConfig, ListWatch, Watch, type V1EndpointSlice } from '@kubernetes/client-node';
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -14,6 +7,7 @@ import type { Logger } from '../logger.js';
 import type { PodSpec } from '../pods.js';
 import type { Discovery } from './discovery.js';
 import { podsFromEndpointSlices, type KubernetesSection } from './endpoint-slices.js';
+import { NotReadyGrace } from './not-ready-grace.js';
 
 const SERVICE_LABEL = 'kubernetes.io/service-name';
 const IN_CLUSTER_TOKEN = '/var/run/secrets/kubernetes.io/serviceaccount/token';
@@ -51,61 +45,209 @@ export function loadKubeConfig(path: string | undefined): KubeConfig {
   return kc;
 }
 
+/** Pause before restarting a failed list or watch: doubled on each failure in a row, up to the max. */
+export const K8S_RETRY_MIN_MS = 1000;
+export const K8S_RETRY_MAX_MS = 30_000;
+/** A watch the server closes sooner than this after it opened is reopened only after a pause. */
+const QUICK_CLOSE_MS = 1000;
+
+/** What went wrong talking to the API server, with what to do about it when that is known. */
+export function describeKubernetesError(
+  err: unknown,
+  k8s: Pick<KubernetesSection, 'namespace' | 'service'>,
+): { status: number | null; message: string } {
+  const e = err as { code?: unknown; statusCode?: unknown; body?: unknown; message?: unknown } | null;
+  const status =
+    typeof e?.code === 'number' ? e.code : typeof e?.statusCode === 'number' ? e.statusCode : null;
+  // client-node's ApiException message carries the whole response; the API's Status says it in one line.
+  let reason: string | null = null;
+  const body: unknown = typeof e?.body === 'string' ? parseJson(e.body) : e?.body;
+  if (body && typeof body === 'object' && typeof (body as { message?: unknown }).message === 'string')
+    reason = (body as { message: string }).message;
+  reason ??= typeof e?.message === 'string' ? e.message.split('\n')[0]! : String(err);
+  const where = `EndpointSlices of Service ${k8s.service} in namespace ${k8s.namespace}`;
+  if (status === 401)
+    return { status, message: `the API server refused the credentials (401) for the ${where}: ${reason}` };
+  if (status === 403)
+    return {
+      status,
+      message:
+        `forbidden (403) to list and watch the ${where}: grant the collector's service account list and watch ` +
+        `on endpointslices.discovery.k8s.io in namespace ${k8s.namespace} (deploy/kubernetes/collector/rbac.yaml): ${reason}`,
+    };
+  return {
+    status,
+    message: `cannot list or watch the ${where}${status ? ` (HTTP ${status})` : ''}: ${reason}`,
+  };
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}
+
+const pause = (ms: number): Promise<void> =>
+  new Promise((resolve) => {
+    setTimeout(resolve, ms).unref();
+  });
+
 /**
  * Follows the EndpointSlices of one Service with @kubernetes/client-node's informer (list, then watch
  * from the list's resourceVersion; a 410 relists). Changes are debounced: an endpoint moving between
- * slices shows up as delete + add, which must not look like a pod leaving.
+ * slices shows up as delete + add, which must not look like a pod leaving. A pod failing its readiness
+ * probe is handed on as not ready for `not_ready_grace_ms`, then dropped (NotReadyGrace).
+ *
+ * Nothing is handed on before a list has succeeded: a list refused (RBAC, API server down) must not read
+ * as a Service with no pods, which would remove every pod from the index. Until then `synced` is false and
+ * the collector's /healthz says not ready. A failed list or watch is retried with backoff, forever.
  */
 export class KubernetesDiscovery implements Discovery {
-  #informer: (Informer<V1EndpointSlice> & ObjectCache<V1EndpointSlice>) | null = null;
+  #informer: ListWatch<V1EndpointSlice> | null = null;
   #timer: NodeJS.Timeout | null = null;
+  #graceTimer: NodeJS.Timeout | null = null;
+  #retryTimer: NodeJS.Timeout | null = null;
+  #retryMs = K8S_RETRY_MIN_MS;
   #stopped = false;
+  #synced = false;
+  #failing = false;
+  #warnedEmpty = false;
+  /** The informer's last restart threw (routed to `failed` by #guardRestarts). */
+  #restartFailed = false;
+  readonly #grace: NotReadyGrace;
 
   constructor(
     readonly k8s: KubernetesSection,
     readonly log: Logger,
     readonly kubeconfigPath?: string,
     readonly debounceMs = 200,
-  ) {}
+  ) {
+    this.#grace = new NotReadyGrace(k8s.not_ready_grace_ms);
+  }
+
+  get notReadyGraceMs(): number {
+    return this.k8s.not_ready_grace_ms;
+  }
+
+  /** A list of the Service's EndpointSlices has succeeded since start. */
+  get synced(): boolean {
+    return this.#synced;
+  }
 
   async start(onChange: (pods: PodSpec[]) => void): Promise<void> {
     const kc = loadKubeConfig(this.kubeconfigPath);
     const api = kc.makeApiClient(DiscoveryV1Api);
     const { namespace, service } = this.k8s;
     const labelSelector = `${SERVICE_LABEL}=${service}`;
-    const informer = makeInformer<V1EndpointSlice>(
-      kc,
+    // makeInformer's own construction, kept as a ListWatch: latestResourceVersion says a list succeeded.
+    const informer = new ListWatch<V1EndpointSlice>(
       `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/endpointslices`,
+      new Watch(kc),
       () => api.listNamespacedEndpointSlice({ namespace, labelSelector }),
+      false,
       labelSelector,
     );
     this.#informer = informer;
+    const publish = (): void => {
+      if (!this.#synced || this.#stopped) return;
+      if (this.#graceTimer) clearTimeout(this.#graceTimer);
+      this.#graceTimer = null;
+      const now = Date.now();
+      const slices = informer.list(namespace);
+      if (slices.length === 0 && !this.#warnedEmpty)
+        this.log.warn(
+          `kubernetes: no EndpointSlice labelled ${labelSelector} in namespace ${namespace}: no pod to follow ` +
+            '(check kubernetes.namespace and kubernetes.service, and that the Service has a selector)',
+        );
+      this.#warnedEmpty = slices.length === 0;
+      const { pods, recheckAtMs } = this.#grace.apply(podsFromEndpointSlices(slices, this.k8s), now);
+      // A grace that ends drops its pod even if nothing else changes by then.
+      if (recheckAtMs !== null) {
+        this.#graceTimer = setTimeout(publish, recheckAtMs - now);
+        this.#graceTimer.unref();
+      }
+      onChange(pods);
+    };
     const emit = (): void => {
       if (this.#timer || this.#stopped) return;
       this.#timer = setTimeout(() => {
         this.#timer = null;
-        if (!this.#stopped) onChange(podsFromEndpointSlices(informer.list(namespace), this.k8s));
+        publish();
       }, this.debounceMs);
     };
+    // After each (re)start: a list that succeeded ends a failure streak, and the first one starts the pods.
+    const started = (): void => {
+      if (this.#stopped || this.#restartFailed || informer.latestResourceVersion() === '') return;
+      if (this.#failing) this.log.info('kubernetes: listing and watching EndpointSlices again');
+      this.#failing = false;
+      this.#retryMs = K8S_RETRY_MIN_MS;
+      if (!this.#synced) {
+        this.#synced = true;
+        publish();
+      }
+    };
+    const failed = (err: unknown): void => {
+      if (this.#stopped || this.#retryTimer) return; // stop() aborts the watch, which reports an error
+      const { status, message } = describeKubernetesError(err, this.k8s);
+      this.#failing = true;
+      // The informer stops on errors other than 410 and timeouts: restart it (it relists when it must).
+      this.log.error(`kubernetes: ${message}; retrying in ${this.#retryMs} ms`, {
+        status,
+        ...(this.#synced
+          ? { keeping: 'the pods of the last list' }
+          : { following: 'no pod until a list succeeds' }),
+      });
+      this.#retryTimer = setTimeout(() => {
+        this.#retryTimer = null;
+        if (this.#stopped) return;
+        informer.start().then(started, failed);
+      }, this.#retryMs);
+      this.#retryTimer.unref();
+      this.#retryMs = Math.min(this.#retryMs * 2, K8S_RETRY_MAX_MS);
+    };
+    this.#guardRestarts(informer, failed);
     informer.on('add', emit);
     informer.on('update', emit);
     informer.on('delete', emit);
-    informer.on('error', (err: unknown) => {
-      if (this.#stopped) return; // stop() aborts the watch, which reports an error
-      // The informer stops on errors other than 410/timeouts; restart it after a pause.
-      this.log.warn('kubernetes watch failed; restarting', { err });
-      setTimeout(() => {
-        if (!this.#stopped)
-          informer.start().catch((e: unknown) => this.log.error('kubernetes list failed', { err: e }));
-      }, 2000).unref();
-    });
-    await informer.start();
-    onChange(podsFromEndpointSlices(informer.list(namespace), this.k8s));
+    informer.on('error', failed);
+    await informer.start().then(started, failed);
+  }
+
+  /**
+   * client-node 1.4 calls the informer's restart (`doneHandler`) from its watch without awaiting it, so a
+   * failure there (an exec credential plugin that fails on a reconnect) would be an unhandled rejection
+   * that kills the process; and it reopens a watch the server closed at once without a pause (a proxy
+   * that closes every stream would spin). Route the first to `failed`, and pause before the second.
+   */
+  #guardRestarts(informer: object, failed: (err: unknown) => void): void {
+    const lw = informer as { doneHandler: (err: unknown) => Promise<void> };
+    const done = lw.doneHandler.bind(informer);
+    let openedAtMs = 0;
+    let quickCloses = 0;
+    lw.doneHandler = async (err: unknown): Promise<void> => {
+      try {
+        if (!err && openedAtMs > 0 && Date.now() - openedAtMs < QUICK_CLOSE_MS) {
+          quickCloses++;
+          await pause(Math.min(K8S_RETRY_MIN_MS * 2 ** (quickCloses - 1), K8S_RETRY_MAX_MS));
+          if (this.#stopped) return;
+        } else if (!err) quickCloses = 0;
+        openedAtMs = Date.now();
+        this.#restartFailed = false;
+        await done(err);
+      } catch (e) {
+        this.#restartFailed = true;
+        failed(e);
+      }
+    };
   }
 
   async stop(): Promise<void> {
     this.#stopped = true;
     if (this.#timer) clearTimeout(this.#timer);
+    if (this.#graceTimer) clearTimeout(this.#graceTimer);
+    if (this.#retryTimer) clearTimeout(this.#retryTimer);
     await this.#informer?.stop();
   }
 }
