@@ -240,14 +240,39 @@ export class CollectorMetrics {
   readonly lag: Histogram<'pod'>;
   readonly applySeconds: Histogram<string>;
 
-  /** `lease`: the writer lease's state, null without one (the standby gauges then stay 0 / absent). */
+  /**
+   * `lease`: the writer lease's state, null without one (the standby gauges then stay 0 / absent).
+   * `discovery`: whether discovery has read its source, and each followed pod's readiness.
+   */
   constructor(
     workers: () => Iterable<StreamWorker>,
     scrapes: () => Iterable<ScrapeView>,
     lease: () => LeaseState | null = () => null,
+    discovery: () => { synced: boolean; pods: Iterable<{ podId: string; ready: boolean }> } = () => ({
+      synced: true,
+      pods: [],
+    }),
   ) {
     const reg = this.registry;
     collectDefaultMetrics({ register: reg, prefix: P });
+    new Gauge({
+      name: `${P}discovery_synced`,
+      help: '1 once discovery has read its source (a Kubernetes EndpointSlice list succeeded); 0 while no pod is known, as when the API server refuses the list',
+      registers: [reg],
+      collect() {
+        this.set(discovery().synced ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: `${P}pod_ready`,
+      help: '1 when the pod passes its readiness probe; 0 while it fails it (followed, its index kept, out of routing for kubernetes.not_ready_grace_ms)',
+      labelNames: ['pod'],
+      registers: [reg],
+      collect() {
+        this.reset();
+        for (const p of discovery().pods) this.set({ pod: p.podId }, p.ready ? 1 : 0);
+      },
+    });
     new Gauge({
       name: `${P}standby`,
       help: '1 while another collector holds the writer lease of a model this one owns: it follows no pod and waits to take over',

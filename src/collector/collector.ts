@@ -127,6 +127,10 @@ export class Collector {
       () => this.workers(),
       () => this.#scrapeViews(),
       () => (this.#lease ? this.#lease.state : null),
+      () => ({
+        synced: this.deps.discovery.synced !== false,
+        pods: [...this.#pods.values()].map((p) => ({ podId: p.spec.id, ready: p.ready })),
+      }),
     );
   }
 

@@ -248,6 +248,9 @@ describe('Kubernetes discovery (EndpointSlices list + watch against an API stand
     await waitFor('vllm-0 written unhealthy', async () => (await state('vllm-0'))?.healthy === false);
     const worker = collector.worker('vllm-0');
     expect(collector.health().streams.find((st) => st.pod === 'vllm-0')).toMatchObject({ ready: false });
+    expect(await collector.metrics.registry.metrics()).toContain(
+      'kinference_collector_pod_ready{pod="vllm-0"} 0',
+    );
     // Still followed: a block stored now is indexed, and the scrapes (healthy) do not put it back in routing.
     const tb = freshTokens(1);
     await a.publish([{ type: 'BlockStored', hashes: [33n], parent: 32n, tokens: tb, blockSize: BS }]);
@@ -349,6 +352,7 @@ process.stdout.write(JSON.stringify({ apiVersion: 'client.authentication.k8s.io/
   it('a refused list removes nothing and keeps /healthz not ready, with what to grant; then it follows the pods', async () => {
     await collector.start();
     expect(collector.health()).toMatchObject({ ok: false, discoverySynced: false });
+    expect(await collector.metrics.registry.metrics()).toContain('kinference_collector_discovery_synced 0');
     expect(await podIds()).toEqual(['vllm-old']);
     const refused = lines.find((l) => l.level === 'error');
     expect(refused?.msg).toContain(
@@ -362,6 +366,9 @@ process.stdout.write(JSON.stringify({ apiVersion: 'client.authentication.k8s.io/
     await waitSubscribed(a, () => collector.worker('vllm-0'));
     await waitFor('the stale pod removed', async () => (await podIds()).join() === 'vllm-0', 10_000);
     expect(collector.health()).toMatchObject({ ok: true, discoverySynced: true });
+    const text = await collector.metrics.registry.metrics();
+    expect(text).toContain('kinference_collector_discovery_synced 1');
+    expect(text).toContain('kinference_collector_pod_ready{pod="vllm-0"} 1');
     expect(lines.some((l) => l.msg === 'kubernetes: listing and watching EndpointSlices again')).toBe(true);
   });
 
