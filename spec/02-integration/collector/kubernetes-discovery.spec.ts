@@ -37,6 +37,7 @@ class FakeApiServer {
   watchers: ServerResponse[] = [];
   listRequests: string[] = [];
   watchRequests = 0;
+  watchQueries: URLSearchParams[] = [];
   /** Answer lists with this status (403: an RBAC refusal, as the API server words it). */
   listStatus = 200;
   /** Answer watches with 200 and end them at once, as a misbehaving proxy might. */
@@ -51,6 +52,7 @@ class FakeApiServer {
       if (url.pathname !== SLICES) return void res.writeHead(404).end();
       if (url.searchParams.get('watch') === 'true') {
         this.watchRequests++;
+        this.watchQueries.push(url.searchParams);
         res.writeHead(200, { 'content-type': 'application/json' });
         res.flushHeaders();
         if (this.closeWatches) return void setTimeout(() => res.end(), 5);
@@ -402,5 +404,58 @@ process.stdout.write(JSON.stringify({ apiVersion: 'client.authentication.k8s.io/
     await waitFor('watch open again', () => api.watchers.length > 0, 15_000);
     api.modify([]);
     await waitFor('the change seen after the retry', async () => (await podIds()).length === 0, 10_000);
+  });
+});
+
+describe('Kubernetes discovery: a watch connection lost without a word', () => {
+  it('asks the server to end each watch in time, and reopens one that outlives that silently', async () => {
+    const api = new FakeApiServer([ep('127.0.0.1', 'vllm-0')]);
+    await api.listen();
+    const dir = mkdtempSync(join(tmpdir(), 'kinf-k8s-silent-'));
+    const kubeconfig = join(dir, 'kubeconfig');
+    writeFileSync(
+      kubeconfig,
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        `clusters: [{name: test, cluster: {server: "http://127.0.0.1:${api.port}", insecure-skip-tls-verify: true}}]`,
+        'users: [{name: test, user: {token: test-token}}]',
+        'contexts: [{name: test, context: {cluster: test, user: test}}]',
+        'current-context: test',
+      ].join('\n'),
+    );
+    const lines: Record<string, unknown>[] = [];
+    const log = createLogger('debug', (l) => void lines.push(JSON.parse(l) as Record<string, unknown>));
+    const k8s = {
+      namespace: NS,
+      service: 'vllm',
+      model: MODEL,
+      http_port: 8000,
+      kv_events_port: 5557,
+      metrics_path: '/metrics',
+      data_parallel_size: 1,
+      not_ready_grace_ms: 0,
+    };
+    // The server never ends the watch and never writes: as a connection a NAT dropped looks to the client.
+    const discovery = new KubernetesDiscovery(k8s, log, kubeconfig, 20, 1);
+    const seen: string[][] = [];
+    try {
+      await discovery.start((pods) => void seen.push(pods.map((p) => p.id)));
+      expect(seen).toEqual([['vllm-0']]);
+      await waitFor('watch open', () => api.watchRequests === 1);
+      expect(api.watchQueries[0]!.get('timeoutSeconds')).toBe('1');
+      await waitFor('the silent watch reopened', () => api.watchRequests >= 2, 10_000);
+      expect(lines.find((l) => l.level === 'error')?.msg).toContain(
+        'stayed open past its timeout with nothing from the API server (connection lost)',
+      );
+      // The new watch hears changes.
+      await waitFor('watch open again', () => api.watchers.length >= 2);
+      api.modify([ep('127.0.0.1', 'vllm-0'), ep('127.0.0.2', 'vllm-1')]);
+      await waitFor('the change seen', () => seen.at(-1)?.length === 2);
+    } finally {
+      await discovery.stop();
+      await api.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -50,6 +50,49 @@ export const K8S_RETRY_MIN_MS = 1000;
 export const K8S_RETRY_MAX_MS = 30_000;
 /** A watch the server closes sooner than this after it opened is reopened only after a pause. */
 const QUICK_CLOSE_MS = 1000;
+/** The API server is asked to end each watch within this (it reopens from the last resourceVersion). */
+export const WATCH_TIMEOUT_S = 300;
+
+/**
+ * A Watch that asks the server to end it within `timeoutS` and aborts it if it is still open well after:
+ * a connection dropped without a word (a NAT or load balancer that forgot it) sends no FIN, and client-node
+ * would otherwise notice only through TCP keepalive, minutes later, missing every pod change meanwhile.
+ */
+class BoundedWatch extends Watch {
+  constructor(
+    kc: KubeConfig,
+    readonly timeoutS: number,
+  ) {
+    super(kc);
+  }
+
+  override async watch(
+    path: string,
+    queryParams: Record<string, unknown>,
+    callback: (phase: string, apiObj: unknown, watchObj?: unknown) => void,
+    done: (err: unknown) => void,
+  ): Promise<AbortController> {
+    let timer: NodeJS.Timeout | null = null;
+    let ended = false;
+    const end = (err: unknown): void => {
+      ended = true;
+      if (timer) clearTimeout(timer);
+      done(err);
+    };
+    const controller = await super.watch(
+      path,
+      { ...queryParams, timeoutSeconds: this.timeoutS },
+      callback,
+      end,
+    );
+    if (!ended) {
+      const abortAfterMs = this.timeoutS * 1000 + Math.min(30_000, this.timeoutS * 1000);
+      timer = setTimeout(() => controller.abort(), abortAfterMs);
+      timer.unref();
+    }
+    return controller;
+  }
+}
 
 /** What went wrong talking to the API server, with what to do about it when that is known. */
 export function describeKubernetesError(
@@ -66,6 +109,11 @@ export function describeKubernetesError(
     reason = (body as { message: string }).message;
   reason ??= typeof e?.message === 'string' ? e.message.split('\n')[0]! : String(err);
   const where = `EndpointSlices of Service ${k8s.service} in namespace ${k8s.namespace}`;
+  if ((err as { name?: unknown } | null)?.name === 'AbortError')
+    return {
+      status,
+      message: `the watch of the ${where} stayed open past its timeout with nothing from the API server (connection lost)`,
+    };
   if (status === 401)
     return { status, message: `the API server refused the credentials (401) for the ${where}: ${reason}` };
   if (status === 403)
@@ -123,6 +171,7 @@ export class KubernetesDiscovery implements Discovery {
     readonly log: Logger,
     readonly kubeconfigPath?: string,
     readonly debounceMs = 200,
+    readonly watchTimeoutS = WATCH_TIMEOUT_S,
   ) {
     this.#grace = new NotReadyGrace(k8s.not_ready_grace_ms);
   }
@@ -144,7 +193,7 @@ export class KubernetesDiscovery implements Discovery {
     // makeInformer's own construction, kept as a ListWatch: latestResourceVersion says a list succeeded.
     const informer = new ListWatch<V1EndpointSlice>(
       `/apis/discovery.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/endpointslices`,
-      new Watch(kc),
+      new BoundedWatch(kc, this.watchTimeoutS),
       () => api.listNamespacedEndpointSlice({ namespace, labelSelector }),
       false,
       labelSelector,
