@@ -47,8 +47,13 @@ export interface ChatRequest {
   tools?: unknown[];
   cacheSalt?: string;
   chatTemplateKwargs?: Record<string, unknown>;
-  /** gpt-oss `reasoning_effort` (low | medium | high): vLLM renders it into the harmony system message. */
+  /**
+   * `reasoning_effort`: vLLM renders it into gpt-oss's harmony system message, and hands it to a Jinja template
+   * with `enable_thinking` = (effort != "none") unless chat_template_kwargs sets that.
+   */
   reasoningEffort?: string;
+  /** `documents` (RAG templates such as Command R): handed to the template as sent. */
+  documents?: unknown[];
   addGenerationPrompt: boolean;
   continueFinalMessage: boolean;
   stream: boolean;
@@ -381,7 +386,7 @@ export function parseChatRequest(json: unknown): ParseResult {
   };
   if (json.tools !== undefined && json.tools !== null) {
     if (!Array.isArray(json.tools)) return fail('body_not_chat', '`tools` must be an array', model);
-    if (json.tools.length > 0) req.tools = json.tools;
+    req.tools = json.tools;
   }
   if (json.cache_salt !== undefined && json.cache_salt !== null) {
     if (typeof json.cache_salt !== 'string' || json.cache_salt.length === 0)
@@ -391,6 +396,7 @@ export function parseChatRequest(json: unknown): ParseResult {
   if (isRecord(json.chat_template_kwargs)) req.chatTemplateKwargs = json.chat_template_kwargs;
   if (Object.hasOwn(json, 'vllm_xargs')) req.hasVllmXargs = true;
   if (typeof json.reasoning_effort === 'string') req.reasoningEffort = json.reasoning_effort;
+  if (Array.isArray(json.documents)) req.documents = json.documents;
   // A malformed limit is vLLM's to reject; routing just does without it.
   const limit = [json.max_completion_tokens, json.max_tokens].find(
     (v): v is number => typeof v === 'number' && Number.isInteger(v) && v > 0,

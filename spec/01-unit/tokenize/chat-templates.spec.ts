@@ -451,8 +451,9 @@ describe("hf: messages as vLLM's parse_chat_messages builds them", () => {
   });
 
   it('name and task (strings only), and a developer message always has `tools` (None when absent)', () => {
+    // Names the 'developer' role, so vLLM hands developer messages on as they are.
     const t = template(
-      '{% for m in messages %}{{ m.role }}{% if m.name is defined %} name={{ m.name }}{% endif %}' +
+      "{#- 'developer' -#}{% for m in messages %}{{ m.role }}{% if m.name is defined %} name={{ m.name }}{% endif %}" +
         '{% if m.task is defined %} task={{ m.task }}{% endif %}' +
         '{% if m.tools is defined %} tools={% if m.tools is none %}None{% else %}{{ m.tools | tojson }}{% endif %}{% endif %}' +
         ':{{ m.content }};{% endfor %}',
@@ -503,7 +504,9 @@ describe("hf: messages as vLLM's parse_chat_messages builds them", () => {
   });
 
   it("a developer message's tools keep Python's numbers (json.loads reads 1.0 as a float)", () => {
-    const t = template('{% for m in messages %}{{ m.role }}:{{ m.tools | tojson }};{% endfor %}');
+    const t = template(
+      "{#- 'developer' -#}{% for m in messages %}{{ m.role }}:{{ m.tools | tojson }};{% endfor %}",
+    );
     const body = JSON.stringify({
       model: 'm',
       messages: [
@@ -539,5 +542,119 @@ describe('loadChatTemplate', () => {
       }
       expect(isKinferenceError(err, 'KINF_ERR_TEMPLATE_SPEC'), spec).toBe(true);
     }
+  });
+});
+
+describe("hf: vLLM's build_chat_params and safe_apply_chat_template", () => {
+  const template = (source: string): ChatTemplate => {
+    const path = join(mkdtempSync('/tmp/kinf-params-'), 'tokenizer_config.json');
+    writeFileSync(path, JSON.stringify({ chat_template: source }));
+    return loadChatTemplate(`hf:${path}`);
+  };
+  const qwen = loadChatTemplate(`hf:${QWEN3_CONFIG}`);
+  const roles = template('{% for m in messages %}{{ m.role }}:{{ m.content }};{% endfor %}');
+
+  it('a template that never names "developer" gets developer messages as system ones (Qwen3, Codex-style clients)', () => {
+    const r = req({
+      messages: [
+        { role: 'developer', content: 'Be brief.' },
+        { role: 'user', content: 'Hi' },
+      ],
+    });
+    // vLLM's render; left as developer, Qwen3's template drops the message (no branch for the role).
+    expect(qwen.render(r)).toBe(
+      '<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n',
+    );
+    expect(loadChatTemplate('chatml').render(r)).toBe(
+      '<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n',
+    );
+  });
+
+  it('then merges every system message into one at the front, non-empty texts joined by a blank line', () => {
+    const r = req({
+      messages: [
+        { role: 'system', content: 'S' },
+        { role: 'user', content: 'u1' },
+        {
+          role: 'developer',
+          content: [
+            { type: 'text', text: 'D1' },
+            { type: 'text', text: 'D2' },
+          ],
+        },
+        { role: 'system', content: '' },
+        { role: 'assistant', content: 'a' },
+      ],
+    });
+    expect(roles.render(r)).toBe('system:S\n\nD1\nD2;user:u1;assistant:a;');
+    // Nothing to merge: a lone system message first stays as it is.
+    const alone = req({
+      messages: [
+        { role: 'developer', content: 'D' },
+        { role: 'user', content: 'u' },
+      ],
+    });
+    expect(roles.render(alone)).toBe('system:D;user:u;');
+    // A template that names the role gets it unchanged.
+    const names = template(
+      "{% for m in messages %}{{ m.role }}{% if m.role == 'developer' %}!{% endif %};{% endfor %}",
+    );
+    expect(names.render(alone)).toBe('developer!;user;');
+  });
+
+  it('a loop over a bare `content` variable means the "openai" content format (Qwen3.5 render_content)', () => {
+    expect(detectContentFormat('{%- for item in content %}{{ item.text }}{% endfor %}')).toBe('openai');
+    expect(detectContentFormat('{% for item in content if item.type == "text" %}')).toBe('openai');
+    expect(detectContentFormat('{% for item in contents %}')).toBe('string');
+    const t = template(
+      '{%- macro render(content) %}{% if content is string %}{{ content }}{% else %}' +
+        '{% for item in content %}{{ item.text }}{% endfor %}{% endif %}{% endmacro %}' +
+        '{% for m in messages %}{{ render(m.content) }};{% endfor %}',
+    );
+    const r = req({
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: '<task>' },
+            { type: 'text', text: '</task>' },
+          ],
+        },
+      ],
+    });
+    // vLLM hands the parts on; the "string" format would have joined them with "\n".
+    expect(t.render(r)).toBe('<task></task>;');
+  });
+
+  it('reasoning_effort reaches the template, and sets enable_thinking unless chat_template_kwargs does', () => {
+    const user = [{ role: 'user', content: 'Hi' }];
+    const noThinking = '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n';
+    expect(qwen.render(req({ messages: user, reasoning_effort: 'none' }))).toBe(noThinking);
+    expect(qwen.render(req({ messages: user, reasoning_effort: 'low' }))).toBe(
+      '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n',
+    );
+    expect(
+      qwen.render(
+        req({ messages: user, reasoning_effort: 'high', chat_template_kwargs: { enable_thinking: false } }),
+      ),
+    ).toBe(noThinking);
+    const t = template('{{ reasoning_effort }}/{{ enable_thinking }}');
+    expect(t.render(req({ messages: user, reasoning_effort: 'medium' }))).toBe('medium/true');
+  });
+
+  it("the request's own fields override chat_template_kwargs; documents and an empty tools list are handed on", () => {
+    const t = template(
+      '{{ add_generation_prompt }}|{% if tools is none %}none{% else %}{{ tools | length }}{% endif %}|' +
+        '{% if documents is none %}none{% else %}{{ documents[0].text }}{% endif %}',
+    );
+    const messages = [{ role: 'user', content: 'q' }];
+    expect(t.render(req({ messages, chat_template_kwargs: { add_generation_prompt: false } }))).toBe(
+      'true|none|none',
+    );
+    expect(t.render(req({ messages, tools: [], documents: [{ text: 'doc' }] }))).toBe('true|0|doc');
+    // documents unset in the request: one from chat_template_kwargs stays (vLLM merges None as unset).
+    expect(t.render(req({ messages, chat_template_kwargs: { documents: [{ text: 'kw' }] } }))).toBe(
+      'true|none|kw',
+    );
   });
 });

@@ -1,6 +1,6 @@
 import type { ChatRequest } from '../../core/request.js';
 import type { ChatTemplate } from '../types.js';
-import { messageText } from './content.js';
+import { templateConversation } from './vllm-conversation.js';
 
 /**
  * Qwen-style ChatML: `<|im_start|>role\ncontent<|im_end|>\n` per message, then `<|im_start|>assistant\n`.
@@ -11,9 +11,11 @@ export function createChatmlTemplate(): ChatTemplate {
     spec: 'chatml',
     render(req: ChatRequest): string {
       let out = '';
-      const last = req.messages.length - 1;
-      req.messages.forEach((m, i) => {
-        out += `<|im_start|>${m.role}\n${messageText(m.content)}`;
+      // Neither names the developer role: vLLM hands such a template developer messages as system ones.
+      const messages = templateConversation(req, 'string', false).messages;
+      const last = messages.length - 1;
+      messages.forEach((m, i) => {
+        out += `<|im_start|>${String(m.role)}\n${String(m.content)}`;
         // continue_final_message leaves the last message open for the model to extend.
         if (!(req.continueFinalMessage && i === last)) out += '<|im_end|>\n';
       });

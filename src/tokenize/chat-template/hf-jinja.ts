@@ -4,7 +4,12 @@ import type { ChatRequest } from '../../core/request.js';
 import { KinferenceError } from '../../core/errors.js';
 import type { ChatTemplate } from '../types.js';
 import { strftime } from './strftime.js';
-import { templateConversation, type ContentFormat, type TemplateMessage } from './vllm-conversation.js';
+import {
+  templateConversation,
+  templateNamesDeveloper,
+  type ContentFormat,
+  type TemplateMessage,
+} from './vllm-conversation.js';
 import { isRecord } from '../../core/is-record.js';
 
 /** A `raise_exception(...)` call from the template: the request cannot be rendered (vLLM answers 400). */
@@ -39,15 +44,16 @@ function specialTokensMap(cfg: Record<string, unknown>): Record<string, unknown>
 
 /**
  * vLLM's "auto" content format: "openai" when the template iterates over a message's content (it expects
- * parts), else "string". vLLM inspects the Jinja AST; a regex over `{% for x in <msg>.content %}` and
- * `<msg>['content']` covers the templates in the wild.
+ * parts), else "string". vLLM inspects the Jinja AST (`_iter_nodes_assign_content_item`): a loop over
+ * `<msg>.content` or `<msg>['content']` (through filters), or over a bare variable named `content`, as
+ * Qwen3.5's render_content macro does. A regex over the loop headers covers the templates in the wild.
  */
 export function detectContentFormat(source: string): ContentFormat {
-  return /\{%-?\s*for\s+\w+\s+in\s+\w+(?:\.content|\[\s*['"]content['"]\s*\])\s*(?:\|[^%]*)?-?%\}/.test(
-    source,
-  )
-    ? 'openai'
-    : 'string';
+  const overMessage =
+    /\{%-?\s*for\s+\w+\s+in\s+\w+(?:\.content|\[\s*['"]content['"]\s*\])\s*(?:\|[^%]*)?-?%\}/;
+  // A bare `content` (a filter would make the loop iterate over something else in vLLM's check).
+  const overContent = /\{%-?\s*for\s+\w+\s+in\s+content\s*(?:if\s[^%]*)?-?%\}/;
+  return overMessage.test(source) || overContent.test(source) ? 'openai' : 'string';
 }
 
 interface LoadedTemplate {
@@ -179,11 +185,13 @@ export function createHfTemplate(
   now: () => Date = () => new Date(),
 ): ChatTemplate {
   const loaded = readTemplateFile(spec, path);
-  const main = { template: compile(spec, loaded.source), format: detectContentFormat(loaded.source) };
-  const toolUse =
-    loaded.toolUse === null
-      ? null
-      : { template: compile(spec, loaded.toolUse), format: detectContentFormat(loaded.toolUse) };
+  const prepare = (source: string) => ({
+    template: compile(spec, source),
+    format: detectContentFormat(source),
+    namesDeveloper: templateNamesDeveloper(source),
+  });
+  const main = prepare(loaded.source);
+  const toolUse = loaded.toolUse === null ? null : prepare(loaded.toolUse);
   const raise_exception = (msg: unknown): never => {
     throw new TemplateRaisedError(`chat template raised: ${String(msg)}`);
   };
@@ -191,19 +199,28 @@ export function createHfTemplate(
   return {
     spec,
     render(req: ChatRequest): string {
-      const t = toolUse !== null && req.tools !== undefined && req.tools.length > 0 ? toolUse : main;
-      const { messages, tools } = templateConversation(req, t.format);
+      // HF picks the tool_use template whenever tools are given, an empty list too.
+      const t = toolUse !== null && req.tools !== undefined ? toolUse : main;
+      const { messages, tools } = templateConversation(req, t.format, t.namesDeveloper);
       const { messages: _ignored, ...kwargs } = req.chatTemplateKwargs ?? {};
+      // vLLM's build_chat_params: its own values override chat_template_kwargs, except unset ones (None).
+      const effort = req.reasoningEffort;
       const rendered = run(
         t.template,
         {
           ...loaded.specials,
+          documents: null,
+          ...kwargs,
           messages,
           tools,
-          documents: null,
+          ...(req.documents !== undefined ? { documents: req.documents } : {}),
+          ...(effort !== undefined ? { reasoning_effort: effort } : {}),
+          // Thinking follows the effort for templates that opt in (Qwen3, Gemma), unless the kwargs say.
+          ...(effort !== undefined && !Object.hasOwn(kwargs, 'enable_thinking')
+            ? { enable_thinking: effort !== 'none' }
+            : {}),
           add_generation_prompt: req.addGenerationPrompt && !req.continueFinalMessage,
           continue_final_message: req.continueFinalMessage,
-          ...kwargs,
         },
         { raise_exception, strftime_now },
       );

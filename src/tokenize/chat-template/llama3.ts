@@ -1,6 +1,6 @@
 import type { ChatRequest } from '../../core/request.js';
 import type { ChatTemplate } from '../types.js';
-import { messageText } from './content.js';
+import { templateConversation } from './vllm-conversation.js';
 
 /**
  * Meta Llama 3 (3.0) template: `<|begin_of_text|>` then `<|start_header_id|>role<|end_header_id|>\n\n` +
@@ -12,10 +12,12 @@ export function createLlama3Template(): ChatTemplate {
     spec: 'llama3',
     render(req: ChatRequest): string {
       let out = '<|begin_of_text|>';
-      const last = req.messages.length - 1;
-      req.messages.forEach((m, i) => {
+      // Neither names the developer role: vLLM hands such a template developer messages as system ones.
+      const messages = templateConversation(req, 'string', false).messages;
+      const last = messages.length - 1;
+      messages.forEach((m, i) => {
         // Jinja's `trim` (Python str.strip) applies to the content only.
-        out += `<|start_header_id|>${m.role}<|end_header_id|>\n\n${messageText(m.content).trim()}`;
+        out += `<|start_header_id|>${String(m.role)}<|end_header_id|>\n\n${String(m.content).trim()}`;
         if (!(req.continueFinalMessage && i === last)) out += '<|eot_id|>';
       });
       if (req.addGenerationPrompt && !req.continueFinalMessage)

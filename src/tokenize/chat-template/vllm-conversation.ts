@@ -96,12 +96,60 @@ export function templateTool(tool: unknown): unknown {
   };
 }
 
+/** vLLM's `_detect_developer_role_support`: the template source names the "developer" role. */
+export function templateNamesDeveloper(source: string): boolean {
+  return source.includes('"developer"') || source.includes("'developer'");
+}
+
+/** A system message's text as `_consolidate_system_messages` reads it: list parts' texts joined by "\n". */
+function systemText(content: unknown): string {
+  if (!Array.isArray(content)) return typeof content === 'string' ? content : '';
+  const parts: string[] = [];
+  for (const p of content as unknown[])
+    if (isRecord(p) && typeof p.text === 'string') parts.push(p.text);
+    else if (typeof p === 'string') parts.push(p);
+  return parts.join('\n');
+}
+
+/**
+ * vLLM's `safe_apply_chat_template` (renderers/hf.py) for a template that does not name the "developer" role
+ * (most: Qwen3, Llama, Mistral): developer messages become system ones without their tools, then, when a
+ * system message is not alone at the front, every system message is merged into one there, the non-empty
+ * texts joined by a blank line (the merged content is a string, whatever the content format). Left as it
+ * was, a developer message is dropped by such templates and the prompt differs from the first token.
+ */
+export function developerAsSystem(messages: TemplateMessage[]): TemplateMessage[] {
+  if (!messages.some((m) => m.role === 'developer')) return messages;
+  const converted = messages.map((m) => {
+    if (m.role !== 'developer') return m;
+    const { tools: _dropped, ...rest } = m;
+    return { ...rest, role: 'system' };
+  });
+  const texts: string[] = [];
+  const others: TemplateMessage[] = [];
+  let merge = false;
+  converted.forEach((m, i) => {
+    if (m.role !== 'system') return void others.push(m);
+    if (i > 0 || texts.length > 0) merge = true;
+    const text = systemText(m.content);
+    if (text) texts.push(text);
+  });
+  return merge ? [{ role: 'system', content: texts.join('\n\n') }, ...others] : converted;
+}
+
+/**
+ * What the template gets. `namesDeveloper`: the template's source names the "developer" role (else
+ * developerAsSystem applies). `tools: []` is handed on as an empty list, as vLLM does (Llama 3.x templates
+ * test `tools is not none`).
+ */
 export function templateConversation(
   req: ChatRequest,
   format: ContentFormat,
+  namesDeveloper = true,
 ): { messages: TemplateMessage[]; tools: unknown[] | null } {
+  const messages = req.messages.map((m) => templateMessage(m, format));
   return {
-    messages: req.messages.map((m) => templateMessage(m, format)),
-    tools: req.tools && req.tools.length > 0 ? req.tools.map(templateTool) : null,
+    messages: namesDeveloper ? messages : developerAsSystem(messages),
+    tools: req.tools ? req.tools.map(templateTool) : null,
   };
 }
