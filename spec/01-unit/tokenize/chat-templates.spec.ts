@@ -657,4 +657,24 @@ describe("hf: vLLM's build_chat_params and safe_apply_chat_template", () => {
       'true|none|kw',
     );
   });
+
+  it('tools reach the template as vLLM serializes them: declared fields only, strict and defer_loading when set', () => {
+    const t = template('{{ tools | tojson }}');
+    const r = req({
+      messages: [{ role: 'user', content: 'q' }],
+      tools: [
+        {
+          type: 'function',
+          cache_control: { type: 'ephemeral' },
+          function: { name: 'f', parameters: { type: 'object' }, strict: null, examples: [1] },
+        },
+        { type: 'function', defer_loading: true, function: { name: 'g', description: 'G', strict: true } },
+      ],
+    });
+    expect(t.render(r)).toBe(
+      '[{"type": "function", "function": {"name": "f", "description": null, "parameters": {"type": "object"}}}, ' +
+        '{"type": "function", "function": {"name": "g", "description": "G", "parameters": null, "strict": true, ' +
+        '"defer_loading": true}, "defer_loading": true}]',
+    );
+  });
 });

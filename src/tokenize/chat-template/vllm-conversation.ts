@@ -84,15 +84,28 @@ export function templateMessage(m: ChatMessage, format: ContentFormat): Template
   return out;
 }
 
-/** `tool.model_dump()` of vLLM's ChatCompletionToolsParam: declared fields first, extras kept after. */
+/**
+ * `tool.model_dump()` of vLLM's ChatCompletionToolsParam as its serializers shape it (vllm#50334, July 2026):
+ * declared fields only, in their order (`type`, `function` {name, description, parameters, strict,
+ * defer_loading}, `defer_loading`), with `strict` and `defer_loading` left out when unset, and the tool's
+ * `defer_loading` copied into a function that has none. Extra keys a client adds (`cache_control`,
+ * `examples`) never reach the template.
+ */
 export function templateTool(tool: unknown): unknown {
   if (!isRecord(tool) || !isRecord(tool.function)) return tool;
-  const { name, description, parameters, ...fnExtra } = tool.function;
-  const { type, function: _fn, ...extra } = tool;
+  const fn = tool.function;
+  const set = (v: unknown): boolean => v !== undefined && v !== null;
+  const deferLoading = set(fn.defer_loading) ? fn.defer_loading : tool.defer_loading;
   return {
-    type: type ?? 'function',
-    function: { name, description: description ?? null, parameters: parameters ?? null, ...fnExtra },
-    ...extra,
+    type: tool.type ?? 'function',
+    function: {
+      name: fn.name,
+      description: fn.description ?? null,
+      parameters: fn.parameters ?? null,
+      ...(set(fn.strict) ? { strict: fn.strict } : {}),
+      ...(set(deferLoading) ? { defer_loading: deferLoading } : {}),
+    },
+    ...(set(tool.defer_loading) ? { defer_loading: tool.defer_loading } : {}),
   };
 }
 
