@@ -70,6 +70,13 @@ export function mayHavePythonNumbers(text: string): boolean {
   return DIFFERING.test(text);
 }
 
+const ONE = new RegExp(`^${RAW.source}$`);
+
+/** Whether a string is exactly one such marker (a number, which repr() prints unquoted). */
+export function isPythonNumberMarker(s: string): boolean {
+  return s.startsWith(MARK) && ONE.test(s);
+}
+
 /** Puts Python's text back where a marker was printed. */
 export function restorePythonNumbers(rendered: string): string {
   if (!rendered.includes('kinf-py:')) return rendered;

@@ -137,7 +137,8 @@ describe('hf: template variables', () => {
       }),
     );
     const t = createHfTemplate(`hf:${path}`, path, () => new Date(2024, 6, 26, 12));
-    expect(t.render(req({ messages: [{ role: 'user', content: 'a' }] }))).toBe('<s>26 Jul 2024|[a]</s>true');
+    // `True`, as Python prints a bool (python-jinja.spec.ts).
+    expect(t.render(req({ messages: [{ role: 'user', content: 'a' }] }))).toBe('<s>26 Jul 2024|[a]</s>True');
     expect(detectContentFormat("{%- for part in message['content'] %}")).toBe('openai');
     expect(detectContentFormat('{{ message.content }}')).toBe('string');
     const bad = { model: 'm', messages: [{ role: 'user', content: 'a' }] };
@@ -639,7 +640,7 @@ describe("hf: vLLM's build_chat_params and safe_apply_chat_template", () => {
       ),
     ).toBe(noThinking);
     const t = template('{{ reasoning_effort }}/{{ enable_thinking }}');
-    expect(t.render(req({ messages: user, reasoning_effort: 'medium' }))).toBe('medium/true');
+    expect(t.render(req({ messages: user, reasoning_effort: 'medium' }))).toBe('medium/True');
   });
 
   it("the request's own fields override chat_template_kwargs; documents and an empty tools list are handed on", () => {
@@ -649,12 +650,12 @@ describe("hf: vLLM's build_chat_params and safe_apply_chat_template", () => {
     );
     const messages = [{ role: 'user', content: 'q' }];
     expect(t.render(req({ messages, chat_template_kwargs: { add_generation_prompt: false } }))).toBe(
-      'true|none|none',
+      'True|none|none',
     );
-    expect(t.render(req({ messages, tools: [], documents: [{ text: 'doc' }] }))).toBe('true|0|doc');
+    expect(t.render(req({ messages, tools: [], documents: [{ text: 'doc' }] }))).toBe('True|0|doc');
     // documents unset in the request: one from chat_template_kwargs stays (vLLM merges None as unset).
     expect(t.render(req({ messages, chat_template_kwargs: { documents: [{ text: 'kw' }] } }))).toBe(
-      'true|none|kw',
+      'True|none|kw',
     );
   });
 

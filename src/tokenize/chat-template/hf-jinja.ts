@@ -1,8 +1,9 @@
 import { readFileSync } from 'node:fs';
-import { Environment, Interpreter, parse, tokenize } from '@huggingface/jinja';
+import { Environment, parse, tokenize } from '@huggingface/jinja';
 import type { ChatRequest } from '../../core/request.js';
 import { KinferenceError } from '../../core/errors.js';
 import type { ChatTemplate } from '../types.js';
+import { PythonInterpreter } from './python-jinja.js';
 import { strftime } from './strftime.js';
 import {
   templateConversation,
@@ -132,8 +133,9 @@ function range(start: number, stop?: number, step = 1): number[] {
 }
 
 /**
- * Template.render, but with our raise_exception (a typed error) and a strftime_now that follows Python's
- * C-locale directives (the library's uses Intl month names, which depend on the host locale).
+ * Template.render, but with our raise_exception (a typed error), a strftime_now that follows Python's
+ * C-locale directives (the library's uses Intl month names, which depend on the host locale), and an
+ * interpreter that prints and strips as Python's jinja2 (python-jinja.ts).
  */
 function run(program: Program, vars: Record<string, unknown>, globals: Record<string, unknown>): string {
   const env = new Environment();
@@ -149,7 +151,7 @@ function run(program: Program, vars: Record<string, unknown>, globals: Record<st
   }))
     env.set(k, v);
   for (const [k, v] of Object.entries(vars)) if (!(k in globals)) env.set(k, v);
-  const result = new Interpreter(env).run(program);
+  const result = new PythonInterpreter(env).run(program);
   return String(result.value);
 }
 
