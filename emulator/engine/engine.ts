@@ -48,6 +48,26 @@ export interface EngineOptions {
   longPrefillTokenThreshold?: number;
 }
 
+/**
+ * vLLM's renderer message for a prompt longer than max_model_len − the requested output (TokenizeParams
+ * _token_len_check, v0.26.1rc1). `atLeast`: the count is a lower bound, because vLLM tokenized the text only
+ * up to one token past the limit.
+ */
+export function contextLengthMessage(
+  maxModelLen: number,
+  outputTokens: number | bigint,
+  promptTokens: number,
+  atLeast: boolean,
+): string {
+  const q = atLeast ? 'at least ' : '';
+  const total = BigInt(promptTokens) + BigInt(outputTokens);
+  return (
+    `This model's maximum context length is ${maxModelLen} tokens. However, you requested ${outputTokens} ` +
+    `output tokens and your prompt contains ${q}${promptTokens} input tokens, for a total of ${q}${total} ` +
+    'tokens. Please reduce the length of the input prompt or the number of requested output tokens.'
+  );
+}
+
 /** vLLM's long_prefill_token_threshold rule: a request gets at most `threshold` new tokens a step (0: no cap). */
 export function capLongPrefill(threshold: number, numNewTokens: number): number {
   return threshold > 0 && threshold < numNewTokens ? threshold : numNewTokens;
@@ -160,15 +180,18 @@ export class Engine {
     if (this.#requests.has(input.id))
       return { ok: false, reason: 'duplicate_id', message: `request id ${input.id} is already in use` };
     const n = input.promptTokenIds.length;
-    if (n === 0) return { ok: false, reason: 'empty_prompt', message: 'The prompt cannot be empty.' };
+    // vLLM's InputProcessor and renderer wording (the API server checks both before a request gets here).
+    if (n === 0) return { ok: false, reason: 'empty_prompt', message: 'The decoder prompt cannot be empty' };
     if (n + Math.max(1, input.maxTokens) > this.maxModelLen)
       return {
         ok: false,
         reason: 'context_too_long',
-        message:
-          `This model's maximum context length is ${this.maxModelLen} tokens. However, you requested ` +
-          `${input.maxTokens} output tokens and your prompt contains ${n} input tokens, for a total of ` +
-          `${n + input.maxTokens} tokens (${n} > ${this.maxModelLen} - ${input.maxTokens}).`,
+        message: contextLengthMessage(
+          this.maxModelLen,
+          input.maxTokens,
+          n,
+          n === this.maxModelLen - input.maxTokens + 1,
+        ),
       };
     this.#advance(nowMs, false);
     const req = new EngineRequest(

@@ -61,7 +61,13 @@ export interface EngineRequestInput {
 }
 
 export type AddRequestResult =
-  { ok: true } | { ok: false; reason: 'duplicate_id' | 'context_too_long' | 'empty_prompt'; message: string };
+  | { ok: true }
+  | {
+      ok: false;
+      /** engine_dead: the live core was closed (a restart or shutdown) before the request reached it. */
+      reason: 'duplicate_id' | 'context_too_long' | 'empty_prompt' | 'engine_dead';
+      message: string;
+    };
 
 export type FinishReason = 'stop' | 'length' | 'abort';
 

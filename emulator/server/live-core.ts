@@ -54,7 +54,7 @@ export class LiveEngineCore {
   }
 
   submit(input: EngineRequestInput, listener: RequestListener): AddRequestResult {
-    if (this.#closed) return { ok: false, reason: 'duplicate_id', message: 'engine is shutting down' };
+    if (this.#closed) return { ok: false, reason: 'engine_dead', message: 'engine is shutting down' };
     const r = this.engine.addRequest(input, this.nowMs());
     if (r.ok) this.#listeners.set(input.id, listener);
     this.#tick();

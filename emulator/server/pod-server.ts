@@ -4,14 +4,15 @@ import type { AddressInfo } from 'node:net';
 import type { EmulatorSection } from '../../src/config/emulator-section.js';
 import type { ModelConfig, PodConfig } from '../../src/config/fleet-config.js';
 import { parseChatRequest } from '../../src/core/request.js';
+import { TemplateRaisedError } from '../../src/tokenize/chat-template/hf-jinja.js';
 import type { ChatTemplate, Tokenizer } from '../../src/tokenize/types.js';
 import { ENGINE_HASH_ALGO, noneHashFromSeed, randomNoneHash } from '../engine/block-hash.js';
-import { Engine } from '../engine/engine.js';
+import { contextLengthMessage, Engine } from '../engine/engine.js';
 import { hashString32 } from '../engine/rng.js';
 import type { FinishedRequest, TokenOutput } from '../engine/types.js';
 import { engineOptionsFor, type EngineProfile } from '../profiles.js';
 import { offsetEndpoint } from '../../src/collector/pods.js';
-import { readJsonBody, sendError, sendJson } from './http-util.js';
+import { readRequestBody, sendError, sendJson, type BodyModel } from './http-util.js';
 import { KvEventPublisher } from './kv-publisher.js';
 import { LiveEngineCore, type RequestListener } from './live-core.js';
 import {
@@ -20,15 +21,22 @@ import {
   chatRoleChunk,
   completionChunk,
   completionResponse,
-  parsePrompt,
-  parseSamplingParams,
   sse,
   usageChunk,
   usageJson,
   type ChunkHead,
   type Json,
-  type SamplingParams,
 } from './openai-protocol.js';
+import { pyInt, pyJsonDumps } from './py-json.js';
+import {
+  apiError,
+  badRequest,
+  ENGINE_DEAD_MESSAGE,
+  errorJson,
+  vllmValidationError,
+  type ApiError,
+} from './vllm-errors.js';
+import { validateGenerationRequest, type CompletionPrompt, type GenerationRequest } from './vllm-request.js';
 import type { OutputVocab } from './output-vocab.js';
 import { VllmMetrics } from './vllm-metrics.js';
 
@@ -52,11 +60,19 @@ interface ResolvedModel {
 }
 
 interface Generation {
-  chat: boolean;
+  req: GenerationRequest;
   tokens: number[];
-  sp: SamplingParams;
+  /** SamplingParams.max_tokens: the request's cap, or what max_model_len leaves. */
+  maxTokens: number;
   model: ResolvedModel;
 }
+
+const BODY_MODELS: Readonly<Record<string, BodyModel>> = {
+  '/v1/chat/completions': 'chat',
+  '/v1/completions': 'completion',
+  '/tokenize': 'tokenize',
+  '/detokenize': 'detokenize',
+};
 
 const VERSION = '0.1.0-kinference-emulator';
 
@@ -82,7 +98,7 @@ export class EmulatedPod {
     this.#server = createServer((req, res) => {
       this.#handle(req, res).catch((e: unknown) => {
         this.#log(`internal error: ${(e as Error).stack ?? String(e)}`);
-        if (!res.headersSent) sendError(res, 500, `internal error: ${(e as Error).message}`);
+        if (!res.headersSent) sendError(res, apiError(500, 'InternalServerError', (e as Error).message));
         else res.destroy();
       });
     });
@@ -280,61 +296,149 @@ export class EmulatedPod {
         return;
       }
     }
-    const body = await readJsonBody(req);
-    if (!body.ok) return sendError(res, body.status, body.message);
-    if (!this.#ready) return sendError(res, 503, 'The engine is restarting');
-    if (path === '/tokenize') return this.#tokenize(res, body.json);
-    if (path === '/detokenize') return this.#detokenize(res, body.json);
-    const model = this.#resolveModel(body.json.model);
-    if (model === null)
-      return sendError(res, 404, `The model \`${String(body.json.model)}\` does not exist.`, 'model');
-    const chat = path === '/v1/chat/completions';
-    const sp = parseSamplingParams(body.json, chat);
-    if (!sp.ok) return sendError(res, 400, sp.message, sp.param);
-    let tokens: number[];
-    if (chat) {
-      const text = this.#renderChat(res, body.json);
-      if (text === null) return;
-      tokens = await this.#o.tokenizer.encode(text);
-    } else {
-      const p = parsePrompt(body.json.prompt);
-      if (!p.ok) return sendError(res, 400, p.message, p.param);
-      tokens = typeof p.value === 'string' ? await this.#o.tokenizer.encode(p.value) : p.value;
+    const body = await readRequestBody(req, BODY_MODELS[path] as BodyModel);
+    if (!body.ok) return sendError(res, body.error);
+    if (path === '/tokenize' || path === '/detokenize') {
+      if (!this.#ready)
+        return sendError(res, apiError(503, 'ServiceUnavailableError', 'The engine is restarting'));
+      return path === '/tokenize' ? this.#tokenize(res, body.json) : this.#detokenize(res, body.json);
     }
-    this.#generate(req, res, { chat, tokens, sp: sp.value, model });
+    const chat = path === '/v1/chat/completions';
+    const valid = validateGenerationRequest(body.json, chat, body.py);
+    if (!valid.ok) return sendError(res, valid.error);
+    const r = valid.value;
+    const model = this.#resolveModel(r.model);
+    if (model === null)
+      return sendError(
+        res,
+        apiError(404, 'NotFoundError', `The model \`${r.model}\` does not exist.`, 'model'),
+      );
+    // Where vLLM checks for a dead engine; a restarting emulated pod answers 503 instead.
+    if (!this.#ready)
+      return sendError(res, apiError(503, 'ServiceUnavailableError', 'The engine is restarting'));
+    // What the emulator does not serve (vLLM does): several choices, several prompts, prompt embeddings.
+    if (r.n !== 1n) return sendError(res, badRequest('the vLLM emulator supports only n=1', 'n'));
+    if (r.prompts !== null && r.prompts.length !== 1)
+      return sendError(res, badRequest('the vLLM emulator serves one prompt per request', 'prompt'));
+    if (!chat && r.prompts === null)
+      return sendError(res, badRequest('the vLLM emulator does not support prompt_embeds', 'prompt_embeds'));
+    const g = await this.#prepare(r, model);
+    if ('status' in g) return sendError(res, g);
+    this.#generate(req, res, g);
   }
 
-  #resolveModel(requested: unknown): ResolvedModel | null {
+  /**
+   * The prompt's tokens and the output cap, with vLLM's checks in its order: the requested output against
+   * max_model_len (TokenizeParams), the rendering, the prompt's length in characters then in tokens (the
+   * renderer), then what max_model_len leaves (get_max_tokens) and SamplingParams' own checks.
+   */
+  async #prepare(r: GenerationRequest, model: ResolvedModel): Promise<Generation | ApiError> {
+    const maxLen = this.#maxModelLen;
+    // build_tok_params: `max_tokens or 0`.
+    const maxOutput = r.maxTokens ?? 0n;
+    if (maxOutput > BigInt(maxLen))
+      return vllmValidationError(
+        `${r.maxTokensParam}=${maxOutput} cannot be greater than max_model_len=max_total_tokens=${maxLen}. ` +
+          'Please request fewer output tokens.',
+        r.maxTokensParam,
+        String(maxOutput),
+      );
+    const maxInput = maxLen - Number(maxOutput);
+    let text: string | null = null;
+    let ids: number[] | null = null;
+    if (r.chatBody !== null) {
+      const rendered = this.#renderChat(r.chatBody);
+      if (typeof rendered !== 'string') return rendered;
+      text = rendered;
+    } else {
+      const p = r.prompts?.[0] as CompletionPrompt;
+      if ('text' in p) text = p.text;
+      else ids = p.ids;
+    }
+    let tokens: number[];
+    if (text !== null) {
+      const perToken = this.#o.tokenizer.maxCharsPerToken;
+      const chars = [...text].length;
+      if (perToken !== undefined && chars > maxInput * perToken)
+        return vllmValidationError(
+          `This model's maximum context length is ${maxLen} tokens. However, you requested ${maxOutput} ` +
+            `output tokens and your prompt contains ${chars} characters (more than ${maxInput * perToken} ` +
+            `characters, which is the upper bound for ${maxInput} input tokens). Please reduce the length of ` +
+            'the input prompt or the number of requested output tokens.',
+          'input_text',
+          String(chars),
+        );
+      tokens = await this.#o.tokenizer.encode(text);
+    } else tokens = ids as number[];
+    if (tokens.length > maxInput) {
+      // vLLM tokenizes text only up to max_input + 1 tokens, so it knows no more than "at least" that many.
+      const count = text !== null ? maxInput + 1 : tokens.length;
+      return vllmValidationError(
+        contextLengthMessage(maxLen, maxOutput, count, count === maxInput + 1),
+        'input_tokens',
+        String(count),
+      );
+    }
+    // get_max_tokens (a negative max_tokens lets a prompt past max_model_len through the renderer).
+    if (tokens.length > maxLen)
+      return badRequest(
+        `Input length (${tokens.length}) exceeds model's maximum context length (${maxLen}).`,
+      );
+    const left = BigInt(maxLen - tokens.length);
+    const maxTokens = r.maxTokens !== null && r.maxTokens < left ? r.maxTokens : left;
+    // SamplingParams._verify_args.
+    if (maxTokens < 1n)
+      return vllmValidationError(
+        `max_tokens must be at least 1, got ${maxTokens}.`,
+        'max_tokens',
+        String(maxTokens),
+      );
+    if (r.minTokens < 0n)
+      return badRequest(`min_tokens must be greater than or equal to 0, got ${r.minTokens}.`);
+    if (r.minTokens > maxTokens)
+      return badRequest(
+        `min_tokens must be less than or equal to max_tokens=${maxTokens}, got ${r.minTokens}.`,
+      );
+    return { req: r, tokens, maxTokens: Number(maxTokens), model };
+  }
+
+  /** null and "" are the base model (vLLM's _is_model_supported); else the base name or a LoRA adapter. */
+  #resolveModel(requested: string | null): ResolvedModel | null {
     const base = this.#o.pod.model;
-    if (requested === undefined || requested === null || requested === base)
+    if (requested === null || requested === '' || requested === base)
       return { name: base, lora: null, loraId: null };
-    const i = this.#o.model.lora_adapters?.indexOf(String(requested)) ?? -1;
-    return i >= 0 ? { name: String(requested), lora: String(requested), loraId: i + 1 } : null;
+    const i = this.#o.model.lora_adapters?.indexOf(requested) ?? -1;
+    return i >= 0 ? { name: requested, lora: requested, loraId: i + 1 } : null;
   }
 
-  /** Renders a chat body exactly as the chat endpoint does; answers 400 and returns null on failure. */
-  #renderChat(res: ServerResponse, body: Json): string | null {
-    const parsed = parseChatRequest({ ...body, model: this.#o.pod.model });
+  /**
+   * Renders a chat body as the chat endpoint does: the prompt text, or the error vLLM answers. A template
+   * failure is a 400 BadRequestError with the template's own text and no param (vLLM wraps it in a
+   * ValueError). A body the chat parser cannot read (a message pydantic would refuse) gets vLLM's status and
+   * type for a validation failure, with the parser's words.
+   */
+  #renderChat(body: Json): string | ApiError {
+    const parsed = parseChatRequest({ ...body, model: this.#o.pod.model }, { allowEmptyMessages: true });
     if (!parsed.ok) {
-      sendError(res, 400, parsed.detail, 'messages');
-      return null;
+      const field = /^`?(messages|tools)\b/.exec(parsed.detail)?.[1];
+      return apiError(400, 'Bad Request', parsed.detail, field === undefined ? 'body' : `body.${field}`);
     }
     try {
       return this.#o.template.render(parsed.request);
     } catch (e) {
-      sendError(res, 400, `chat template error: ${(e as Error).message}`, 'messages');
-      return null;
+      return badRequest(e instanceof TemplateRaisedError ? e.raised : (e as Error).message);
     }
   }
 
   async #tokenize(res: ServerResponse, body: Json): Promise<void> {
     let tokens: number[];
     if (Array.isArray(body.messages)) {
-      const text = this.#renderChat(res, body);
-      if (text === null) return;
+      const text = this.#renderChat(body);
+      if (typeof text !== 'string') return sendError(res, text);
       tokens = await this.#o.tokenizer.encode(text);
     } else {
-      if (typeof body.prompt !== 'string') return sendError(res, 400, 'prompt must be a string', 'prompt');
+      if (typeof body.prompt !== 'string')
+        return sendError(res, badRequest('prompt must be a string', 'prompt'));
       tokens = await this.#o.tokenizer.encode(body.prompt);
     }
     const strs =
@@ -347,7 +451,7 @@ export class EmulatedPod {
   async #detokenize(res: ServerResponse, body: Json): Promise<void> {
     const t = body.tokens;
     if (!Array.isArray(t) || !t.every((x) => typeof x === 'number' && Number.isInteger(x) && x >= 0))
-      return sendError(res, 400, 'tokens must be a list of token ids', 'tokens');
+      return sendError(res, badRequest('tokens must be a list of token ids', 'tokens'));
     sendJson(res, 200, { prompt: await this.#o.tokenizer.decode(t as number[]) });
   }
 
@@ -407,15 +511,20 @@ export class EmulatedPod {
     };
   }
 
-  /** X-data-parallel-rank pins a rank; otherwise vLLM's least-loaded choice (waiting × 4 + running). */
-  #pickCore(req: IncomingMessage): LiveEngineCore | string {
+  /**
+   * X-data-parallel-rank pins a rank (read as Python's int(); a value int() refuses is ignored, as vLLM's
+   * _get_data_parallel_rank does); otherwise vLLM's least-loaded choice (waiting × 4 + running). A rank out of
+   * range is InputProcessor's ValueError.
+   */
+  #pickCore(req: IncomingMessage): LiveEngineCore | ApiError {
     const h = req.headers['x-data-parallel-rank'];
-    if (typeof h === 'string' && h !== '') {
-      const r = Number(h);
-      const core = Number.isInteger(r) ? this.#cores[r] : undefined;
-      return core ?? `X-data-parallel-rank ${h} is out of range (data_parallel_size ${this.#cores.length})`;
-    }
+    const rank = typeof h === 'string' ? pyInt(h) : null;
     const n = this.#cores.length;
+    if (rank !== null) {
+      if (rank < 0n || rank >= BigInt(n))
+        return badRequest(`data_parallel_rank ${rank} is out of range [0, ${n}).`);
+      return this.#cores[Number(rank)] as LiveEngineCore;
+    }
     let best = this.#cores[0] as LiveEngineCore;
     let bestScore = Number.POSITIVE_INFINITY;
     for (let i = 0; i < n; i++) {
@@ -430,18 +539,40 @@ export class EmulatedPod {
   }
 
   #generate(req: IncomingMessage, res: ServerResponse, g: Generation): void {
+    const sp = g.req;
+    const chat = sp.chat;
+    // Streaming headers go out once, at submit or with the first chunk if the engine emits during submit.
+    const startStream = (): void => {
+      if (res.headersSent) return;
+      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+      res.flushHeaders();
+    };
+    const write = (s: string): void => {
+      if (res.writableEnded) return;
+      startStream();
+      res.write(s);
+    };
+    /**
+     * A failure once the request is handed to the engine. vLLM has sent a streaming response's 200 by then,
+     * so the error goes out as a chunk, json.dumps of the ErrorResponse, before [DONE]; a non-streaming
+     * request gets it as the response.
+     */
+    const fail = (e: ApiError): void => {
+      if (!sp.stream) {
+        if (!res.headersSent) sendError(res, e);
+        else res.end();
+        return;
+      }
+      write(`data: ${pyJsonDumps(errorJson(e))}\n\n`);
+      write('data: [DONE]\n\n');
+      res.end();
+    };
+    // The engine died under the request (EngineDeadError): a 500 with vLLM's message.
+    const engineDead = apiError(500, 'InternalServerError', ENGINE_DEAD_MESSAGE);
     const core = this.#pickCore(req);
-    if (typeof core === 'string') return sendError(res, 400, core, 'X-data-parallel-rank');
-    const maxLen = core.engine.maxModelLen;
-    if (g.tokens.length >= maxLen)
-      return sendError(
-        res,
-        400,
-        `This model's maximum context length is ${maxLen} tokens. However, your request has ${g.tokens.length} input tokens. Please reduce the length of the input messages.`,
-        'messages',
-      );
+    if (!(core instanceof LiveEngineCore)) return fail(core);
     const details = this.#o.emulator.prompt_tokens_details;
-    const id = `${g.chat ? 'chatcmpl' : 'cmpl'}-${randomUUID().replaceAll('-', '')}`;
+    const id = `${chat ? 'chatcmpl' : 'cmpl'}-${randomUUID().replaceAll('-', '')}`;
     const head: ChunkHead = { id, created: Math.floor(Date.now() / 1000), model: g.model.name };
     const prompt = g.tokens.length;
     const text = this.#o.vocab.text;
@@ -456,30 +587,18 @@ export class EmulatedPod {
         final && details,
         nullDetails,
       );
-    // Streaming headers go out once, at submit or with the first chunk if the engine emits during submit.
-    const startStream = (): void => {
-      if (res.headersSent) return;
-      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
-      res.flushHeaders();
-    };
-    const write = (s: string): void => {
-      if (res.writableEnded) return;
-      startStream();
-      res.write(s);
-    };
 
-    const listener: RequestListener = g.sp.stream
+    const listener: RequestListener = sp.stream
       ? {
           onToken: (t: TokenOutput) => {
             cached = t.cachedTokens;
-            if (t.first && g.chat)
-              write(sse(chatRoleChunk(head, g.sp.continuousUsage ? usage(false) : null)));
+            if (t.first && chat) write(sse(chatRoleChunk(head, sp.continuousUsage ? usage(false) : null)));
             completion += t.tokenIds.length;
             const delta = t.tokenIds.map((x) => text.get(x) ?? '').join('');
-            const u = g.sp.continuousUsage ? usage(false) : null;
+            const u = sp.continuousUsage ? usage(false) : null;
             write(
               sse(
-                g.chat
+                chat
                   ? chatChunk(head, { content: delta }, t.finishReason, u)
                   : completionChunk(head, delta, t.finishReason, u),
               ),
@@ -488,16 +607,14 @@ export class EmulatedPod {
           onFinish: (f: FinishedRequest) => {
             done = true;
             if (f.reason !== 'abort') {
-              if (g.sp.includeUsage) write(sse(usageChunk(head, g.chat, usage(true))));
+              if (sp.includeUsage) write(sse(usageChunk(head, chat, usage(true))));
               write('data: [DONE]\n\n');
             }
             res.end();
           },
-          onError: (message: string) => {
+          onError: () => {
             done = true;
-            write(sse({ error: { message, type: 'InternalServerError', param: null, code: 500 } }));
-            write('data: [DONE]\n\n');
-            res.end();
+            fail(engineDead);
           },
         }
       : {
@@ -509,14 +626,14 @@ export class EmulatedPod {
           onFinish: (f: FinishedRequest) => {
             done = true;
             if (f.reason === 'abort') return void res.end();
-            const body = g.chat
+            const body = chat
               ? chatResponse(head, out, f.reason, usage(true, true))
               : completionResponse(head, out, f.reason, usage(true, true));
             sendJson(res, 200, body);
           },
-          onError: (message: string) => {
+          onError: () => {
             done = true;
-            sendError(res, 500, message);
+            fail(engineDead);
           },
         };
 
@@ -527,23 +644,24 @@ export class EmulatedPod {
       {
         id,
         promptTokenIds: g.tokens,
-        maxTokens: g.sp.maxTokens ?? maxLen - prompt,
-        ignoreEos: g.sp.ignoreEos,
-        minTokens: g.sp.minTokens,
+        maxTokens: g.maxTokens,
+        ignoreEos: sp.ignoreEos,
+        minTokens: Number(sp.minTokens),
         loraName: g.model.lora,
         loraId: g.model.loraId,
-        cacheSalt: g.sp.cacheSalt,
-        skipPrefixCache: g.sp.skipPrefixCache,
-        kvCacheReportMode: g.sp.kvCacheReportMode,
+        cacheSalt: sp.cacheSalt,
+        skipPrefixCache: sp.skipPrefixCache,
+        kvCacheReportMode: sp.kvCacheReportMode,
       },
       listener,
     );
     if (!r.ok) {
       done = true;
-      return sendError(res, 400, r.message, r.reason === 'context_too_long' ? 'max_tokens' : null);
+      // InputProcessor's ValueErrors (400), or the engine gone (AsyncLLM.add_request's EngineDeadError).
+      return fail(r.reason === 'engine_dead' ? engineDead : badRequest(r.message));
     }
     // Headers go out at once (as uvicorn does); the first body byte only with the first token.
-    if (g.sp.stream && !res.writableEnded) startStream();
+    if (sp.stream && !res.writableEnded) startStream();
   }
 }
 

@@ -41,6 +41,7 @@ describe.each([
     // First request per router loads the Qwen3 tokenizer and opens Redis: keep it off the measured path.
     await fetch(`${sys.gw.url}/v1/chat/completions`, {
       method: 'POST',
+      headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hello' }], max_tokens: 2 }),
     }).then((r) => r.text());
   }, 120_000);

@@ -323,15 +323,24 @@ function developerTools(
   return { tools: out };
 }
 
+export interface ParseChatOptions {
+  /**
+   * Accept an empty `messages` list, as vLLM's request model does (the chat template then decides). The
+   * router refuses one (there is no prompt to route on); the emulator accepts it.
+   */
+  allowEmptyMessages?: boolean;
+}
+
 /** Validates an OpenAI chat-completions body. Never throws. */
-export function parseChatRequest(json: unknown): ParseResult {
+export function parseChatRequest(json: unknown, options: ParseChatOptions = {}): ParseResult {
   if (!isRecord(json)) return fail('body_not_chat', 'body is not a JSON object');
   const model = json.model;
   if (typeof model !== 'string' || model.length === 0)
     return fail('body_not_chat', '`model` must be a non-empty string');
   const messages = json.messages;
   if (!Array.isArray(messages)) return fail('body_not_chat', '`messages` must be an array', model);
-  if (messages.length === 0) return fail('body_not_chat', '`messages` is empty', model);
+  if (messages.length === 0 && options.allowEmptyMessages !== true)
+    return fail('body_not_chat', '`messages` is empty', model);
   if (messages.length > MAX_MESSAGES)
     return fail('body_not_chat', `more than ${MAX_MESSAGES} messages`, model);
   const out: ChatMessage[] = new Array(messages.length);

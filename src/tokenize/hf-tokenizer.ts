@@ -44,6 +44,7 @@ class HfTokenizer implements Tokenizer {
   /** Settles when the JS engine is checked (immediately when there is none). */
   readonly #checked: Promise<void>;
   #engineNote: string;
+  readonly maxCharsPerToken: number;
 
   constructor(
     spec: string,
@@ -51,9 +52,11 @@ class HfTokenizer implements Tokenizer {
     added: AddedTokenJson[],
     startSensitive: boolean,
     fast: ByteBpe | { unsupported: string },
+    maxCharsPerToken: number,
   ) {
     this.spec = spec;
     this.#native = native;
+    this.maxCharsPerToken = maxCharsPerToken;
     const specials = new Map<string, number>();
     const flags = new Map<string, SpecialTokenFlags>();
     for (const t of added) {
@@ -116,6 +119,23 @@ class HfTokenizer implements Tokenizer {
 }
 
 /**
+ * The longest entry of get_vocab(), in code points (Python's len()): the model's vocabulary (an object for
+ * BPE and WordPiece, [piece, score] pairs for Unigram) and the added tokens.
+ */
+function maxCharsPerToken(vocab: unknown, added: readonly AddedTokenJson[]): number {
+  const pieces: string[] = Array.isArray(vocab)
+    ? vocab.flatMap((e: unknown) => (Array.isArray(e) && typeof e[0] === 'string' ? [e[0]] : []))
+    : isRecord(vocab)
+      ? Object.keys(vocab)
+      : [];
+  let max = 0;
+  for (const t of [...pieces, ...added.map((a) => a.content)])
+    // UTF-16 length bounds the code-point count: count exactly only what could beat the maximum.
+    if (t.length > max) max = Math.max(max, [...t].length);
+  return max;
+}
+
+/**
  * Builds `hf:<path to tokenizer.json>`: the native (Rust) HF tokenizers library, with plain text encoded by
  * our JS byte-level BPE when the pipeline allows it and the engine matches the native library on a probe.
  * `engine` replaces the JS engine (tests use it to check the fallback).
@@ -175,5 +195,6 @@ export function createHfTokenizer(
     added,
     isStartSensitive(json.pre_tokenizer),
     engine ?? byteBpeFromHfJson(json),
+    maxCharsPerToken(json.model.vocab, added),
   );
 }

@@ -50,6 +50,16 @@ const BASE_SPECIALS: Readonly<Record<string, Readonly<Record<string, number>>>> 
 export const TIKTOKEN_ENCODINGS = ['o200k_base', 'o200k_harmony', 'cl100k_base'] as const;
 export type TiktokenEncodingName = (typeof TIKTOKEN_ENCODINGS)[number];
 
+/**
+ * The longest token of each base encoding, in bytes: what HF's get_vocab() spells in as many characters.
+ * Reading it from the encoder costs a quarter second at load; spec/01-unit/tokenize/tokenizers.spec.ts
+ * checks these against it.
+ */
+export const MAX_TOKEN_BYTES: Readonly<Record<'o200k_base' | 'cl100k_base', number>> = {
+  o200k_base: 128,
+  cl100k_base: 128,
+};
+
 export function isTiktokenEncoding(name: string): name is TiktokenEncodingName {
   return (TIKTOKEN_ENCODINGS as readonly string[]).includes(name);
 }
@@ -63,16 +73,20 @@ class TiktokenTokenizer implements Tokenizer {
   readonly #enc: Tiktoken;
   /** The JS engine for plain text, used only if it matched tiktoken on the probe text. */
   readonly #fast: ByteBpe | null;
+  readonly maxCharsPerToken: number;
 
   constructor(
     spec: string,
     enc: Tiktoken,
     specials: Readonly<Record<string, number>>,
     fast: ByteBpe | { unsupported: string },
+    maxTokenBytes: number,
   ) {
     this.spec = spec;
     this.#enc = enc;
     this.specialTokens = new Map(Object.entries(specials));
+    // HF's byte-level spelling of a token has one character per byte; special tokens are spelled as is.
+    this.maxCharsPerToken = Math.max(maxTokenBytes, ...Object.keys(specials).map((t) => [...t].length));
     const checked =
       'unsupported' in fast
         ? { engine: null, note: nativeEngineNote(fast.unsupported) }
@@ -115,6 +129,7 @@ export function createTiktokenTokenizer(
       get_encoding('o200k_base', extra),
       HARMONY_SPECIAL_TOKENS,
       engine ?? byteBpeFromTiktoken('o200k_base'),
+      MAX_TOKEN_BYTES.o200k_base,
     );
   }
   const specials = BASE_SPECIALS[encoding] ?? {};
@@ -123,5 +138,6 @@ export function createTiktokenTokenizer(
     get_encoding(encoding as TiktokenEncoding),
     specials,
     engine ?? byteBpeFromTiktoken(encoding),
+    MAX_TOKEN_BYTES[encoding],
   );
 }

@@ -26,6 +26,12 @@ export interface Tokenizer {
    * prompt start differently from text that follows a special token).
    */
   encodeOrdinary(text: string, atStart?: boolean): Promise<number[]>;
+  /**
+   * The longest token's length in characters, as the tokenizer's vocabulary spells tokens (HF get_vocab():
+   * byte-level BPE writes a byte as one character). vLLM's renderer refuses, before tokenizing, a text
+   * longer than this × the input tokens it allows. Absent when unknown.
+   */
+  readonly maxCharsPerToken?: number;
   /** Full prompt encoding without a cache (the reference the cache is tested against). */
   encode(text: string): Promise<number[]>;
   /** Ids → text, for verify-tokenizer and the emulator. */

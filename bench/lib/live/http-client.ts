@@ -69,7 +69,12 @@ function errorMessage(e: unknown): string {
   return String(e).slice(0, ERROR_BODY_CHARS);
 }
 
-/** POSTs an OpenAI streaming chat body and times the SSE stream; the clock is performance.now(). */
+/**
+ * POSTs an OpenAI streaming chat body and times the SSE stream; the clock is performance.now(). Token and
+ * cache counts come from the stream's usage, which vLLM sends only when the body asks for it explicitly
+ * (`stream_options: {include_usage: true}`; an empty `stream_options` asks for none since vLLM #36379): a body
+ * without it gets `outputTokens` from the streamed chunks and 0 prompt and cached tokens.
+ */
 export function streamChat(
   host: string,
   port: number,

@@ -90,6 +90,12 @@ describe('chat request parsing', () => {
     if (!r.ok) expect(r.reason).toBe(reason);
   });
 
+  it('accepts an empty messages list only when asked to (vLLM does; the router has nothing to route on)', () => {
+    expect(parseChatRequest({ model: 'm', messages: [] }).ok).toBe(false);
+    const r = parseChatRequest({ model: 'm', messages: [] }, { allowEmptyMessages: true });
+    expect(r.ok && r.request.messages).toEqual([]);
+  });
+
   // Every media part vLLM accepts (chat_utils MM_PARSER_MAP): the right reason on the span, not body_not_chat.
   it.each([
     'input_image',

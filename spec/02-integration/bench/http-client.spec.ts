@@ -36,11 +36,13 @@ function chat(req: IncomingMessage, res: ServerResponse): void {
 
 /** Streams as vLLM sends them in other cases (GuideLLM's handlers read them all). */
 const VARIANTS: Record<string, unknown[]> = {
-  // vLLM's create_streaming_error_response: a failure after some tokens, inside the 200 stream.
+  // vLLM's create_streaming_error_response: a failure after some tokens, inside the 200 stream (the engine
+  // died: EngineDeadError), written by json.dumps.
   '/midstream-error': [
     { choices: [{ delta: { role: 'assistant', content: '' } }] },
     { choices: [{ delta: { content: 'a' } }] },
-    { error: { message: 'EngineCore restarted', type: 'InternalServerError', code: 500 } },
+    '{"error": {"message": "EngineCore encountered an issue. See stack trace (above) for the root cause.", ' +
+      '"type": "InternalServerError", "param": null, "code": 500}}',
   ],
   // A reasoning model behind --reasoning-parser: the first tokens arrive as reasoning deltas.
   '/reasoning': [
@@ -141,7 +143,11 @@ describe('streamChat as bench:load uses it', () => {
 
   it('reads streams as GuideLLM does: errors in the stream, reasoning and completion tokens, last usage', async () => {
     const failed = await streamChat('127.0.0.1', port, '{}', '/midstream-error');
-    expect(failed).toMatchObject({ ok: false, status: 200, error: 'stream error: EngineCore restarted' });
+    expect(failed).toMatchObject({
+      ok: false,
+      status: 200,
+      error: 'stream error: EngineCore encountered an issue. See stack trace (above) for the root cause.',
+    });
     expect(failed.firstTokenMs).not.toBeNull();
 
     // TTFT is the first reasoning delta, not the first content delta (that is GuideLLM's TTFOT).

@@ -48,11 +48,15 @@ export interface TestFleet {
   close(): Promise<void>;
 }
 
-/** A fleet file with `n` pods on free ports (HTTP, PUB, ROUTER), served by the emulator in-process. */
+/**
+ * A fleet file with `n` pods on free ports (HTTP, PUB, ROUTER), served by the emulator in-process.
+ * `modelExtra` overrides the model's entry (e.g. another `chat_template`).
+ */
 export async function startTestFleet(
   n: number,
   emulator: Partial<EmulatorSection> = {},
   podExtra: Record<string, unknown> = {},
+  modelExtra: Record<string, unknown> = {},
 ): Promise<TestFleet> {
   const dir = qwen3Dir();
   const pods = [];
@@ -83,6 +87,7 @@ export async function startTestFleet(
           chat_template: `hf:${join(dir, 'tokenizer_config.json')}`,
           block_size: 16,
           lora_adapters: [LORA],
+          ...modelExtra,
         },
       },
       pods,

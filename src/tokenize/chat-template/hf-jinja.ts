@@ -16,6 +16,13 @@ import { isRecord } from '../../core/is-record.js';
 /** A `raise_exception(...)` call from the template: the request cannot be rendered (vLLM answers 400). */
 export class TemplateRaisedError extends Error {
   override readonly name = 'TemplateRaisedError';
+  /** The text as vLLM reports it (raise_exception's message; jinja2's TemplateError carries only that). */
+  readonly raised: string;
+
+  constructor(message: string, raised: string = message) {
+    super(message);
+    this.raised = raised;
+  }
 }
 
 const SPECIAL_TOKEN_KEYS = [
@@ -195,7 +202,7 @@ export function createHfTemplate(
   const main = prepare(loaded.source);
   const toolUse = loaded.toolUse === null ? null : prepare(loaded.toolUse);
   const raise_exception = (msg: unknown): never => {
-    throw new TemplateRaisedError(`chat template raised: ${String(msg)}`);
+    throw new TemplateRaisedError(`chat template raised: ${String(msg)}`, String(msg));
   };
   const strftime_now = (fmt: unknown): string => strftime(String(fmt), now());
   return {
