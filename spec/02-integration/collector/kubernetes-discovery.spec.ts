@@ -126,6 +126,23 @@ class FakeApiServer {
 
 const GRACE_MS = 1500;
 
+/** A kubeconfig in `dir` for the API stand-in on `port`, with `user` (a token unless given). */
+function writeKubeconfig(dir: string, port: number, user = '{token: test-token}'): string {
+  const path = join(dir, 'kubeconfig');
+  writeFileSync(
+    path,
+    [
+      'apiVersion: v1',
+      'kind: Config',
+      `clusters: [{name: test, cluster: {server: "http://127.0.0.1:${port}", insecure-skip-tls-verify: true}}]`,
+      `users: [{name: test, user: ${user}}]`,
+      'contexts: [{name: test, context: {cluster: test, user: test, namespace: llm}}]',
+      'current-context: test',
+    ].join('\n'),
+  );
+  return path;
+}
+
 const ep = (ip: string, pod: string): NonNullable<V1EndpointSlice['endpoints']>[number] => ({
   addresses: [ip],
   conditions: { ready: true },
@@ -156,20 +173,7 @@ describe('Kubernetes discovery (EndpointSlices list + watch against an API stand
     api = new FakeApiServer([ep('127.0.0.1', 'vllm-0')]);
     await api.listen();
     dir = mkdtempSync(join(tmpdir(), 'kinf-k8s-'));
-    const kubeconfig = join(dir, 'kubeconfig');
-    writeFileSync(
-      kubeconfig,
-      [
-        'apiVersion: v1',
-        'kind: Config',
-        'clusters: [{name: test, cluster: {server: "http://127.0.0.1:' +
-          api.port +
-          '", insecure-skip-tls-verify: true}}]',
-        'users: [{name: test, user: {token: test-token}}]',
-        'contexts: [{name: test, context: {cluster: test, user: test, namespace: llm}}]',
-        'current-context: test',
-      ].join('\n'),
-    );
+    const kubeconfig = writeKubeconfig(dir, api.port);
     const k8s = {
       namespace: NS,
       service: 'vllm',
@@ -307,17 +311,10 @@ if (existsSync(${JSON.stringify(failFlag())})) { process.stderr.write('sts throt
 process.stdout.write(JSON.stringify({ apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential', status: { token: 't' } }));
 `,
     );
-    const kubeconfig = join(dir, 'kubeconfig');
-    writeFileSync(
-      kubeconfig,
-      [
-        'apiVersion: v1',
-        'kind: Config',
-        `clusters: [{name: test, cluster: {server: "http://127.0.0.1:${api.port}", insecure-skip-tls-verify: true}}]`,
-        `users: [{name: test, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(cred)}], interactiveMode: Never}}}]`,
-        'contexts: [{name: test, context: {cluster: test, user: test, namespace: llm}}]',
-        'current-context: test',
-      ].join('\n'),
+    const kubeconfig = writeKubeconfig(
+      dir,
+      api.port,
+      `{exec: {apiVersion: client.authentication.k8s.io/v1, command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(cred)}], interactiveMode: Never}}`,
     );
     const k8s = {
       namespace: NS,
@@ -412,18 +409,7 @@ describe('Kubernetes discovery: a watch connection lost without a word', () => {
     const api = new FakeApiServer([ep('127.0.0.1', 'vllm-0')]);
     await api.listen();
     const dir = mkdtempSync(join(tmpdir(), 'kinf-k8s-silent-'));
-    const kubeconfig = join(dir, 'kubeconfig');
-    writeFileSync(
-      kubeconfig,
-      [
-        'apiVersion: v1',
-        'kind: Config',
-        `clusters: [{name: test, cluster: {server: "http://127.0.0.1:${api.port}", insecure-skip-tls-verify: true}}]`,
-        'users: [{name: test, user: {token: test-token}}]',
-        'contexts: [{name: test, context: {cluster: test, user: test}}]',
-        'current-context: test',
-      ].join('\n'),
-    );
+    const kubeconfig = writeKubeconfig(dir, api.port);
     const lines: Record<string, unknown>[] = [];
     const log = createLogger('debug', (l) => void lines.push(JSON.parse(l) as Record<string, unknown>));
     const k8s = {
