@@ -180,9 +180,12 @@ export class EmulatedPod {
     });
     const first = engines[0] as Engine;
     this.#maxModelLen = first.maxModelLen;
+    // vLLM numbers engines by global DP rank (--data-parallel-start-rank + i): their KV-event ports, batch
+    // ranks and metrics labels; X-data-parallel-rank still picks among this server's own, 0 … n−1.
+    const dpStart = o.pod.data_parallel_start_rank ?? 0;
     const metrics = new VllmMetrics({
       modelName: o.pod.model,
-      engineIndexes: engines.map((_, i) => i),
+      engineIndexes: engines.map((_, i) => dpStart + i),
       maxModelLen: first.maxModelLen,
       blockSize: first.blockSize,
       numGpuBlocks: first.numGpuBlocks,
@@ -194,14 +197,14 @@ export class EmulatedPod {
       for (let rank = 0; rank < engines.length; rank++) {
         if (o.pod.kv_events === undefined) break;
         const p = new KvEventPublisher({
-          endpoint: offsetEndpoint(o.pod.kv_events, rank),
+          endpoint: offsetEndpoint(o.pod.kv_events, dpStart + rank),
           ...(o.pod.kv_events_replay !== undefined
-            ? { replayEndpoint: offsetEndpoint(o.pod.kv_events_replay, rank) }
+            ? { replayEndpoint: offsetEndpoint(o.pod.kv_events_replay, dpStart + rank) }
             : {}),
           topic: o.pod.kv_events_topic ?? '',
           format: e.kv_events_format,
           hashForm: e.kv_events_hash,
-          dataParallelRank: rank,
+          dataParallelRank: dpStart + rank,
           bufferSteps: e.kv_events_buffer_steps,
           hwm: 100_000,
         });
@@ -220,7 +223,7 @@ export class EmulatedPod {
           engine,
           timeScale: e.time_scale,
           publisher: publishers[rank] ?? null,
-          onOutcome: (out) => metrics.record(rank, out),
+          onOutcome: (out) => metrics.record(dpStart + rank, out),
         }),
     );
   }

@@ -10,8 +10,10 @@ export interface PodSpec {
   kvEventsReplay?: string;
   topic: string;
   metrics?: string;
-  /** vLLM --data-parallel-size: one event stream (and index entry) per rank. */
+  /** vLLM --data-parallel-size (the server's own ranks): one event stream (and index entry) per rank. */
   dataParallelSize: number;
+  /** The global DP rank of the server's first engine (--data-parallel-start-rank); absent: 0. */
+  dataParallelStartRank?: number;
   /**
    * false: listed but failing its readiness probe (Kubernetes). A pod already followed stays followed,
    * out of routing, with its index kept; one not yet followed is not started. Absent: ready.
@@ -21,12 +23,18 @@ export interface PodSpec {
 
 /** One event stream: a pod, or one DP rank of it. */
 export interface StreamSpec {
-  /** `<id>` when data_parallel_size is 1, else `<id>@dp<rank>` (same address, one index entry per rank). */
+  /**
+   * `<id>` when data_parallel_size is 1, else `<id>@dp<r>` with r the rank's index on this server, what
+   * X-data-parallel-rank takes (same address, one index entry per rank).
+   */
   podId: PodId;
   basePodId: PodId;
   model: string;
   address: string;
-  /** null when the pod has a single rank. */
+  /**
+   * The global DP rank: its KV-event port offset, EventBatch.data_parallel_rank and metrics `engine` label.
+   * null for a server with one engine at rank 0.
+   */
   rank: number | null;
   kvEvents?: string;
   kvEventsReplay?: string;
@@ -48,16 +56,22 @@ export function offsetEndpoint(endpoint: string, rank: number): string {
   return `${endpoint}_dp${rank}`;
 }
 
+/**
+ * One stream per rank of the server. vLLM numbers a server's engines by global rank (start + r): each
+ * publishes on the ports + that rank and reports it as its metrics `engine`, while X-data-parallel-rank
+ * takes the index r among the server's own engines (`local_engines_only`), which the pod id carries.
+ */
 export function streamsOf(p: PodSpec): StreamSpec[] {
   const n = Math.max(1, p.dataParallelSize);
+  const start = p.dataParallelStartRank ?? 0;
   return Array.from({ length: n }, (_, r) => ({
     podId: n === 1 ? p.id : dataParallelPodId(p.id, r),
     basePodId: p.id,
     model: p.model,
     address: p.address,
-    rank: n === 1 ? null : r,
-    ...(p.kvEvents ? { kvEvents: offsetEndpoint(p.kvEvents, r) } : {}),
-    ...(p.kvEventsReplay ? { kvEventsReplay: offsetEndpoint(p.kvEventsReplay, r) } : {}),
+    rank: n === 1 && start === 0 ? null : start + r,
+    ...(p.kvEvents ? { kvEvents: offsetEndpoint(p.kvEvents, start + r) } : {}),
+    ...(p.kvEventsReplay ? { kvEventsReplay: offsetEndpoint(p.kvEventsReplay, start + r) } : {}),
     topic: p.topic,
   }));
 }
@@ -71,6 +85,7 @@ export function samePodSpec(a: PodSpec, b: PodSpec): boolean {
     a.kvEventsReplay === b.kvEventsReplay &&
     a.topic === b.topic &&
     a.metrics === b.metrics &&
-    a.dataParallelSize === b.dataParallelSize
+    a.dataParallelSize === b.dataParallelSize &&
+    (a.dataParallelStartRank ?? 0) === (b.dataParallelStartRank ?? 0)
   );
 }

@@ -56,6 +56,17 @@ export const PodSchema = Type.Object(
       Type.String({ pattern: '^https?://\\S+$', description: "the pod's Prometheus /metrics URL" }),
     ),
     data_parallel_size: Type.Optional(Type.Integer({ minimum: 1, maximum: 256, default: 1 })),
+    data_parallel_start_rank: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        maximum: 65535,
+        default: 0,
+        description:
+          "the global DP rank of the server's first engine: vLLM --data-parallel-start-rank (hybrid DP, a node " +
+          'whose ranks start above 0) or --data-parallel-rank (external DP, one rank per server). Rank g ' +
+          'publishes on the KV-event ports + g and reports engine="g" in its metrics',
+      }),
+    ),
   },
   STRICT,
 );

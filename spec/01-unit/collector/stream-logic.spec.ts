@@ -196,5 +196,16 @@ describe('data-parallel streams', () => {
       ['pod-a@dp0', 0, 'tcp://h:5557', 'tcp://h:5600'],
       ['pod-a@dp1', 1, 'tcp://h:5558', 'tcp://h:5601'],
     ]);
+    // A hybrid-DP node with global ranks 2 and 3: ports + global rank, pod ids by the node's own index
+    // (what X-data-parallel-rank takes); an external-DP server (one engine, rank 5) keeps its bare id.
+    const ranks = (over: { dataParallelSize: number; dataParallelStartRank: number }) =>
+      streamsOf({ ...base, ...over }).map((s) => [s.podId, s.rank, s.kvEvents, s.kvEventsReplay]);
+    expect(ranks({ dataParallelSize: 2, dataParallelStartRank: 2 })).toEqual([
+      ['pod-a@dp0', 2, 'tcp://h:5559', 'tcp://h:5602'],
+      ['pod-a@dp1', 3, 'tcp://h:5560', 'tcp://h:5603'],
+    ]);
+    expect(ranks({ dataParallelSize: 1, dataParallelStartRank: 5 })).toEqual([
+      ['pod-a', 5, 'tcp://h:5562', 'tcp://h:5605'],
+    ]);
   });
 });

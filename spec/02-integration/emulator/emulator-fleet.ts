@@ -60,7 +60,8 @@ export async function startTestFleet(
 ): Promise<TestFleet> {
   const dir = qwen3Dir();
   const pods = [];
-  const dp = Number(podExtra.data_parallel_size ?? 1);
+  // Rank g of a server publishes on the ports + g: runs long enough for its highest global rank.
+  const dp = Number(podExtra.data_parallel_size ?? 1) + Number(podExtra.data_parallel_start_rank ?? 0);
   const taken = new Set<number>();
   for (let i = 0; i < n; i++) {
     const [http, pub, replay] = [

@@ -12,6 +12,7 @@ export function podSpecFromConfig(p: PodConfig): PodSpec {
     topic: p.kv_events_topic ?? '',
     ...(p.metrics ? { metrics: p.metrics } : {}),
     dataParallelSize: p.data_parallel_size ?? 1,
+    ...(p.data_parallel_start_rank ? { dataParallelStartRank: p.data_parallel_start_rank } : {}),
   };
 }
 
