@@ -141,6 +141,14 @@ return {
             },
           },
           {
+            default_chat_template_kwargs = {
+              type = "string",
+              required = false,
+              len_min = 2,
+              description = "The JSON object given to vLLM as --default-chat-template-kwargs (e.g. {\"enable_thinking\": false}), if any: the template gets it under the request's own chat_template_kwargs, as vLLM renders. Only for hf: templates.",
+            },
+          },
+          {
             block_size = {
               type = "integer",
               required = true,

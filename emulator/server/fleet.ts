@@ -1,5 +1,6 @@
 import { EmulatorSectionSchema, type EmulatorSection } from '../../src/config/emulator-section.js';
 import type { FleetConfig } from '../../src/config/fleet-config.js';
+import { defaultTemplateKwargs } from '../../src/config/plugin-config.js';
 import { validateConfig } from '../../src/config/validate.js';
 import { KinferenceError } from '../../src/core/errors.js';
 import { loadChatTemplate, loadTokenizer } from '../../src/tokenize/index.js';
@@ -62,7 +63,10 @@ export async function startEmulatorFleet(
       if (model === undefined)
         throw new KinferenceError('KINF_ERR_CONFIG', `pod ${pod.id}: model ${pod.model} is not listed`);
       const tokenizer = loadTokenizer(model.tokenizer);
-      const template = loadChatTemplate(model.chat_template);
+      const template = loadChatTemplate(
+        model.chat_template,
+        defaultTemplateKwargs(model.default_chat_template_kwargs),
+      );
       let vocab = vocabs.get(model.tokenizer);
       if (vocab === undefined) vocabs.set(model.tokenizer, (vocab = buildOutputVocab(tokenizer)));
       const p = new EmulatedPod({

@@ -3,7 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { Type, type Static } from '@sinclair/typebox';
 import { parse as parseYaml } from 'yaml';
 import { KinferenceError } from '../core/errors.js';
-import { PluginConfigSchema, pluginConfigProblems } from './plugin-config.js';
+import { PluginConfigSchema, pluginConfigProblems, templateKwargsProblem } from './plugin-config.js';
 import { validateConfig } from './validate.js';
 import { CollectorSectionSchema, checkCollectorSection } from './collector-section.js';
 import { EmulatorSectionSchema } from './emulator-section.js';
@@ -28,6 +28,7 @@ export const ModelSchema = Type.Object(
   {
     tokenizer: PluginConfigSchema.properties.tokenizer,
     chat_template: PluginConfigSchema.properties.chat_template,
+    default_chat_template_kwargs: PluginConfigSchema.properties.default_chat_template_kwargs,
     block_size: PluginConfigSchema.properties.block_size,
     max_prompt_tokens: PluginConfigSchema.properties.max_prompt_tokens,
     lora_adapters: Type.Optional(
@@ -157,6 +158,10 @@ function tcpRunsMeet(a: string, b: string, n: number): boolean {
 function checkFleet(cfg: FleetConfig, source: string): void {
   const problems: string[] = pluginConfigProblems(cfg).map((p) => `  ${p}`);
   if (Object.keys(cfg.models).length === 0) problems.push('  models: at least one model is required');
+  for (const [name, m] of Object.entries(cfg.models)) {
+    const kwargs = templateKwargsProblem(m.default_chat_template_kwargs);
+    if (kwargs) problems.push(`  models.${name}.default_chat_template_kwargs: ${kwargs}`);
+  }
   if (!cfg.pods && !cfg.kubernetes)
     problems.push('  pods: a pod list or a `kubernetes:` section is required');
   if (cfg.pods && cfg.kubernetes) problems.push('  pods: give either `pods:` or `kubernetes:`, not both');

@@ -74,6 +74,13 @@ export const PluginConfigSchema = Type.Object(
       description:
         'Chat template matching the served model: chatml, harmony, llama3, none, or hf:<path to tokenizer_config.json>. The default fits gpt-oss.',
     }),
+    default_chat_template_kwargs: Type.Optional(
+      Type.String({
+        minLength: 2,
+        description:
+          'The JSON object given to vLLM as --default-chat-template-kwargs (e.g. {"enable_thinking": false}), if any: the template gets it under the request\'s own chat_template_kwargs, as vLLM renders. Only for hf: templates.',
+      }),
+    ),
     block_size: Type.Integer({
       default: 16,
       minimum: 1,
@@ -206,9 +213,11 @@ export type PluginConfig = Static<typeof PluginConfigSchema>;
  */
 export function pluginConfigProblems(
   c: Pick<PluginConfig, 'redis_cluster' | 'redis_cluster_nodes'> &
-    Partial<Pick<PluginConfig, 'model_pods' | 'lora_adapters'>>,
+    Partial<Pick<PluginConfig, 'model_pods' | 'lora_adapters' | 'default_chat_template_kwargs'>>,
 ): string[] {
   const problems: string[] = [];
+  const kwargs = templateKwargsProblem(c.default_chat_template_kwargs);
+  if (kwargs) problems.push(`default_chat_template_kwargs: ${kwargs}`);
   if (c.redis_cluster_nodes?.length && !c.redis_cluster)
     problems.push(
       'redis_cluster_nodes: set, but redis_cluster is not (set redis_cluster: true for a Redis Cluster, or drop redis_cluster_nodes)',
@@ -229,6 +238,25 @@ export function pluginConfigProblems(
       if (badPort(a)) problems.push(`model_pods.${model}.${i}: ${a}: the port must be 1–65535`);
     });
   return problems;
+}
+
+/** Why a default_chat_template_kwargs value is not a JSON object, or null when it is (or unset). */
+export function templateKwargsProblem(json: string | undefined): string | null {
+  if (json === undefined) return null;
+  try {
+    const v: unknown = JSON.parse(json);
+    if (typeof v === 'object' && v !== null && !Array.isArray(v)) return null;
+  } catch (e) {
+    return `not JSON (${(e as Error).message})`;
+  }
+  return `must be a JSON object, as vLLM's --default-chat-template-kwargs (got ${json.slice(0, 80)})`;
+}
+
+/** default_chat_template_kwargs as the object it holds (checked by pluginConfigProblems), or undefined. */
+export function defaultTemplateKwargs(json: string | undefined): Record<string, unknown> | undefined {
+  return json === undefined || templateKwargsProblem(json) !== null
+    ? undefined
+    : (JSON.parse(json) as Record<string, unknown>);
 }
 
 /**

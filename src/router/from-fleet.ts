@@ -25,6 +25,9 @@ export function pluginConfigFromFleet(fleet: FleetConfig, model: string, source:
       redis_key_prefix: fleet.redis_key_prefix,
       tokenizer: m.tokenizer,
       chat_template: m.chat_template,
+      ...(m.default_chat_template_kwargs !== undefined
+        ? { default_chat_template_kwargs: m.default_chat_template_kwargs }
+        : {}),
       block_size: m.block_size,
       max_prompt_tokens: m.max_prompt_tokens,
       lora_adapters: loraAdapters,

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { PluginConfigSchema, type PluginConfig } from '../config/plugin-config.js';
+import { PluginConfigSchema, defaultTemplateKwargs, type PluginConfig } from '../config/plugin-config.js';
 import { createKvIndex } from '../index/create.js';
 // Narrow imports: the tokenize barrel also exports verify-tokenizer (YAML, fleet config), which the plugin
 // bundle must not carry.
@@ -89,7 +89,11 @@ export function defaultResources(config: PluginConfig, options: ResourceOptions 
             lookupTimeoutMs: Math.max(config.redis_timeout_ms, FIRST_LOOKUP_BUDGET_MS),
           },
     ),
-    template: cachedLoad((): ChatTemplate => loadChatTemplate(config.chat_template), clock),
+    template: cachedLoad(
+      (): ChatTemplate =>
+        loadChatTemplate(config.chat_template, defaultTemplateKwargs(config.default_chat_template_kwargs)),
+      clock,
+    ),
     promptTokenizer: tokenizer,
   };
 }

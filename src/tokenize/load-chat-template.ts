@@ -14,16 +14,19 @@ const templates = new Map<string, ChatTemplate>();
 /**
  * `chatml` | `harmony` | `llama3` | `none` | `hf:<tokenizer_config.json or .jinja>` (a relative path is resolved
  * against the working directory). Throws KINF_ERR_TEMPLATE_SPEC for a bad spec, file or template.
+ * `defaultKwargs`: what vLLM was started with as --default-chat-template-kwargs (hf: templates only).
  */
-export function loadChatTemplate(spec: string): ChatTemplate {
-  const cached = templates.get(spec);
+export function loadChatTemplate(spec: string, defaultKwargs?: Record<string, unknown>): ChatTemplate {
+  const key = defaultKwargs === undefined ? spec : `${spec}\u0000${JSON.stringify(defaultKwargs)}`;
+  const cached = templates.get(key);
   if (cached) return cached;
   let t: ChatTemplate;
   if (spec === 'chatml') t = createChatmlTemplate();
   else if (spec === 'harmony') t = createHarmonyTemplate();
   else if (spec === 'llama3') t = createLlama3Template();
   else if (spec === 'none') t = createNoneTemplate();
-  else if (spec.startsWith('hf:') && spec.length > 3) t = createHfTemplate(spec, resolve(spec.slice(3)));
+  else if (spec.startsWith('hf:') && spec.length > 3)
+    t = createHfTemplate(spec, resolve(spec.slice(3)), undefined, defaultKwargs);
   else
     throw new KinferenceError(
       'KINF_ERR_TEMPLATE_SPEC',
@@ -32,6 +35,6 @@ export function loadChatTemplate(spec: string): ChatTemplate {
   // Numbers the request carried in Python's text (core/python-json.ts) get that text back, whoever printed them.
   const raw = t;
   t = { spec: raw.spec, render: (req) => restorePythonNumbers(raw.render(req)) };
-  templates.set(spec, t);
+  templates.set(key, t);
   return t;
 }

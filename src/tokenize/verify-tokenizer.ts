@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { KinferenceError } from '../core/errors.js';
 import { parseChatRequest } from '../core/request.js';
 import { loadFleetConfig, type FleetConfig, type PodConfig } from '../config/fleet-config.js';
+import { defaultTemplateKwargs } from '../config/plugin-config.js';
 import { loadChatTemplate } from './load-chat-template.js';
 import { loadTokenizer } from './load-tokenizer.js';
 
@@ -148,7 +149,7 @@ export async function verifyTokenizer(opts: VerifyOptions): Promise<VerifyResult
     const m = cfg.models[pod.model];
     if (!m) continue;
     const tokenizer = loadTokenizer(m.tokenizer);
-    const template = loadChatTemplate(m.chat_template);
+    const template = loadChatTemplate(m.chat_template, defaultTemplateKwargs(m.default_chat_template_kwargs));
     for (const s of samples) {
       const base = { pod: pod.id, model: pod.model, sample: s.name };
       const parsed = parseChatRequest({ ...s.body, model: pod.model });

@@ -175,6 +175,23 @@ describe('fleet config: addresses, endpoints and ranges', () => {
     expect(() => parseFleetConfig(ok, 'f', '/')).not.toThrow();
   });
 
+  it("a model's default_chat_template_kwargs must be a JSON object, as vLLM's flag takes", () => {
+    const withKwargs = (v: string): unknown =>
+      parseFleetConfig(
+        {
+          ...good,
+          models: { 'Qwen/Qwen3-8B': { ...good.models['Qwen/Qwen3-8B'], default_chat_template_kwargs: v } },
+        },
+        'f',
+        '/',
+      );
+    expect(errorOf(() => withKwargs('{enable_thinking: false}'))).toContain(
+      'models.Qwen/Qwen3-8B.default_chat_template_kwargs: not JSON',
+    );
+    expect(errorOf(() => withKwargs('[1]'))).toContain('must be a JSON object');
+    expect(() => withKwargs('{"enable_thinking": false}')).not.toThrow();
+  });
+
   it('kv_events and kv_events_replay must differ', () => {
     expect(bad({ kv_events: 'tcp://h:5557', kv_events_replay: 'tcp://h:5557' })).toContain(
       'pods.0.kv_events_replay: the same endpoint as kv_events',
@@ -301,6 +318,19 @@ describe('plugin config', () => {
     expect(pluginConfigProblems(c({ redis_cluster_nodes: [] }))).toEqual([]);
     expect(pluginConfigProblems(c({ redis_cluster_nodes: ['h:7001'] }))).toEqual([
       expect.stringContaining('redis_cluster_nodes: set, but redis_cluster is not'),
+    ]);
+  });
+
+  it('default_chat_template_kwargs must hold a JSON object (a rule the Kong schema cannot say)', () => {
+    const c = (o: Record<string, unknown>) => validateConfig(PluginConfigSchema, o, 'kong');
+    expect(pluginConfigProblems(c({ default_chat_template_kwargs: '{"enable_thinking": false}' }))).toEqual(
+      [],
+    );
+    expect(pluginConfigProblems(c({ default_chat_template_kwargs: '"x"' }))).toEqual([
+      expect.stringContaining('default_chat_template_kwargs: must be a JSON object'),
+    ]);
+    expect(pluginConfigProblems(c({ default_chat_template_kwargs: '{x' }))).toEqual([
+      expect.stringContaining('default_chat_template_kwargs: not JSON'),
     ]);
   });
 

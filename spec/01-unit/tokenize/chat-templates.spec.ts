@@ -678,4 +678,23 @@ describe("hf: vLLM's build_chat_params and safe_apply_chat_template", () => {
         '"defer_loading": true}, "defer_loading": true}]',
     );
   });
+
+  it("vLLM's --default-chat-template-kwargs sit under the request's own kwargs (default_chat_template_kwargs)", () => {
+    const thinkingOff = loadChatTemplate(`hf:${QWEN3_CONFIG}`, { enable_thinking: false });
+    const user = [{ role: 'user', content: 'Hi' }];
+    const head = '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n';
+    expect(thinkingOff.render(req({ messages: user }))).toBe(`${head}<think>\n\n</think>\n\n`);
+    expect(thinkingOff.render(req({ messages: user, chat_template_kwargs: { enable_thinking: true } }))).toBe(
+      head,
+    );
+    // reasoning_effort sets enable_thinking over the server's default, not over the request's kwargs.
+    expect(thinkingOff.render(req({ messages: user, reasoning_effort: 'high' }))).toBe(head);
+    // A None in the request's kwargs does not override a server default.
+    expect(thinkingOff.render(req({ messages: user, chat_template_kwargs: { enable_thinking: null } }))).toBe(
+      `${head}<think>\n\n</think>\n\n`,
+    );
+    // Without server defaults vLLM skips that merge: the None reaches the template as None.
+    const t = template('{% if x is none %}None{% elif x is defined %}{{ x }}{% else %}undefined{% endif %}');
+    expect(t.render(req({ messages: user, chat_template_kwargs: { x: null } }))).toBe('None');
+  });
 });

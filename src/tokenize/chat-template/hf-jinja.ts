@@ -118,6 +118,13 @@ function readTemplateFile(spec: string, path: string): LoadedTemplate {
 
 type Program = ReturnType<typeof parse>;
 
+/** vLLM's merge_kwargs: a None or "auto" value does not override what it merges over. */
+function unsetDropped(kwargs: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(kwargs)) if (v !== null && v !== undefined && v !== 'auto') out[k] = v;
+  return out;
+}
+
 function compile(spec: string, source: string): Program {
   try {
     return parse(tokenize(source, { lstrip_blocks: true, trim_blocks: true }));
@@ -192,6 +199,7 @@ export function createHfTemplate(
   spec: string,
   path: string,
   now: () => Date = () => new Date(),
+  defaultKwargs: Readonly<Record<string, unknown>> = {},
 ): ChatTemplate {
   const loaded = readTemplateFile(spec, path);
   const prepare = (source: string) => ({
@@ -205,6 +213,7 @@ export function createHfTemplate(
     throw new TemplateRaisedError(`chat template raised: ${String(msg)}`, String(msg));
   };
   const strftime_now = (fmt: unknown): string => strftime(String(fmt), now());
+  const hasDefaults = Object.keys(defaultKwargs).length > 0;
   return {
     spec,
     render(req: ChatRequest): string {
@@ -212,22 +221,28 @@ export function createHfTemplate(
       const t = toolUse !== null && req.tools !== undefined ? toolUse : main;
       const { messages, tools } = templateConversation(req, t.format, t.namesDeveloper);
       const { messages: _ignored, ...kwargs } = req.chatTemplateKwargs ?? {};
-      // vLLM's build_chat_params: its own values override chat_template_kwargs, except unset ones (None).
+      // vLLM's build_chat_params: its own values override chat_template_kwargs; then with_defaults puts the
+      // whole over --default-chat-template-kwargs. Neither merge lets an unset value (None, "auto") override.
       const effort = req.reasoningEffort;
+      const requested = {
+        ...kwargs,
+        ...(req.documents !== undefined ? { documents: req.documents } : {}),
+        ...(effort !== undefined ? { reasoning_effort: effort } : {}),
+        // Thinking follows the effort for templates that opt in (Qwen3, Gemma), unless the request's kwargs say.
+        ...(effort !== undefined && !Object.hasOwn(kwargs, 'enable_thinking')
+          ? { enable_thinking: effort !== 'none' }
+          : {}),
+      };
+      // with_defaults is a no-op without server defaults: a None in the request's kwargs then stays None.
+      const merged = hasDefaults ? { ...defaultKwargs, ...unsetDropped(requested) } : requested;
       const rendered = run(
         t.template,
         {
           ...loaded.specials,
           documents: null,
-          ...kwargs,
+          ...merged,
           messages,
           tools,
-          ...(req.documents !== undefined ? { documents: req.documents } : {}),
-          ...(effort !== undefined ? { reasoning_effort: effort } : {}),
-          // Thinking follows the effort for templates that opt in (Qwen3, Gemma), unless the kwargs say.
-          ...(effort !== undefined && !Object.hasOwn(kwargs, 'enable_thinking')
-            ? { enable_thinking: effort !== 'none' }
-            : {}),
           add_generation_prompt: req.addGenerationPrompt && !req.continueFinalMessage,
           continue_final_message: req.continueFinalMessage,
         },
