@@ -697,4 +697,24 @@ describe("hf: vLLM's build_chat_params and safe_apply_chat_template", () => {
     const t = template('{% if x is none %}None{% elif x is defined %}{{ x }}{% else %}undefined{% endif %}');
     expect(t.render(req({ messages: user, chat_template_kwargs: { x: null } }))).toBe('None');
   });
+
+  it("continue_final_message cuts at transformers' marker, not at a search for the message's text", () => {
+    const head = '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n';
+    const cont = (content: string) =>
+      req({
+        messages: [
+          { role: 'user', content: 'Hi' },
+          { role: 'assistant', content },
+        ],
+        add_generation_prompt: false,
+        continue_final_message: true,
+      });
+    // A search for "<" found the one of <|im_end|> and kept it.
+    expect(qwen.render(cont('<'))).toBe(`${head}<`);
+    // An empty final message is continued too (a search for "" had nothing to find).
+    expect(qwen.render(cont(''))).toBe(head);
+    // A template that trims the message loses the marker's space: the render is cut and right-stripped.
+    const trimmed = template('{% for m in messages %}[{{ m.content | trim }}]{% endfor %}');
+    expect(trimmed.render(cont('Hello  '))).toBe('[Hi][Hello');
+  });
 });

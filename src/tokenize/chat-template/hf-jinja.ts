@@ -3,7 +3,7 @@ import { Environment, parse, tokenize } from '@huggingface/jinja';
 import type { ChatRequest } from '../../core/request.js';
 import { KinferenceError } from '../../core/errors.js';
 import type { ChatTemplate } from '../types.js';
-import { PythonInterpreter } from './python-jinja.js';
+import { PythonInterpreter, pyStrip } from './python-jinja.js';
 import { strftime } from './strftime.js';
 import {
   templateConversation,
@@ -169,25 +169,58 @@ function run(program: Program, vars: Record<string, unknown>, globals: Record<st
   return String(result.value);
 }
 
+/** transformers' marker for continue_final_message (render_jinja_template). */
+const CONTINUE_TAG = 'CONTINUE_FINAL_MESSAGE_TAG ';
+
 /**
- * HF apply_chat_template's continue_final_message: cut the render right after the final message's text, as HF
- * finds it in the messages vLLM hands it: the string content, or the text of the last part that has a `text`
- * (a tool_reference part has none).
+ * transformers' continue_final_message, first half: the final message's text (its string content, or the last
+ * part that has a `text`) with the marker appended, on copies. Returns the text as it was, for the check.
  */
-function continueFinal(rendered: string, messages: TemplateMessage[]): string {
-  const content = messages[messages.length - 1]?.content;
-  let final = '';
-  if (typeof content === 'string') final = content;
-  else if (Array.isArray(content)) {
-    const part: unknown = [...(content as unknown[])].reverse().find((p) => isRecord(p) && 'text' in p);
-    if (isRecord(part) && typeof part.text === 'string') final = part.text;
-  }
-  const at = rendered.lastIndexOf(final.trim());
-  if (final.trim().length === 0 || at < 0)
+function tagFinalMessage(
+  messages: TemplateMessage[],
+  source: string,
+): { messages: TemplateMessage[]; final: string } {
+  const last = messages[messages.length - 1];
+  const content = last?.content;
+  if (last === undefined || content === undefined || content === null)
     throw new TemplateRaisedError(
-      'continue_final_message is set but the final message does not appear in the render',
+      'continue_final_message is set but the final message has no "content" to continue!',
     );
-  return rendered.slice(0, at + (rendered.startsWith(final, at) ? final.length : final.trim().length));
+  if (!source.includes('content'))
+    throw new TemplateRaisedError(
+      'continue_final_message is set to "content" but this is not an accepted field in the chat_template',
+    );
+  let final: string;
+  let tagged: unknown;
+  if (Array.isArray(content)) {
+    const parts = [...(content as unknown[])];
+    const i = parts.findLastIndex((p) => isRecord(p) && 'text' in p);
+    if (i < 0)
+      throw new TemplateRaisedError(
+        'continue_final_message is set but we could not find any text to continue in the final message!',
+      );
+    const part = parts[i] as Record<string, unknown>;
+    final = String(part.text);
+    parts[i] = { ...part, text: final + CONTINUE_TAG };
+    tagged = parts;
+  } else {
+    final = String(content);
+    tagged = final + CONTINUE_TAG;
+  }
+  return { messages: [...messages.slice(0, -1), { ...last, content: tagged }], final };
+}
+
+/** Second half: cut the render at the marker (and the whitespace before it, when the template trimmed it). */
+function cutAtTag(rendered: string, final: string): string {
+  const tag = CONTINUE_TAG.trim();
+  if (!rendered.includes(pyStrip(final, null, true, true)) || !rendered.includes(tag))
+    throw new TemplateRaisedError(
+      'continue_final_message is set but the final message does not appear in the chat after applying the chat template',
+    );
+  const at = rendered.lastIndexOf(tag);
+  return rendered.startsWith(CONTINUE_TAG, at)
+    ? rendered.slice(0, at)
+    : pyStrip(rendered.slice(0, at), null, false, true);
 }
 
 /**
@@ -203,6 +236,7 @@ export function createHfTemplate(
 ): ChatTemplate {
   const loaded = readTemplateFile(spec, path);
   const prepare = (source: string) => ({
+    source,
     template: compile(spec, source),
     format: detectContentFormat(source),
     namesDeveloper: templateNamesDeveloper(source),
@@ -219,7 +253,10 @@ export function createHfTemplate(
     render(req: ChatRequest): string {
       // HF picks the tool_use template whenever tools are given, an empty list too.
       const t = toolUse !== null && req.tools !== undefined ? toolUse : main;
-      const { messages, tools } = templateConversation(req, t.format, t.namesDeveloper);
+      const conversation = templateConversation(req, t.format, t.namesDeveloper);
+      const { tools } = conversation;
+      const continued = req.continueFinalMessage ? tagFinalMessage(conversation.messages, t.source) : null;
+      const messages = continued?.messages ?? conversation.messages;
       const { messages: _ignored, ...kwargs } = req.chatTemplateKwargs ?? {};
       // vLLM's build_chat_params: its own values override chat_template_kwargs; then with_defaults puts the
       // whole over --default-chat-template-kwargs. Neither merge lets an unset value (None, "auto") override.
@@ -248,7 +285,7 @@ export function createHfTemplate(
         },
         { raise_exception, strftime_now },
       );
-      return req.continueFinalMessage ? continueFinal(rendered, messages) : rendered;
+      return continued ? cutAtTag(rendered, continued.final) : rendered;
     },
   };
 }
