@@ -185,16 +185,44 @@ export class Collector {
         );
         await this.#remove(runner);
       }
+      const keep = await this.#indexedNotReady([...wanted.values()]);
       for (const [id, spec] of wanted) {
-        // A pod that was never ready has nothing indexed to keep: it starts once it is ready.
-        if (this.#pods.has(id) || spec.ready === false) continue;
+        // A pod not ready and not in the index (a new one still loading) starts once it is ready; one an
+        // earlier collector followed (a restart or takeover during a readiness flap) keeps its index.
+        if (this.#pods.has(id) || (spec.ready === false && !keep.has(id))) continue;
         this.#pods.set(id, this.#startPod(spec));
-        this.deps.log.info('pod added', { pod: id, address: spec.address, ranks: spec.dataParallelSize });
+        this.deps.log.info('pod added', {
+          pod: id,
+          address: spec.address,
+          ranks: spec.dataParallelSize,
+          ...(spec.ready === false ? { ready: false } : {}),
+        });
       }
       await this.#removeStale();
     };
     this.#reconciling = this.#reconciling.then(run, run);
     return this.#reconciling;
+  }
+
+  /**
+   * Of the listed pods that are not ready and not followed, those the index holds (left by an earlier
+   * collector). With the index unreachable, all of them: following a pod costs little, losing its index more.
+   */
+  async #indexedNotReady(specs: readonly PodSpec[]): Promise<Set<string>> {
+    const candidates = specs.filter((s) => s.ready === false && !this.#pods.has(s.id));
+    if (candidates.length === 0) return new Set();
+    const indexed = new Set<string>();
+    try {
+      for (const model of new Set(candidates.map((s) => s.model)))
+        for (const p of await this.deps.index.listPods(model)) indexed.add(`${model}\u0000${p.podId}`);
+    } catch {
+      return new Set(candidates.map((s) => s.id));
+    }
+    return new Set(
+      candidates
+        .filter((s) => streamsOf(s).some((st) => indexed.has(`${s.model}\u0000${st.podId}`)))
+        .map((s) => s.id),
+    );
   }
 
   /**
@@ -413,7 +441,7 @@ export class Collector {
       scraper: null,
       scrapeOk: 0,
       scrapeFailed: 0,
-      ready: true,
+      ready: spec.ready !== false,
     };
     if (spec.metrics) {
       runner.scraper = new MetricsScraper(
@@ -448,7 +476,7 @@ export class Collector {
         })),
       );
     }
-    for (const w of workers) w.start({ healthy: true });
+    for (const w of workers) w.start({ healthy: runner.ready });
     runner.scraper?.start();
     return runner;
   }

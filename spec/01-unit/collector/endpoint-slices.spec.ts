@@ -142,4 +142,18 @@ describe('podsFromEndpointSlices', () => {
     ])
       expect(podsFromEndpointSlices(order, K8S).map((p) => p.address)).toEqual(['10.0.0.1:8000']);
   });
+
+  it('keeps the IPv4 address of a dual-stack pod whose IPv4 slice says not ready and IPv6 slice ready', () => {
+    const v4 = slice('vllm-z4', [
+      { addresses: ['10.0.0.1'], conditions: { ready: false }, targetRef: { kind: 'Pod', name: 'vllm-0' } },
+    ]);
+    const v6 = slice(
+      'vllm-a6',
+      [{ addresses: ['fd00::1'], targetRef: { kind: 'Pod', name: 'vllm-0' } }],
+      'IPv6',
+    );
+    const [pod] = podsFromEndpointSlices([v6, v4], K8S);
+    expect(pod).toMatchObject({ address: '10.0.0.1:8000' });
+    expect(pod).not.toHaveProperty('ready');
+  });
 });

@@ -42,6 +42,8 @@ class FakeApiServer {
   listStatus = 200;
   /** Answer watches with 200 and end them at once, as a misbehaving proxy might. */
   closeWatches = false;
+  /** Answer watches with this status (403: a Role that grants list but not watch). */
+  watchStatus = 200;
 
   constructor(endpoints: V1EndpointSlice['endpoints']) {
     this.slice = this.#slice(endpoints);
@@ -53,6 +55,10 @@ class FakeApiServer {
       if (url.searchParams.get('watch') === 'true') {
         this.watchRequests++;
         this.watchQueries.push(url.searchParams);
+        if (this.watchStatus !== 200)
+          return void res
+            .writeHead(this.watchStatus, { 'content-type': 'application/json' })
+            .end(JSON.stringify({ kind: 'Status', message: 'watch refused', code: this.watchStatus }));
         res.writeHead(200, { 'content-type': 'application/json' });
         res.flushHeaders();
         if (this.closeWatches) return void setTimeout(() => res.end(), 5);
@@ -438,6 +444,50 @@ describe('Kubernetes discovery: a watch connection lost without a word', () => {
       await waitFor('watch open again', () => api.watchers.length >= 2);
       api.modify([ep('127.0.0.1', 'vllm-0'), ep('127.0.0.2', 'vllm-1')]);
       await waitFor('the change seen', () => seen.at(-1)?.length === 2);
+    } finally {
+      await discovery.stop();
+      await api.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('Kubernetes discovery: a watch refused after a good list', () => {
+  it('backs off (1 s, 2 s, 4 s …), keeps the pods of the list, and says nothing is back until it is', async () => {
+    const api = new FakeApiServer([ep('127.0.0.1', 'vllm-0')]);
+    await api.listen();
+    const dir = mkdtempSync(join(tmpdir(), 'kinf-k8s-nowatch-'));
+    const lines: Record<string, unknown>[] = [];
+    const log = createLogger('debug', (l) => void lines.push(JSON.parse(l) as Record<string, unknown>));
+    const k8s = {
+      namespace: NS,
+      service: 'vllm',
+      model: MODEL,
+      http_port: 8000,
+      kv_events_port: 5557,
+      metrics_path: '/metrics',
+      data_parallel_size: 1,
+      not_ready_grace_ms: 0,
+    };
+    const discovery = new KubernetesDiscovery(k8s, log, writeKubeconfig(dir, api.port), 20);
+    const seen: string[][] = [];
+    try {
+      api.watchStatus = 403;
+      await discovery.start((pods) => void seen.push(pods.map((p) => p.id)));
+      expect(seen[0]).toEqual(['vllm-0']);
+      await new Promise((r) => setTimeout(r, 6000));
+      // The first watch, then retries 1, 2 (and perhaps 4) s apart, not one a second.
+      expect(api.watchRequests).toBeGreaterThanOrEqual(3);
+      expect(api.watchRequests).toBeLessThanOrEqual(4);
+      const errors = lines.filter((l) => l.level === 'error').map((l) => String(l.msg));
+      expect(errors[0]).toContain('forbidden (403)');
+      expect(errors.map((m) => /retrying in (\d+) ms/.exec(m)?.[1])).toEqual(
+        ['1000', '2000', '4000', '8000'].slice(0, errors.length),
+      );
+      expect(lines.some((l) => l.msg === 'kubernetes: listing and watching EndpointSlices again')).toBe(
+        false,
+      );
+      expect(seen.every((ids) => ids.join() === 'vllm-0')).toBe(true); // never an empty list
     } finally {
       await discovery.stop();
       await api.close();

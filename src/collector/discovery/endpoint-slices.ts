@@ -44,7 +44,11 @@ export function podsFromEndpointSlices(
       const id = podId(ep, ip, k8s.service);
       const ready = c?.ready !== false && c?.serving !== false;
       const seen = byId.get(id);
-      if (seen && (seen.ready !== false || !ready)) continue;
+      if (seen) {
+        // The first (IPv4) address stays; ready in any slice means ready.
+        if (ready) delete seen.ready;
+        continue;
+      }
       const tcp = (port: number): string => `tcp://${hostPort(ip, port)}`;
       byId.set(id, {
         id,

@@ -226,16 +226,18 @@ export class KubernetesDiscovery implements Discovery {
         publish();
       }, this.debounceMs);
     };
-    // After each (re)start: a list that succeeded ends a failure streak, and the first one starts the pods.
+    // After each (re)start: the first list that succeeded starts the pods; a start that failed nowhere ends a
+    // failure streak (a watch refused at once calls back, and a retry is pending, before start returns).
     const started = (): void => {
-      if (this.#stopped || this.#restartFailed || informer.latestResourceVersion() === '') return;
-      if (this.#failing) this.log.info('kubernetes: listing and watching EndpointSlices again');
-      this.#failing = false;
-      this.#retryMs = K8S_RETRY_MIN_MS;
+      if (this.#stopped || informer.latestResourceVersion() === '') return;
       if (!this.#synced) {
         this.#synced = true;
         publish();
       }
+      if (this.#restartFailed || this.#retryTimer) return;
+      if (this.#failing) this.log.info('kubernetes: listing and watching EndpointSlices again');
+      this.#failing = false;
+      this.#retryMs = K8S_RETRY_MIN_MS;
     };
     const failed = (err: unknown): void => {
       if (this.#stopped || this.#retryTimer) return; // stop() aborts the watch, which reports an error
