@@ -132,6 +132,18 @@ class FakeApiServer {
 
 const GRACE_MS = 1500;
 
+/** A `kubernetes:` section for the suites that run discovery alone (no pod is ever connected to). */
+const DISCOVERY_ONLY = {
+  namespace: NS,
+  service: 'vllm',
+  model: MODEL,
+  http_port: 8000,
+  kv_events_port: 5557,
+  metrics_path: '/metrics',
+  data_parallel_size: 1,
+  not_ready_grace_ms: 0,
+};
+
 /** A kubeconfig in `dir` for the API stand-in on `port`, with `user` (a token unless given). */
 function writeKubeconfig(dir: string, port: number, user = '{token: test-token}'): string {
   const path = join(dir, 'kubeconfig');
@@ -418,18 +430,8 @@ describe('Kubernetes discovery: a watch connection lost without a word', () => {
     const kubeconfig = writeKubeconfig(dir, api.port);
     const lines: Record<string, unknown>[] = [];
     const log = createLogger('debug', (l) => void lines.push(JSON.parse(l) as Record<string, unknown>));
-    const k8s = {
-      namespace: NS,
-      service: 'vllm',
-      model: MODEL,
-      http_port: 8000,
-      kv_events_port: 5557,
-      metrics_path: '/metrics',
-      data_parallel_size: 1,
-      not_ready_grace_ms: 0,
-    };
     // The server never ends the watch and never writes: as a connection a NAT dropped looks to the client.
-    const discovery = new KubernetesDiscovery(k8s, log, kubeconfig, 20, 1);
+    const discovery = new KubernetesDiscovery(DISCOVERY_ONLY, log, kubeconfig, 20, 1);
     const seen: string[][] = [];
     try {
       await discovery.start((pods) => void seen.push(pods.map((p) => p.id)));
@@ -459,17 +461,7 @@ describe('Kubernetes discovery: a watch refused after a good list', () => {
     const dir = mkdtempSync(join(tmpdir(), 'kinf-k8s-nowatch-'));
     const lines: Record<string, unknown>[] = [];
     const log = createLogger('debug', (l) => void lines.push(JSON.parse(l) as Record<string, unknown>));
-    const k8s = {
-      namespace: NS,
-      service: 'vllm',
-      model: MODEL,
-      http_port: 8000,
-      kv_events_port: 5557,
-      metrics_path: '/metrics',
-      data_parallel_size: 1,
-      not_ready_grace_ms: 0,
-    };
-    const discovery = new KubernetesDiscovery(k8s, log, writeKubeconfig(dir, api.port), 20);
+    const discovery = new KubernetesDiscovery(DISCOVERY_ONLY, log, writeKubeconfig(dir, api.port), 20);
     const seen: string[][] = [];
     try {
       api.watchStatus = 403;
