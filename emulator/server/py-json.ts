@@ -6,6 +6,9 @@
  * JSON.parse.
  */
 import { pythonFloatRepr } from '../../src/core/python-json.js';
+import { pyStrip, pyStrRepr } from '../../src/core/python-str.js';
+
+export { pyStrRepr };
 
 /** A Python int (JSON integer literals are exact, however long). */
 export class PyInt {
@@ -356,28 +359,6 @@ function floatRepr(x: number): string {
   return pythonFloatRepr(x);
 }
 
-// str.isprintable() is false for these; repr escapes them.
-const UNPRINTABLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}\p{Zs}]/u;
-
-/** repr(str): single quotes unless the text has ' and no ", escapes as unicode_repr does. */
-export function pyStrRepr(s: string): string {
-  const quote = s.includes("'") && !s.includes('"') ? '"' : "'";
-  let out = quote;
-  for (const ch of s) {
-    const cp = ch.codePointAt(0) as number;
-    if (ch === quote || ch === '\\') out += `\\${ch}`;
-    else if (ch === '\t') out += '\\t';
-    else if (ch === '\n') out += '\\n';
-    else if (ch === '\r') out += '\\r';
-    else if (cp < 0x20 || cp === 0x7f) out += `\\x${cp.toString(16).padStart(2, '0')}`;
-    else if (cp < 0x7f || ch === ' ' || !UNPRINTABLE.test(ch)) out += ch;
-    else if (cp <= 0xff) out += `\\x${cp.toString(16).padStart(2, '0')}`;
-    else if (cp <= 0xffff) out += `\\u${cp.toString(16).padStart(4, '0')}`;
-    else out += `\\U${cp.toString(16).padStart(8, '0')}`;
-  }
-  return out + quote;
-}
-
 /** repr() of a decoded JSON value. */
 export function pyRepr(v: PyValue): string {
   if (v === null) return 'None';
@@ -434,16 +415,9 @@ export function pyJsonDumps(v: unknown): string {
     .join(', ')}}`;
 }
 
-// str.strip()'s whitespace among the latin-1 characters a header value can hold.
-const PY_SPACE = '\t\n\v\f\r\x1c\x1d\x1e\x1f \x85\xa0';
-
 /** Python's `int(text)` for a base-10 string (header values): null where int() raises ValueError. */
 export function pyInt(text: string): bigint | null {
-  let a = 0;
-  let b = text.length;
-  while (a < b && PY_SPACE.includes(text[a] as string)) a++;
-  while (b > a && PY_SPACE.includes(text[b - 1] as string)) b--;
-  const t = text.slice(a, b);
+  const t = pyStrip(text, null, true, true);
   if (!/^[+-]?[0-9]+(?:_[0-9]+)*$/.test(t)) return null;
   return BigInt(t.replaceAll('_', ''));
 }

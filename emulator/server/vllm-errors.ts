@@ -4,6 +4,7 @@
  * RequestValidationError as vLLM's handler prints it), and the messages of the checks the emulator makes.
  */
 import { pyRepr, pyStrRepr, pyTupleRepr, type PyValue } from './py-json.js';
+import { pyStrip } from '../../src/core/python-str.js';
 
 export type Json = Record<string, unknown>;
 
@@ -47,10 +48,6 @@ const SANITIZERS: readonly [RegExp, string][] = [
   [new RegExp(String.raw`/(?:home|usr|opt|var|tmp|root|lib|mnt|srv)(?:/[${W}.\-]+)+`, 'gu'), '<path>'],
   [new RegExp(String.raw`(?:/[${W}\-]+)+/[${W}\-]+\.[${W}]+`, 'gu'), '<path>'],
 ];
-// str.strip()'s whitespace (str.isspace()), which has the separators \x1c-\x1f that JS's trim() leaves.
-const PY_SPACE =
-  '\\t\\n\\v\\f\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000';
-const STRIP = new RegExp(`^[${PY_SPACE}]+|[${PY_SPACE}]+$`, 'g');
 
 /**
  * sanitize_message (vllm/entrypoints/serve/utils/api_utils.py), applied to every error message vLLM sends:
@@ -60,7 +57,7 @@ const STRIP = new RegExp(`^[${PY_SPACE}]+|[${PY_SPACE}]+$`, 'g');
 export function sanitizeMessage(message: string): string {
   let m = message;
   for (const [re, to] of SANITIZERS) m = m.replace(re, to);
-  return m.replace(STRIP, '');
+  return pyStrip(m, null, true, true);
 }
 
 /** vLLM's ErrorResponse: {"error": {"message", "type", "param", "code": <HTTP status>}}. */

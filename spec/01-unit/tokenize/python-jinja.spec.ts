@@ -15,7 +15,8 @@ import { join } from 'node:path';
 import { Environment, Interpreter, parse, tokenize } from '@huggingface/jinja';
 import { describe, expect, it } from 'vitest';
 import { parseChatBody } from '../../../src/core/request.js';
-import { INTERNALS, PythonInterpreter, pyStrip } from '../../../src/tokenize/chat-template/python-jinja.js';
+import { pyStrip } from '../../../src/core/python-str.js';
+import { INTERNALS, PythonInterpreter } from '../../../src/tokenize/chat-template/python-jinja.js';
 import { loadChatTemplate } from '../../../src/tokenize/index.js';
 import { QWEN3_DIR, QWEN3_TEMPLATE } from '../../helpers/qwen3.js';
 

@@ -3,7 +3,8 @@ import { Environment, parse, tokenize } from '@huggingface/jinja';
 import type { ChatRequest } from '../../core/request.js';
 import { KinferenceError } from '../../core/errors.js';
 import type { ChatTemplate } from '../types.js';
-import { PythonInterpreter, pyStrip } from './python-jinja.js';
+import { pyStrip } from '../../core/python-str.js';
+import { PythonInterpreter } from './python-jinja.js';
 import { strftime } from './strftime.js';
 import {
   templateConversation,
