@@ -1,5 +1,6 @@
 import { DiscoveryV1Api, KubeConfig, ListWatch, Watch, type V1EndpointSlice } from '@kubernetes/client-node';
 import { existsSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { KinferenceError } from '../../core/errors.js';
@@ -48,6 +49,8 @@ export function loadKubeConfig(path: string | undefined): KubeConfig {
 /** Pause before restarting a failed list or watch: doubled on each failure in a row, up to the max. */
 export const K8S_RETRY_MIN_MS = 1000;
 export const K8S_RETRY_MAX_MS = 30_000;
+const backoffMs = (failuresBefore: number): number =>
+  Math.min(K8S_RETRY_MAX_MS, K8S_RETRY_MIN_MS * 2 ** Math.min(failuresBefore, 16));
 /** A watch the server closes sooner than this after it opened is reopened only after a pause. */
 const QUICK_CLOSE_MS = 1000;
 /** The API server is asked to end each watch within this (it reopens from the last resourceVersion). */
@@ -137,11 +140,6 @@ function parseJson(text: string): unknown {
   }
 }
 
-const pause = (ms: number): Promise<void> =>
-  new Promise((resolve) => {
-    setTimeout(resolve, ms).unref();
-  });
-
 /**
  * Follows the EndpointSlices of one Service with @kubernetes/client-node's informer (list, then watch
  * from the list's resourceVersion; a 410 relists). Changes are debounced: an endpoint moving between
@@ -157,10 +155,10 @@ export class KubernetesDiscovery implements Discovery {
   #timer: NodeJS.Timeout | null = null;
   #graceTimer: NodeJS.Timeout | null = null;
   #retryTimer: NodeJS.Timeout | null = null;
-  #retryMs = K8S_RETRY_MIN_MS;
+  /** Lists or watches failed in a row: the backoff and the "again" line follow from it. */
+  #failures = 0;
   #stopped = false;
   #synced = false;
-  #failing = false;
   #warnedEmpty = false;
   /** The informer's last restart threw (routed to `failed` by #guardRestarts). */
   #restartFailed = false;
@@ -235,16 +233,15 @@ export class KubernetesDiscovery implements Discovery {
         publish();
       }
       if (this.#restartFailed || this.#retryTimer) return;
-      if (this.#failing) this.log.info('kubernetes: listing and watching EndpointSlices again');
-      this.#failing = false;
-      this.#retryMs = K8S_RETRY_MIN_MS;
+      if (this.#failures > 0) this.log.info('kubernetes: listing and watching EndpointSlices again');
+      this.#failures = 0;
     };
     const failed = (err: unknown): void => {
       if (this.#stopped || this.#retryTimer) return; // stop() aborts the watch, which reports an error
       const { status, message } = describeKubernetesError(err, this.k8s);
-      this.#failing = true;
+      const delayMs = backoffMs(this.#failures++);
       // The informer stops on errors other than 410 and timeouts: restart it (it relists when it must).
-      this.log.error(`kubernetes: ${message}; retrying in ${this.#retryMs} ms`, {
+      this.log.error(`kubernetes: ${message}; retrying in ${delayMs} ms`, {
         status,
         ...(this.#synced
           ? { keeping: 'the pods of the last list' }
@@ -254,9 +251,8 @@ export class KubernetesDiscovery implements Discovery {
         this.#retryTimer = null;
         if (this.#stopped) return;
         informer.start().then(started, failed);
-      }, this.#retryMs);
+      }, delayMs);
       this.#retryTimer.unref();
-      this.#retryMs = Math.min(this.#retryMs * 2, K8S_RETRY_MAX_MS);
     };
     this.#guardRestarts(informer, failed);
     informer.on('add', emit);
@@ -280,8 +276,7 @@ export class KubernetesDiscovery implements Discovery {
     lw.doneHandler = async (err: unknown): Promise<void> => {
       try {
         if (!err && openedAtMs > 0 && Date.now() - openedAtMs < QUICK_CLOSE_MS) {
-          quickCloses++;
-          await pause(Math.min(K8S_RETRY_MIN_MS * 2 ** (quickCloses - 1), K8S_RETRY_MAX_MS));
+          await sleep(backoffMs(quickCloses++), undefined, { ref: false });
           if (this.#stopped) return;
         } else if (!err) quickCloses = 0;
         openedAtMs = Date.now();
