@@ -240,23 +240,33 @@ export function pluginConfigProblems(
   return problems;
 }
 
+/** A default_chat_template_kwargs value read once: the object it holds, or why it is not a JSON object. */
+function readTemplateKwargs(json: string): { kwargs: Record<string, unknown> } | { problem: string } {
+  let v: unknown;
+  try {
+    v = JSON.parse(json);
+  } catch (e) {
+    return { problem: `not JSON (${(e as Error).message})` };
+  }
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+    ? { kwargs: v as Record<string, unknown> }
+    : {
+        problem: `must be a JSON object, as vLLM's --default-chat-template-kwargs (got ${json.slice(0, 80)})`,
+      };
+}
+
 /** Why a default_chat_template_kwargs value is not a JSON object, or null when it is (or unset). */
 export function templateKwargsProblem(json: string | undefined): string | null {
   if (json === undefined) return null;
-  try {
-    const v: unknown = JSON.parse(json);
-    if (typeof v === 'object' && v !== null && !Array.isArray(v)) return null;
-  } catch (e) {
-    return `not JSON (${(e as Error).message})`;
-  }
-  return `must be a JSON object, as vLLM's --default-chat-template-kwargs (got ${json.slice(0, 80)})`;
+  const r = readTemplateKwargs(json);
+  return 'problem' in r ? r.problem : null;
 }
 
 /** default_chat_template_kwargs as the object it holds (checked by pluginConfigProblems), or undefined. */
 export function defaultTemplateKwargs(json: string | undefined): Record<string, unknown> | undefined {
-  return json === undefined || templateKwargsProblem(json) !== null
-    ? undefined
-    : (JSON.parse(json) as Record<string, unknown>);
+  if (json === undefined) return undefined;
+  const r = readTemplateKwargs(json);
+  return 'kwargs' in r ? r.kwargs : undefined;
 }
 
 /**

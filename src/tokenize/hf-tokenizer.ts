@@ -44,7 +44,7 @@ class HfTokenizer implements Tokenizer {
   /** Settles when the JS engine is checked (immediately when there is none). */
   readonly #checked: Promise<void>;
   #engineNote: string;
-  readonly maxCharsPerToken: number;
+  #maxCharsPerToken: number | null = null;
 
   constructor(
     spec: string,
@@ -52,11 +52,9 @@ class HfTokenizer implements Tokenizer {
     added: AddedTokenJson[],
     startSensitive: boolean,
     fast: ByteBpe | { unsupported: string },
-    maxCharsPerToken: number,
   ) {
     this.spec = spec;
     this.#native = native;
-    this.maxCharsPerToken = maxCharsPerToken;
     const specials = new Map<string, number>();
     const flags = new Map<string, SpecialTokenFlags>();
     for (const t of added) {
@@ -92,6 +90,21 @@ class HfTokenizer implements Tokenizer {
     return this.#engineNote;
   }
 
+  /**
+   * The longest entry of get_vocab() (vocabulary and added tokens), in code points (Python's len()). Read on
+   * first use: only the emulator asks, and the walk over the vocabulary takes 35–100 ms.
+   */
+  get maxCharsPerToken(): number {
+    if (this.#maxCharsPerToken === null) {
+      let max = 0;
+      for (const t of Object.keys(this.#native.getVocab(true)))
+        // UTF-16 length bounds the code-point count: count exactly only what could beat the maximum.
+        if (t.length > max) max = Math.max(max, [...t].length);
+      this.#maxCharsPerToken = max;
+    }
+    return this.#maxCharsPerToken;
+  }
+
   async #ids(text: string): Promise<number[]> {
     const enc = await this.#native.encode(text, null, { addSpecialTokens: false });
     return enc.getIds();
@@ -116,23 +129,6 @@ class HfTokenizer implements Tokenizer {
   decode(ids: readonly number[]): Promise<string> {
     return this.#native.decode([...ids], false);
   }
-}
-
-/**
- * The longest entry of get_vocab(), in code points (Python's len()): the model's vocabulary (an object for
- * BPE and WordPiece, [piece, score] pairs for Unigram) and the added tokens.
- */
-function maxCharsPerToken(vocab: unknown, added: readonly AddedTokenJson[]): number {
-  const pieces: string[] = Array.isArray(vocab)
-    ? vocab.flatMap((e: unknown) => (Array.isArray(e) && typeof e[0] === 'string' ? [e[0]] : []))
-    : isRecord(vocab)
-      ? Object.keys(vocab)
-      : [];
-  let max = 0;
-  for (const t of [...pieces, ...added.map((a) => a.content)])
-    // UTF-16 length bounds the code-point count: count exactly only what could beat the maximum.
-    if (t.length > max) max = Math.max(max, [...t].length);
-  return max;
 }
 
 /**
@@ -195,6 +191,5 @@ export function createHfTokenizer(
     added,
     isStartSensitive(json.pre_tokenizer),
     engine ?? byteBpeFromHfJson(json),
-    maxCharsPerToken(json.model.vocab, added),
   );
 }
