@@ -11,7 +11,7 @@ import { POD_ADDRESS_PATTERN, ZMQ_ENDPOINT_PATTERN } from './addresses.js';
 
 /**
  * The one YAML file that describes a fleet for the collector, `explain`, the emulator and the demo
- * (DESIGN.md "Contracts"). Paths in `hf:` specs are resolved against the file's directory. Every object is
+ * (docs/collector.md#running-it). Paths in `hf:` specs are resolved against the file's directory. Every object is
  * strict: an unknown key (a typo such as `kv_event:`) is an error naming the key and the closest known one,
  * not a setting silently ignored.
  */

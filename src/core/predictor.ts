@@ -1,7 +1,7 @@
 import type { Calibration, PodLookup, Reservation } from './types.js';
 
 /**
- * The TTFT model (DESIGN.md "TTFT model"), per pod:
+ * The TTFT model (docs/architecture.md "The TTFT model"), per pod:
  *   TTFT = queue + prefill(uncached, context) + load(cpu tier) + interference + overhead
  *   prefill      = U·p + a·U·(C + P)/2          U uncached tokens, C cached, P prompt; a·Σcontext is attention
  *   load         = L·l                          L tokens found only in the CPU tier
