@@ -2,7 +2,7 @@ import type { EngineOptions } from './engine/engine.js';
 import type { StepCostModel } from './engine/step-time.js';
 
 /**
- * Hardware/model presets for the emulated engine. Numbers are derived in research/bench.md §3 (roofline
+ * Hardware/model presets for the emulated engine. Numbers are derived in docs/emulator.md (roofline
  * with BLIS-calibrated MFU); spec/01-unit/emulator/calibration.spec.ts checks each preset's cold 16k
  * prefill and ITL against `expect` in virtual time.
  */

@@ -42,6 +42,38 @@ return {
             },
           },
           {
+            redis_tls_ca_file = {
+              type = "string",
+              required = false,
+              len_min = 1,
+              description = "With rediss://: path of a PEM file of the CA certificates that sign the Redis server certificate (an in-cluster Redis with its own CA), trusted in place of the system CAs. Read when the connection is made.",
+            },
+          },
+          {
+            redis_tls_cert_file = {
+              type = "string",
+              required = false,
+              len_min = 1,
+              description = "With rediss://: path of a PEM client certificate, for a Redis that requires one (tls-auth-clients). Needs redis_tls_key_file.",
+            },
+          },
+          {
+            redis_tls_key_file = {
+              type = "string",
+              required = false,
+              len_min = 1,
+              description = "With rediss://: path of the PEM private key of redis_tls_cert_file.",
+            },
+          },
+          {
+            redis_tls_servername = {
+              type = "string",
+              required = false,
+              len_min = 1,
+              description = "With rediss://: the name the Redis server certificate must carry, sent as TLS SNI and checked, when it is not the host of redis_url (an IP address, another DNS name).",
+            },
+          },
+          {
             redis_timeout_ms = {
               type = "integer",
               required = true,

@@ -79,7 +79,7 @@ const PATH_LATENCY: FleetSpec['latency'] = {
   scrapeIntervalMs: 1000,
 };
 
-/** The published study's schedule (DESIGN.md, bench.md §1.3–1.5), with this repo's calibration. */
+/** The published study's schedule (docs/benchmark.md "What is measured"), with this repo's calibration. */
 export const SEED_SCHEDULE: BenchSchedule = {
   name: 'seed',
   seed: 42,

@@ -1,7 +1,16 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { withPythonNumbers } from '../../src/core/request.js';
 import { isRecord } from '../../src/core/is-record.js';
-import { jsToPy, pyLoads, pyStrRepr, pyToJs, pyTypeName, type PyValue } from './py-json.js';
+import {
+  jsonNestingDepth,
+  jsToPy,
+  MAX_JSON_DEPTH,
+  pyLoads,
+  pyStrRepr,
+  pyToJs,
+  pyTypeName,
+  type PyValue,
+} from './py-json.js';
 import { apiError, errorJson, requestValidationError, type ApiError, type Json } from './vllm-errors.js';
 
 /** An emulator limit (vLLM has none): a larger body gets 413. */
@@ -33,10 +42,58 @@ function isJsonMediaType(contentType: string | undefined): boolean {
   return sub === 'json' || sub.endsWith('+json');
 }
 
+type JsonParse = { ok: true; value: unknown; text: string } | { ok: false; error: ApiError };
+
+/**
+ * `await request.json()` in FastAPI: UTF-8, then json.loads. Its errors are a JSONDecodeError (a
+ * `json_invalid` validation error) or anything else (the body could not be parsed: a byte that is not UTF-8,
+ * an integer of more than 4300 digits, nesting deeper than json.loads recurses).
+ */
+function parseJsonBody(bytes: Buffer): JsonParse {
+  let text: string;
+  try {
+    // json.loads(bytes) drops a UTF-8 BOM, as the decoder does by default.
+    text = utf8.decode(bytes);
+  } catch {
+    return { ok: false, error: PARSE_FAILED };
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    // json.loads also takes NaN and Infinity; otherwise its error is the one vLLM reports.
+    const py = pyLoads(text);
+    if (!py.ok && !py.decodeError) return { ok: false, error: PARSE_FAILED };
+    if (!py.ok) {
+      const error = requestValidationError(
+        [
+          {
+            type: 'json_invalid',
+            loc: [py.pos],
+            msg: 'JSON decode error',
+            input: { repr: '{}' },
+            ctx: `{'error': ${pyStrRepr(py.msg)}}`,
+          },
+        ],
+        () => null,
+      );
+      return { ok: false, error };
+    }
+    return { ok: true, value: pyToJs(py.value), text };
+  }
+  // A document JSON.parse takes but json.loads does not: nested deeper than it recurses (RecursionError),
+  // or an integer of more than 4300 digits (a plain ValueError).
+  if (text.length > 2 * MAX_JSON_DEPTH && jsonNestingDepth(text) > MAX_JSON_DEPTH)
+    return { ok: false, error: PARSE_FAILED };
+  if (/\d{4301}/.test(text) && !pyLoads(text).ok) return { ok: false, error: PARSE_FAILED };
+  return { ok: true, value, text };
+}
+
 /**
  * Reads a POST body as vLLM's FastAPI app does, failures as the ApiError vLLM answers:
- * - with a JSON content type, a body that is not UTF-8 is "There was an error parsing the body", one that
- *   json.loads refuses is a `json_invalid` validation error at the character where it stopped;
+ * - with a JSON content type, a body that is not UTF-8, or nested deeper than json.loads recurses, is "There
+ *   was an error parsing the body", one that json.loads refuses is a `json_invalid` validation error at the
+ *   character where it stopped;
  * - then validate_json_request: a content type other than application/json (parameters aside) is
  *   "Unsupported Media Type: Only 'application/json' is allowed";
  * - an empty body, or `null`, is the missing body;
@@ -58,37 +115,15 @@ export async function readRequestBody(req: IncomingMessage, model: BodyModel): P
   let value: unknown = null;
   let text: string | null = null;
   if (bytes.length > 0 && isJsonMediaType(contentType)) {
+    let parsed: JsonParse;
     try {
-      // json.loads(bytes) drops a UTF-8 BOM, as the decoder does by default.
-      text = utf8.decode(bytes);
+      parsed = parseJsonBody(bytes);
     } catch {
+      // FastAPI answers any exception while it reads the body so (`except Exception`, fastapi/routing.py).
       return { ok: false, error: PARSE_FAILED };
     }
-    try {
-      value = JSON.parse(text);
-      // An integer of more than 4300 digits parses here but not in Python (a plain ValueError there).
-      if (/\d{4301}/.test(text) && !pyLoads(text).ok) return { ok: false, error: PARSE_FAILED };
-    } catch {
-      // json.loads also takes NaN and Infinity; otherwise its error is the one vLLM reports.
-      const py = pyLoads(text);
-      if (!py.ok && !py.decodeError) return { ok: false, error: PARSE_FAILED };
-      if (!py.ok) {
-        const error = requestValidationError(
-          [
-            {
-              type: 'json_invalid',
-              loc: [py.pos],
-              msg: 'JSON decode error',
-              input: { repr: '{}' },
-              ctx: `{'error': ${pyStrRepr(py.msg)}}`,
-            },
-          ],
-          () => null,
-        );
-        return { ok: false, error };
-      }
-      value = pyToJs(py.value);
-    }
+    if (!parsed.ok) return { ok: false, error: parsed.error };
+    ({ value, text } = parsed);
   }
   const media = (typeof contentType === 'string' ? contentType : '').toLowerCase().split(';', 1)[0];
   if (media !== 'application/json')

@@ -1,5 +1,5 @@
 /**
- * Pure pieces of vLLM's OpenAI-compatible API (research/vllm.md §5): the JSON shapes of responses, stream
+ * Pure pieces of vLLM's OpenAI-compatible API (docs/emulator.md): the JSON shapes of responses, stream
  * chunks and usage, with vLLM's field order. Requests are read in vllm-request.ts, errors in vllm-errors.ts.
  */
 import type { Json } from './vllm-errors.js';

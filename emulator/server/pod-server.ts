@@ -33,6 +33,7 @@ import {
   badRequest,
   ENGINE_DEAD_MESSAGE,
   errorJson,
+  internalServerError,
   vllmValidationError,
   type ApiError,
 } from './vllm-errors.js';
@@ -96,9 +97,10 @@ export class EmulatedPod {
   constructor(o: EmulatedPodOptions) {
     this.#o = o;
     this.#server = createServer((req, res) => {
+      // Whatever escapes a request is answered as vLLM's catch-all handler answers it, never a crash.
       this.#handle(req, res).catch((e: unknown) => {
-        this.#log(`internal error: ${(e as Error).stack ?? String(e)}`);
-        if (!res.headersSent) sendError(res, apiError(500, 'InternalServerError', (e as Error).message));
+        this.#log(`internal error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+        if (!res.headersSent && !res.destroyed) sendError(res, internalServerError(e));
         else res.destroy();
       });
     });

@@ -25,7 +25,8 @@ export type PyValue = null | boolean | string | PyInt | PyFloat | PyValue[] | Py
 
 /**
  * `json.loads` of a body: the value; or, for an invalid document, JSONDecodeError's `msg` and `pos`; or
- * `decodeError: false` for the other ValueError it can raise (an integer of more than 4300 digits).
+ * `decodeError: false` for its other errors (an integer of more than 4300 digits, nesting past
+ * MAX_JSON_DEPTH), which FastAPI answers alike.
  */
 export type PyLoads =
   | { ok: true; value: PyValue }
@@ -37,6 +38,17 @@ const MAX_INT_DIGITS = 4300;
 
 /** An int literal over MAX_INT_DIGITS: json.loads raises a plain ValueError. */
 class TooManyDigits extends Error {}
+
+/**
+ * The deepest nesting of arrays and objects json.loads takes before it raises RecursionError: each level is
+ * one C-level recursion, and CPython 3.12 (vLLM's image) allows 1500 of them, of which the server's own
+ * frames use a few (1497 levels parse at the top of a script, 1493 inside an asyncio task; the exact count
+ * under vLLM's server shifts by a few with its call stack).
+ */
+export const MAX_JSON_DEPTH = 1490;
+
+/** Nesting past MAX_JSON_DEPTH: json.loads raises RecursionError, which is no JSONDecodeError. */
+class TooDeep extends Error {}
 
 class Decode extends Error {
   constructor(
@@ -78,6 +90,7 @@ const SIMPLE_ESCAPES: Readonly<Record<string, string>> = {
 class Scanner {
   readonly #s: string;
   readonly #end: number;
+  #depth = 0;
 
   constructor(s: string) {
     this.#s = s;
@@ -226,7 +239,12 @@ class Scanner {
     }
   }
 
+  #enter(): void {
+    if (++this.#depth > MAX_JSON_DEPTH) throw new TooDeep();
+  }
+
   #object(i: number): [PyDict, number] {
+    this.#enter();
     const out: PyDict = new Map();
     i = this.#skipWs(i);
     if (i > this.#end || this.#c(i) !== 0x7d) {
@@ -246,10 +264,12 @@ class Scanner {
         i = this.#skipWs(i + 1);
       }
     }
+    this.#depth--;
     return [out, i + 1];
   }
 
   #array(i: number): [PyValue[], number] {
+    this.#enter();
     const out: PyValue[] = [];
     i = this.#skipWs(i);
     if (i > this.#end || this.#c(i) !== 0x5d) {
@@ -262,6 +282,7 @@ class Scanner {
         i = this.#skipWs(i + 1);
       }
     }
+    this.#depth--;
     return [out, i + 1];
   }
 }
@@ -282,6 +303,28 @@ function codePointIndex(s: string, utf16: number): number {
   return utf16 - pairs;
 }
 
+/**
+ * The deepest nesting of arrays and objects in a document JSON.parse took, without recursion (V8's parser
+ * takes any depth; json.loads does not).
+ */
+export function jsonNestingDepth(text: string): number {
+  let depth = 0;
+  let max = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      for (i++; i < text.length; i++) {
+        const d = text.charCodeAt(i);
+        if (d === 0x5c) i++;
+        else if (d === 0x22) break;
+      }
+    } else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) max = depth;
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return max;
+}
+
 /** `json.loads(text)`: the value, or JSONDecodeError's `msg` and `pos`. */
 export function pyLoads(text: string): PyLoads {
   try {
@@ -289,7 +332,7 @@ export function pyLoads(text: string): PyLoads {
   } catch (e) {
     if (e instanceof Decode)
       return { ok: false, decodeError: true, msg: e.msg, pos: codePointIndex(text, e.at) };
-    if (e instanceof TooManyDigits) return { ok: false, decodeError: false };
+    if (e instanceof TooManyDigits || e instanceof TooDeep) return { ok: false, decodeError: false };
     throw e;
   }
 }

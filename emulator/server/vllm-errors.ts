@@ -37,6 +37,20 @@ export const badRequest = (message: string, param: string | null = null): ApiErr
 export const ENGINE_DEAD_MESSAGE =
   'EngineCore encountered an issue. See stack trace (above) for the root cause.';
 
+/**
+ * An exception nothing else answered, as vLLM's catch-all handler answers it (create_error_response of the
+ * exception: 500 InternalServerError, its text). A JS stack overflow reads as Python's RecursionError.
+ */
+export function internalServerError(e: unknown): ApiError {
+  const stackOverflow = e instanceof RangeError && /call stack/i.test(e.message);
+  const message = stackOverflow
+    ? 'maximum recursion depth exceeded'
+    : e instanceof Error
+      ? e.message
+      : String(e);
+  return apiError(500, 'InternalServerError', message);
+}
+
 // The regex module's classes: \w, \s and . (any character but a newline).
 const W = String.raw`\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}`;
 const SANITIZERS: readonly [RegExp, string][] = [

@@ -2,7 +2,7 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { EngineOutcome, FinishedRequest } from '../engine/types.js';
 
 /**
- * vLLM's Prometheus metrics (vllm/v1/metrics/loggers.py, research/vllm.md §4) for one pod: same names,
+ * vLLM's Prometheus metrics (vllm/v1/metrics/loggers.py, docs/emulator.md "Metrics") for one pod: same names,
  * types, help texts, `{engine, model_name}` labels, `_total` counters and bucket lists. Times are exposed in
  * wall-clock seconds (engine ms divided by the time scale), as a pod that fast would report them.
  */

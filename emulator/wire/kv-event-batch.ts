@@ -3,7 +3,7 @@ import type { EngineBlockHash, KvCacheEvent } from '../engine/types.js';
 import { MsgpackWriter } from './msgpack-writer.js';
 
 /**
- * Encodes a KVEventBatch exactly as vLLM's msgspec encoder does (research/vllm.md §1.3–1.4):
+ * Encodes a KVEventBatch exactly as vLLM's msgspec encoder does (docs/collector.md#wire-format):
  * - batch: always positional `[ts, events, data_parallel_rank]`, ts a float64 of epoch seconds;
  * - `map` (vLLM ≥ 0.24, #42892): each event a map tagged by `type` first, fields in declaration order,
  *   optional fields that equal their default omitted (omit_defaults) — so BlockStored writes extra_keys,

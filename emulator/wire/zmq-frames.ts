@@ -1,5 +1,5 @@
 /**
- * ZMQ framing of vLLM's KV-event publisher (research/vllm.md §2): live messages are
+ * ZMQ framing of vLLM's KV-event publisher (docs/collector.md#wire-format): live messages are
  * `[topic, seq (8 bytes big-endian), payload]`; replay replies over ROUTER are
  * `[identity, "", seq, payload]` per buffered batch, then `[identity, "", ff×8, ""]`.
  */

@@ -23,7 +23,7 @@ const svcs = services(compose);
 const inProfile = (p: string) => Object.entries(svcs).filter(([, s]) => profiles(s).includes(p));
 const always = Object.entries(svcs).filter(([, s]) => profiles(s).length === 0);
 
-/** vLLM's bind-or-connect rule for ZMQ endpoints (research/vllm.md §2). */
+/** vLLM's bind-or-connect rule for ZMQ endpoints (docs/collector.md#wire-format). */
 function zmqBinds(endpoint: string): boolean {
   return endpoint.includes('*') || endpoint.includes('::') || /^(ipc|inproc):\/\//.test(endpoint);
 }

@@ -35,7 +35,7 @@ function candidateJson(p: Prediction) {
   };
 }
 
-/** The JSON `explain` prints: the same decision the plugin would make (DESIGN.md contract). */
+/** The JSON `explain` prints: the same decision the plugin would make (docs/collector.md#running-it). */
 export function explainJson(o: RouteOutcome) {
   const chosen = o.decision.chosen;
   return {

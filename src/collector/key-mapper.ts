@@ -79,7 +79,7 @@ export function pushKey(ops: IndexOp[], op: 'store' | 'remove', tier: Tier, key:
 const MAX_SEEDS = 4096;
 
 /**
- * Turns one pod's validated events into index ops keyed by OUR block keys (DESIGN.md "Block keys"): the
+ * Turns one pod's validated events into index ops keyed by OUR block keys (docs/architecture.md#block-keys): the
  * keys of a BlockStored are computed from its token_ids, chained from the parent's key, which we find
  * through a bounded map vLLM hash → our key (how llm-d does it; vLLM's own hash is never reproduced).
  * A chain start uses keySeed(model, lora_name, cache_salt) — the same seed the router uses.
@@ -234,7 +234,7 @@ export class KeyMapper {
 
     let parentKey: BlockKey;
     if (e.parent === null) {
-      // cache_salt rides on the first block of a sequence only (research/vllm.md §3.4).
+      // cache_salt rides on the first block of a sequence only (docs/collector.md#wire-format, extra_keys).
       const first = e.extraKeys?.[0] ?? null;
       if (first !== null && (first.opaque || first.strings.length > 1)) {
         this.#markUnindexable(e.hashes, 0, c, ops);

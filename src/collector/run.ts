@@ -1,6 +1,7 @@
 import { validateConfig } from '../config/validate.js';
 import { CollectorSectionSchema } from '../config/collector-section.js';
 import { loadFleetConfig } from '../config/fleet-config.js';
+import { redisTlsSettings } from '../config/plugin-config.js';
 import { KinferenceError, isKinferenceError } from '../core/errors.js';
 import { RedisWriterLease, createKvIndex, formatLeaseHolder, thisProcessHolder } from '../index/index.js';
 import { redactUrl } from '../index/redis-connection.js';
@@ -28,6 +29,7 @@ export async function runCollector(configPath: string): Promise<void> {
     url: fleet.redis_url,
     cluster: fleet.redis_cluster,
     clusterNodes: fleet.redis_cluster_nodes,
+    tls: redisTlsSettings(fleet),
     keyPrefix: fleet.redis_key_prefix,
   };
   // The index logs Redis connection loss and recovery, and writes Redis lost (each pod is then rebuilt).

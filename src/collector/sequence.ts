@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 
 /**
- * Sequence rules for one vLLM publisher (ZmqEventPublisher, vllm/distributed/kv_events.py; research/vllm.md
- * §2). Its `seq` comes from `itertools.count()`: 0 in each new process, +1 per published batch. Its replay
+ * Sequence rules for one vLLM publisher (ZmqEventPublisher, vllm/distributed/kv_events.py; docs/collector.md
+ * "Sequence numbers"). Its `seq` comes from `itertools.count()`: 0 in each new process, +1 per published batch. Its replay
  * buffer is an in-memory `deque(maxlen=buffer_steps)` of the encoded batches: it starts empty with the
  * process, and a replay returns the very bytes that were published under each number.
  *

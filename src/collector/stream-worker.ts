@@ -116,7 +116,7 @@ class ReplayRun {
 
 /**
  * One pod's (one DP rank's) KV-event stream, end to end: ZMQ SUB → sequence check → decode → our keys →
- * ordered, batched index writes. Sequence rules (sequence.ts; research/vllm.md §2):
+ * ordered, batched index writes. Sequence rules (sequence.ts; docs/collector.md "Sequence numbers"):
  * - the next number: ingest;
  * - a jump: replay the missing range from the pod's ROUTER; if replay is absent or cannot cover it, clear
  *   the pod (epoch) and rebuild from new events — after a clear any contiguous run is consistent;

@@ -11,7 +11,7 @@ import { POD_ADDRESS_PATTERN, ZMQ_ENDPOINT_PATTERN } from './addresses.js';
 
 /**
  * The one YAML file that describes a fleet for the collector, `explain`, the emulator and the demo
- * (DESIGN.md "Contracts"). Paths in `hf:` specs are resolved against the file's directory. Every object is
+ * (docs/collector.md#running-it). Paths in `hf:` specs are resolved against the file's directory. Every object is
  * strict: an unknown key (a typo such as `kv_event:`) is an error naming the key and the closest known one,
  * not a setting silently ignored.
  */
@@ -122,6 +122,10 @@ export const FleetConfigSchema = Type.Object(
     redis_url: PluginConfigSchema.properties.redis_url,
     redis_cluster: PluginConfigSchema.properties.redis_cluster,
     redis_cluster_nodes: PluginConfigSchema.properties.redis_cluster_nodes,
+    redis_tls_ca_file: PluginConfigSchema.properties.redis_tls_ca_file,
+    redis_tls_cert_file: PluginConfigSchema.properties.redis_tls_cert_file,
+    redis_tls_key_file: PluginConfigSchema.properties.redis_tls_key_file,
+    redis_tls_servername: PluginConfigSchema.properties.redis_tls_servername,
     redis_key_prefix: PluginConfigSchema.properties.redis_key_prefix,
     models: Type.Record(Type.String({ minLength: 1 }), ModelSchema),
     pods: Type.Optional(Type.Array(PodSchema)),

@@ -33,6 +33,33 @@ export const PluginConfigSchema = Type.Object(
           'With redis_cluster: more nodes of the Redis Cluster to start from, as host:port, when the node of redis_url does not answer. User, password and TLS come from redis_url.',
       }),
     ),
+    redis_tls_ca_file: Type.Optional(
+      Type.String({
+        minLength: 1,
+        description:
+          'With rediss://: path of a PEM file of the CA certificates that sign the Redis server certificate (an in-cluster Redis with its own CA), trusted in place of the system CAs. Read when the connection is made.',
+      }),
+    ),
+    redis_tls_cert_file: Type.Optional(
+      Type.String({
+        minLength: 1,
+        description:
+          'With rediss://: path of a PEM client certificate, for a Redis that requires one (tls-auth-clients). Needs redis_tls_key_file.',
+      }),
+    ),
+    redis_tls_key_file: Type.Optional(
+      Type.String({
+        minLength: 1,
+        description: 'With rediss://: path of the PEM private key of redis_tls_cert_file.',
+      }),
+    ),
+    redis_tls_servername: Type.Optional(
+      Type.String({
+        minLength: 1,
+        description:
+          'With rediss://: the name the Redis server certificate must carry, sent as TLS SNI and checked, when it is not the host of redis_url (an IP address, another DNS name).',
+      }),
+    ),
     redis_timeout_ms: Type.Integer({
       default: 25,
       minimum: 1,
@@ -213,9 +240,19 @@ export type PluginConfig = Static<typeof PluginConfigSchema>;
  */
 export function pluginConfigProblems(
   c: Pick<PluginConfig, 'redis_cluster' | 'redis_cluster_nodes'> &
-    Partial<Pick<PluginConfig, 'model_pods' | 'lora_adapters' | 'default_chat_template_kwargs'>>,
+    Partial<Pick<PluginConfig, 'model_pods' | 'lora_adapters' | 'default_chat_template_kwargs'>> &
+    Partial<Pick<PluginConfig, 'redis_url' | RedisTlsField>>,
 ): string[] {
   const problems: string[] = [];
+  const tlsSet = REDIS_TLS_FIELDS.filter((f) => c[f] !== undefined);
+  if (tlsSet.length > 0 && c.redis_url !== undefined && !c.redis_url.startsWith('rediss://'))
+    problems.push(
+      `${tlsSet.join(', ')}: set, but redis_url is not rediss:// (plain TCP): use rediss:// for TLS, or drop them`,
+    );
+  if ((c.redis_tls_cert_file === undefined) !== (c.redis_tls_key_file === undefined))
+    problems.push(
+      'redis_tls_cert_file, redis_tls_key_file: a client certificate needs its key, and a key its certificate',
+    );
   const kwargs = templateKwargsProblem(c.default_chat_template_kwargs);
   if (kwargs) problems.push(`default_chat_template_kwargs: ${kwargs}`);
   if (c.redis_cluster_nodes?.length && !c.redis_cluster)
@@ -238,6 +275,30 @@ export function pluginConfigProblems(
       if (badPort(a)) problems.push(`model_pods.${model}.${i}: ${a}: the port must be 1–65535`);
     });
   return problems;
+}
+
+const REDIS_TLS_FIELDS = [
+  'redis_tls_ca_file',
+  'redis_tls_cert_file',
+  'redis_tls_key_file',
+  'redis_tls_servername',
+] as const;
+type RedisTlsField = (typeof REDIS_TLS_FIELDS)[number];
+
+/**
+ * The TLS settings of the Redis connection, as redis-connection.ts takes them (option names kept for its
+ * errors); undefined when none is set.
+ */
+export function redisTlsSettings(
+  c: Partial<Pick<PluginConfig, RedisTlsField>>,
+): { caFile?: string; certFile?: string; keyFile?: string; servername?: string } | undefined {
+  if (REDIS_TLS_FIELDS.every((f) => c[f] === undefined)) return undefined;
+  return {
+    ...(c.redis_tls_ca_file !== undefined ? { caFile: c.redis_tls_ca_file } : {}),
+    ...(c.redis_tls_cert_file !== undefined ? { certFile: c.redis_tls_cert_file } : {}),
+    ...(c.redis_tls_key_file !== undefined ? { keyFile: c.redis_tls_key_file } : {}),
+    ...(c.redis_tls_servername !== undefined ? { servername: c.redis_tls_servername } : {}),
+  };
 }
 
 /** A default_chat_template_kwargs value read once: the object it holds, or why it is not a JSON object. */

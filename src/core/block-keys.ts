@@ -1,7 +1,7 @@
 import type { BlockKey } from './types.js';
 
 /**
- * The chained 64-bit block key shared by the router and the collector (DESIGN.md "Block keys"):
+ * The chained 64-bit block key shared by the router and the collector (docs/architecture.md#block-keys):
  *   key₀ = H(seed, tokens₀), keyᵢ = H(keyᵢ₋₁, tokensᵢ)
  * H is MurmurHash3-x86-128's block mix on two 32-bit lanes, truncated to 64 bits. Everything stays in
  * int32 arithmetic (Math.imul): no BigInt in the per-token loop.

@@ -1,7 +1,7 @@
 import type { Calibration, PodLookup, Reservation } from './types.js';
 
 /**
- * The TTFT model (DESIGN.md "TTFT model"), per pod:
+ * The TTFT model (docs/architecture.md "The TTFT model"), per pod:
  *   TTFT = queue + prefill(uncached, context) + load(cpu tier) + interference + overhead
  *   prefill      = U·p + a·U·(C + P)/2          U uncached tokens, C cached, P prompt; a·Σcontext is attention
  *   load         = L·l                          L tokens found only in the CPU tier
@@ -37,7 +37,9 @@ export interface Prediction {
   podId: string;
   address: string;
   healthy: boolean;
+  /** Prefix tokens held on GPU (credited); those only on the CPU tier are `cpuTokens`. */
   cachedTokens: number;
+  /** Prefix tokens the pod would load back from its CPU tier, beyond `cachedTokens`. */
   cpuTokens: number;
   uncachedTokens: number;
   queuedTokens: number;
@@ -115,21 +117,23 @@ export function predictTtft(pod: PodLookup, opts: PredictOptions): Prediction {
 
   const creditBlocks = (blocks: number): number =>
     Math.floor((Math.min(blocks * bs, maxCached) * credit) / bs) * bs;
-  const gpu = creditBlocks(pod.prefixBlocks.GPU);
-  const gpuOrCpu = Math.max(gpu, creditBlocks(pod.prefixBlocks.CPU));
-  const cpuTokens = gpuOrCpu - gpu;
-  const cached = gpuOrCpu;
-  const U = P - cached;
+  // Prefix tokens the pod need not prefill: held on GPU, or loaded back from the CPU tier (the longer).
+  const gpuTokens = creditBlocks(pod.prefixBlocks.GPU);
+  const reusedTokens = Math.max(gpuTokens, creditBlocks(pod.prefixBlocks.CPU));
+  const cpuTokens = reusedTokens - gpuTokens;
+  const U = P - reusedTokens;
 
+  // Our assignments the last scrape cannot have seen yet.
+  const unscraped = opts.reservations.filter((r) => r.atMs >= s.lastScrapeAtMs);
   let reservedTokens = 0;
-  for (const r of opts.reservations) if (r.atMs >= s.lastScrapeAtMs) reservedTokens += r.uncachedTokens;
+  for (const r of unscraped) reservedTokens += r.uncachedTokens;
   // Metrics show a prefilling request as "running", not as queued work; our own recent assignments,
   // drained first-come first-served at the prefill rate, say how much of that work is still to do.
   const ownBacklog = prefillBacklogTokens(opts.reservations, opts.nowMs, cal.prefillMsPerToken);
   const queuedTokens = Math.max(s.waiting * s.meanQueuedPrefillTokens + reservedTokens, ownBacklog);
-  const waitingReqs = s.waiting + opts.reservations.filter((r) => r.atMs >= s.lastScrapeAtMs).length;
+  const waitingReqs = s.waiting + unscraped.length;
 
-  const prefillMs = U * cal.prefillMsPerToken + (cal.attentionMsPerToken2 * U * (cached + P)) / 2;
+  const prefillMs = U * cal.prefillMsPerToken + (cal.attentionMsPerToken2 * U * (reusedTokens + P)) / 2;
   const loadMs = cpuTokens * cal.cpuLoadMsPerToken;
   const queueMs = queuedTokens * cal.prefillMsPerToken + waitingReqs * cal.overheadMs;
   const budget = Math.max(1, cal.maxBatchedTokens - s.running);
@@ -145,7 +149,7 @@ export function predictTtft(pod: PodLookup, opts: PredictOptions): Prediction {
     podId: s.podId,
     address: s.address,
     healthy: s.healthy,
-    cachedTokens: gpu,
+    cachedTokens: gpuTokens,
     cpuTokens,
     uncachedTokens: U,
     queuedTokens,

@@ -1,6 +1,6 @@
 import type { KvIndex } from './kv-index.js';
 import { MemoryKvIndex } from './memory-index.js';
-import type { IndexLog } from './redis-connection.js';
+import type { IndexLog, RedisTlsSettings } from './redis-connection.js';
 import { RedisKvIndex } from './redis-index.js';
 
 export type KvIndexOptions =
@@ -12,6 +12,8 @@ export type KvIndexOptions =
       cluster?: boolean;
       /** With `cluster`: more nodes to start from (host:port) when the URL's node does not answer. */
       clusterNodes?: readonly string[];
+      /** With a rediss:// URL: CA, client certificate and key files, server name (redis-connection.ts). */
+      tls?: RedisTlsSettings;
       keyPrefix?: string;
       lookupTimeoutMs?: number;
       blockTtlSeconds?: number;

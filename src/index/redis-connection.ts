@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import type { ConnectionOptions } from 'node:tls';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import { KinferenceError, isKinferenceError } from '../core/errors.js';
 
@@ -24,11 +26,66 @@ export interface RedisConnectionOptions {
    * from the URL.
    */
   clusterNodes?: readonly string[];
+  /** With a rediss:// URL: what the server and this client prove to each other (redisTlsOptions). */
+  tls?: RedisTlsSettings;
   /**
    * Gets one line per transition: connected, lost (with the error), restored (with the outage's length),
    * never one per reconnection attempt. Default: silent (the plugin).
    */
   log?: IndexLog;
+}
+
+/**
+ * TLS to Redis beyond what a rediss:// URL says, as operators mount them: files (PEM) and a server name.
+ * Named in errors by their config options (redis_tls_ca_file, …).
+ */
+export interface RedisTlsSettings {
+  /** CA certificates that sign the server's certificate, trusted in place of the system CAs. */
+  caFile?: string;
+  /** Client certificate and its key, for a Redis with `tls-auth-clients yes`. */
+  certFile?: string;
+  keyFile?: string;
+  /** The name the server certificate must carry (SNI and hostname check), when not the URL's host. */
+  servername?: string;
+}
+
+function readPem(option: string, path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (e) {
+    throw new KinferenceError('KINF_ERR_CONFIG', `${option}: cannot read ${path} (${(e as Error).message})`, {
+      cause: e,
+    });
+  }
+}
+
+/**
+ * Node's TLS options for the connection, or undefined for plain TCP. The files are read here, once per
+ * connection object (ioredis keeps them for every reconnection); an unreadable one, TLS settings on a
+ * redis:// URL, or a certificate without its key is KINF_ERR_CONFIG naming the option. The server's
+ * certificate is always verified.
+ */
+export function redisTlsOptions(url: string, t: RedisTlsSettings = {}): ConnectionOptions | undefined {
+  const set = Object.values(t).some((v) => v !== undefined);
+  if (!url.startsWith('rediss://')) {
+    if (set)
+      throw new KinferenceError(
+        'KINF_ERR_CONFIG',
+        'redis_tls_* options are set, but redis_url is not rediss:// (plain TCP): use rediss:// for TLS',
+      );
+    return undefined;
+  }
+  if ((t.certFile === undefined) !== (t.keyFile === undefined))
+    throw new KinferenceError(
+      'KINF_ERR_CONFIG',
+      'redis_tls_cert_file and redis_tls_key_file go together: a client certificate needs its key',
+    );
+  return {
+    ...(t.caFile !== undefined ? { ca: readPem('redis_tls_ca_file', t.caFile) } : {}),
+    ...(t.certFile !== undefined ? { cert: readPem('redis_tls_cert_file', t.certFile) } : {}),
+    ...(t.keyFile !== undefined ? { key: readPem('redis_tls_key_file', t.keyFile) } : {}),
+    ...(t.servername !== undefined ? { servername: t.servername } : {}),
+  };
 }
 
 /** Reconnect backoff: 50 ms doubling to 2 s, forever (the index must come back without a restart). */
@@ -63,7 +120,11 @@ export function failFastOptions(o: RedisConnectionOptions = {}): RedisOptions {
  * is followed (the command did not run where it was sent), and TRYAGAIN during a slot migration is retried
  * after 50 ms; the caller's deadline bounds all of it.
  */
-export function clusterOptions(url: string, o: RedisConnectionOptions = {}): ClusterOptions {
+export function clusterOptions(
+  url: string,
+  o: RedisConnectionOptions = {},
+  tls: ConnectionOptions | undefined = redisTlsOptions(url, o.tls),
+): ClusterOptions {
   const u = new URL(url);
   const db = u.pathname.replace(/^\//, '');
   if (db !== '' && db !== '0')
@@ -89,7 +150,7 @@ export function clusterOptions(url: string, o: RedisConnectionOptions = {}): Clu
       disableClientInfo: true,
       ...(u.username ? { username: decodeURIComponent(u.username) } : {}),
       ...(u.password ? { password: decodeURIComponent(u.password) } : {}),
-      ...(u.protocol === 'rediss:' ? { tls: {} } : {}),
+      ...(tls !== undefined ? { tls } : {}),
     },
   };
 }
@@ -156,9 +217,10 @@ export class RedisConnection {
         'KINF_ERR_CONFIG',
         `redis_cluster_nodes is set (${extra.join(', ')}) but redis_cluster is not: set redis_cluster: true for a Redis Cluster, or drop redis_cluster_nodes`,
       );
+    const tls = redisTlsOptions(url, options.tls);
     this.client = options.cluster
-      ? new Cluster(clusterSeeds(url, extra), clusterOptions(url, options))
-      : new Redis(url, failFastOptions(options));
+      ? new Cluster(clusterSeeds(url, extra), clusterOptions(url, options, tls))
+      : new Redis(url, { ...failFastOptions(options), ...(tls !== undefined ? { tls } : {}) });
     this.#log = options.log ?? null;
     this.#where = redactUrl(url);
     this.client.on('error', (e: Error) => {

@@ -1,5 +1,10 @@
 import { createHash } from 'node:crypto';
-import { PluginConfigSchema, defaultTemplateKwargs, type PluginConfig } from '../config/plugin-config.js';
+import {
+  PluginConfigSchema,
+  defaultTemplateKwargs,
+  redisTlsSettings,
+  type PluginConfig,
+} from '../config/plugin-config.js';
 import { createKvIndex } from '../index/create.js';
 // Narrow imports: the tokenize barrel also exports verify-tokenizer (YAML, fleet config), which the plugin
 // bundle must not carry.
@@ -83,6 +88,7 @@ export function defaultResources(config: PluginConfig, options: ResourceOptions 
             url: config.redis_url,
             cluster: config.redis_cluster,
             clusterNodes: config.redis_cluster_nodes,
+            tls: redisTlsSettings(config),
             keyPrefix: config.redis_key_prefix,
             // The router enforces redis_timeout_ms itself; the index's own deadline must allow the first
             // lookup, which also connects.

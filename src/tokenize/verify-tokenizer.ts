@@ -101,7 +101,7 @@ function readBody(path: string): Record<string, unknown> {
   return json as Record<string, unknown>;
 }
 
-/** The chat form of vLLM's POST /tokenize (research/vllm.md §5), with the same tools and template kwargs. */
+/** The chat form of vLLM's POST /tokenize (docs/emulator.md), with the same tools and template kwargs. */
 export function tokenizeRequestBody(model: string, body: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {
     model,

@@ -3,7 +3,7 @@ import type { BlockKey } from '../../../src/core/types.js';
 import type { Arm, PodView } from './types.js';
 
 /**
- * GIE / llm-d "approximate prefix" routing (research/anchors.md §2): the router remembers ITS OWN past
+ * GIE / llm-d "approximate prefix" routing (docs/benchmark.md "The arms"): the router remembers ITS OWN past
  * decisions (no engine events) as a per-pod LRU of prefix-block hashes, sized from the pod's KV capacity
  * (autoTune from num_gpu_blocks), with blocks of at least 64 tokens. Scoring is GIE's default profile:
  * prefix 3 × matchedBlocks/totalBlocks + queue 2 × min-max-normalised waiting + kv-util 2 × (1 − kv%),

@@ -16,7 +16,7 @@ import { latencyProfile, type BenchSchedule } from '../schedule.js';
 import { profileLabel, type ArmName, type Profile, type RequestRecord, type WorkloadName } from '../types.js';
 import type { CellOutput } from '../des/worker.js';
 
-/** Published random-arm and kinference figures (DESIGN.md, top), seconds. */
+/** Published random-arm and kinference figures (docs/benchmark.md "Results", column "published"), seconds. */
 export const PUBLISHED = {
   control: { random: { median: 6.92, p95: 21.5 }, kinference: { median: 6.83, p95: 12.3 } },
   'shared-prefix': { random: { median: 6.88, p95: 18.3 }, kinference: { median: 0.31, p95: 9.2 } },

@@ -37,7 +37,7 @@ function ok(raw: Uint8Array): KvEventBatch {
 }
 
 describe('msgspec-like test encoder', () => {
-  it('reproduces the worked example of research/vllm.md §1.4 byte for byte, in both encodings', () => {
+  it('reproduces the worked example of docs/collector.md byte for byte, in both encodings', () => {
     expect(encodeBatch(WORKED, { format: 'array', ts: 1700000000.5, dpRank: 0 }).toString('hex')).toBe(
       readHexFixture('worked-example-array.hex').toString('hex'),
     );

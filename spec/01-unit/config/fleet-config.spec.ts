@@ -311,6 +311,21 @@ describe('plugin config', () => {
     expect(validateConfig(PluginConfigSchema, pluginConfigFromKong(fromKong), 'kong').block_size).toBe(32);
   });
 
+  it('redis_tls_* only with rediss://, and a client certificate only with its key', () => {
+    const c = (o: Record<string, unknown>) => validateConfig(PluginConfigSchema, o, 'kong');
+    const tls = { redis_url: 'rediss://u:p@redis:6380/0', redis_tls_ca_file: '/etc/redis/ca.crt' };
+    expect(pluginConfigProblems(c(tls))).toEqual([]);
+    expect(pluginConfigProblems(c({ ...tls, redis_tls_cert_file: '/c', redis_tls_key_file: '/k' }))).toEqual(
+      [],
+    );
+    expect(pluginConfigProblems(c({ ...tls, redis_url: 'redis://redis:6379/0' }))).toEqual([
+      'redis_tls_ca_file: set, but redis_url is not rediss:// (plain TCP): use rediss:// for TLS, or drop them',
+    ]);
+    expect(pluginConfigProblems(c({ ...tls, redis_tls_cert_file: '/c' }))).toEqual([
+      'redis_tls_cert_file, redis_tls_key_file: a client certificate needs its key, and a key its certificate',
+    ]);
+  });
+
   it('redis_cluster_nodes only with redis_cluster (a rule across fields, not in the Kong schema)', () => {
     const c = (o: Record<string, unknown>) => validateConfig(PluginConfigSchema, o, 'kong');
     expect(pluginConfigProblems(c({}))).toEqual([]);

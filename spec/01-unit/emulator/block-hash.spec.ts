@@ -10,7 +10,7 @@ import {
 const range = (a: number, b: number): number[] => Array.from({ length: b - a + 1 }, (_, i) => a + i);
 
 describe('engine block hash (vLLM sha256_cbor chain)', () => {
-  // Test vector from research/vllm.md §3.3: PYTHONHASHSEED="0", sha256_cbor, tokens 1..16 then 17..32.
+  // vLLM's test vector (docs/emulator.md): PYTHONHASHSEED="0", sha256_cbor, tokens 1..16 then 17..32.
   it('reproduces the vLLM test vector', () => {
     const none = noneHashFromSeed('0');
     expect(none.toString('hex')).toBe('4e1195df020de59e0d65a33a4279f1183e7ae4e5d980e309f8b55adff2e61c3e');

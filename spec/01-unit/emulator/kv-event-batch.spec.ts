@@ -13,7 +13,7 @@ const str = (s: string): Buffer => {
   return Buffer.concat([Buffer.from([0xa0 | b.length]), b]);
 };
 
-// research/vllm.md §1.4 worked example: ts 1700000000.5, dp_rank 0, one BlockStored of tokens 1..16 with
+// docs/collector.md#wire-format example: ts 1700000000.5, dp_rank 0, one BlockStored of tokens 1..16 with
 // hash 0xDEADBEEF00000001 and parent 0x1122334455667788, one BlockRemoved of the parent.
 const EVENTS: KvCacheEvent[] = [
   {

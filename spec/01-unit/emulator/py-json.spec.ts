@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { pyInt, pyJsonDumps, pyLoads, pyRepr, pyToJs } from '../../../emulator/server/py-json.js';
-import { sanitizeMessage } from '../../../emulator/server/vllm-errors.js';
+import {
+  jsonNestingDepth,
+  MAX_JSON_DEPTH,
+  pyInt,
+  pyJsonDumps,
+  pyLoads,
+  pyRepr,
+  pyToJs,
+} from '../../../emulator/server/py-json.js';
+import { internalServerError, sanitizeMessage } from '../../../emulator/server/vllm-errors.js';
 
 // Expected values are CPython's (json.loads, repr, json.dumps, int), run on the same inputs.
 
@@ -93,5 +101,39 @@ describe('json.dumps, int() and sanitize_message', () => {
       'The model `Qwen/Qwen3-8B` does not exist.',
     );
     expect(sanitizeMessage('<Request at 0x7f12ab> failed\n')).toBe('<Request> failed');
+  });
+});
+
+describe('nesting json.loads does not recurse into', () => {
+  const nest = (n: number, inner = '') => '['.repeat(n) + inner + ']'.repeat(n);
+
+  it('is refused past MAX_JSON_DEPTH as no JSONDecodeError, without a JS stack overflow', () => {
+    expect(pyLoads(nest(MAX_JSON_DEPTH, 'NaN')).ok).toBe(true);
+    expect(pyLoads(nest(MAX_JSON_DEPTH + 1, 'NaN'))).toEqual({ ok: false, decodeError: false });
+    expect(pyLoads('{"a": '.repeat(100_000))).toEqual({ ok: false, decodeError: false });
+    // A decode error met before the limit is reported as such.
+    expect(pyLoads(`[x${'['.repeat(100_000)}`)).toMatchObject({ ok: false, decodeError: true, pos: 1 });
+  });
+
+  it('is measured without recursion, strings skipped', () => {
+    expect(jsonNestingDepth('{"a": [1, {"b": "[[[\\"[["}], "c": []}')).toBe(3);
+    expect(jsonNestingDepth(nest(1_000_000))).toBe(1_000_000);
+  });
+
+  it("a JS stack overflow is answered as Python's RecursionError by vLLM's catch-all handler", () => {
+    let overflow: unknown;
+    const recurse = (n: number): number => recurse(n + 1) + 1;
+    try {
+      recurse(0);
+    } catch (e) {
+      overflow = e;
+    }
+    expect(internalServerError(overflow)).toEqual({
+      status: 500,
+      type: 'InternalServerError',
+      message: 'maximum recursion depth exceeded',
+      param: null,
+    });
+    expect(internalServerError(new TypeError('boom')).message).toBe('boom');
   });
 });

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { KinferenceError } from '../../../src/core/errors.js';
 import {
@@ -7,6 +10,7 @@ import {
   failFastOptions,
   reconnectDelayMs,
   redactUrl,
+  redisTlsOptions,
   withDeadline,
 } from '../../../src/index/redis-connection.js';
 import { RedisKvIndex } from '../../../src/index/redis-index.js';
@@ -39,6 +43,10 @@ describe('redis connection policy', () => {
       },
     });
     expect(clusterOptions('redis://h:7000').redisOptions).not.toHaveProperty('tls');
+    const servername = { tls: { servername: 'redis.internal' } };
+    expect(clusterOptions('rediss://h:7000', servername).redisOptions?.tls).toEqual({
+      servername: 'redis.internal',
+    });
     expect(clusterOptions('redis://h:7000').redisOptions).not.toHaveProperty('password');
     expect(() => clusterOptions('redis://h:7000/2')).toThrow(/only database 0/);
   });
@@ -124,5 +132,30 @@ describe('redis connection policy', () => {
     expect(e.cause).toBeInstanceOf(Error);
     const coded = new KinferenceError('KINF_ERR_INDEX_REPLY', 'x');
     expect(asIndexError(coded, 'lookup')).toBe(coded);
+  });
+});
+
+describe('redisTlsOptions', () => {
+  it('reads the files once, as PEM buffers, and refuses what cannot work', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kinf-tls-unit-'));
+    try {
+      const ca = join(dir, 'ca.crt');
+      writeFileSync(ca, 'CA PEM');
+      expect(redisTlsOptions('redis://h:6379')).toBeUndefined();
+      expect(redisTlsOptions('rediss://h:6380')).toEqual({});
+      expect(redisTlsOptions('rediss://h:6380', { caFile: ca, servername: 'redis.internal' })).toEqual({
+        ca: Buffer.from('CA PEM'),
+        servername: 'redis.internal',
+      });
+      expect(() => redisTlsOptions('redis://h:6379', { caFile: ca })).toThrow(
+        /redis_tls_\* options are set, but redis_url is not rediss:\/\//,
+      );
+      expect(() => redisTlsOptions('rediss://h:6380', { certFile: ca })).toThrow(/go together/);
+      expect(() => redisTlsOptions('rediss://h:6380', { caFile: join(dir, 'none.crt') })).toThrow(
+        /^redis_tls_ca_file: cannot read .*none\.crt \(ENOENT/,
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -376,7 +376,8 @@ describe('emulated vLLM OpenAI API (live, real HTTP)', () => {
         param: 'body',
         code: 400,
       });
-    // Not an object: the first model validator calls .get on it (an AttributeError, so a 500).
+    // Not an object: the first model validator calls .get on it, an AttributeError, which pydantic does not
+    // turn into a validation error: vLLM's catch-all handler answers it with a 500.
     for (const [body, type] of [
       ['[1]', 'list'],
       ['"x"', 'str'],
@@ -401,6 +402,46 @@ describe('emulated vLLM OpenAI API (live, real HTTP)', () => {
       param: 'body.max_tokens',
       code: 400,
     });
+  });
+
+  it('answers a body nested deeper than json.loads recurses as vLLM does, never with a JS stack overflow', async () => {
+    const parseFailed = {
+      message: 'There was an error parsing the body',
+      type: 'Bad Request',
+      param: null,
+      code: 400,
+    };
+    const nest = (n: number, inner = '') => '['.repeat(n) + inner + ']'.repeat(n);
+    const chat = (extra: string) =>
+      `{"model": "${MODEL}", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1, ${extra}}`;
+    // json.loads (CPython 3.12, vLLM's image) recurses once per level: ~1490 levels parse, one more raises
+    // RecursionError, which FastAPI answers as a body it could not parse.
+    expect((await rawPost('/v1/chat/completions', chat(`"x": ${nest(1489)}`))).status).toBe(200);
+    const top = await rawPost('/v1/completions', nest(1490));
+    expect(top.status).toBe(500);
+    expect(errorOf(top.text).message).toBe("'list' object has no attribute 'get'");
+    const bodies: [string, string][] = [
+      ['/v1/chat/completions', chat(`"x": ${nest(1490)}`)],
+      ['/v1/completions', nest(1491)],
+      ['/v1/completions', nest(200_000)],
+      // Deep inside a field the request model reads, and inside json.loads-only syntax (NaN), and invalid
+      // past the limit: the recursion fails first.
+      ['/v1/chat/completions', chat(`"vllm_xargs": {"a": ${nest(50_000)}}`)],
+      ['/v1/completions', `{"prompt": "x", "max_tokens": NaN, "x": ${nest(50_000)}}`],
+      ['/v1/completions', `{"prompt": "x", "x": ${'['.repeat(50_000)}oops`],
+      ['/tokenize', `{"prompt": "x", "x": ${'{"a": '.repeat(50_000)}1${'}'.repeat(50_000)}}`],
+      ['/detokenize', nest(50_000)],
+    ];
+    for (const [path, body] of bodies) {
+      const r = await rawPost(path, body);
+      expect(r.status, `${path} ${body.slice(0, 80)}`).toBe(400);
+      expect(errorOf(r.text)).toEqual(parseFailed);
+    }
+    // An error json.loads meets before the limit is still its own.
+    const early = await rawPost('/v1/completions', `{"prompt": x ${'['.repeat(50_000)}`);
+    expect(errorOf(early.text).message).toContain("'ctx': {'error': 'Expecting value'}");
+    // The pod still serves.
+    expect((await rawPost('/v1/chat/completions', chat('"stream": false'))).status).toBe(200);
   });
 
   it('validates the body before it looks the model up; "" is the base model', async () => {

@@ -1,7 +1,7 @@
 import { posix } from 'node:path';
 
 /**
- * Checks Kong's external plugin-server settings the way Kong reads them (shared/research/kong.md §4.1):
+ * Checks Kong's external plugin-server settings the way Kong reads them (docs/deployment.md "Kong settings"):
  * `pluginserver_names` (comma list, lower-cased), then for each name N, with `-` → `_`,
  * `pluginserver_<N>_socket|start_cmd|query_cmd`, given as env vars KONG_PLUGINSERVER_<N>_SOCKET etc.
  * The commands must be kong-js-pluginserver invocations (kong-pdk 0.6.0 `cli.js` flags) whose socket is

@@ -5,7 +5,7 @@ import { encodeBatch, liveFrames, seqFrame, type BatchOptions, type EventSpec } 
 const END = Buffer.alloc(8, 0xff);
 
 /**
- * A stand-in for vLLM's ZmqEventPublisher (research/vllm.md §2): a bound PUB socket sending
+ * A stand-in for vLLM's ZmqEventPublisher (docs/collector.md#wire-format): a bound PUB socket sending
  * [topic, seq8, payload] with seq from 0 per "process", and a ROUTER replaying its buffer of encoded
  * batches: request [id, "", start8] → [id, "", seq8, payload]… then [id, "", ff×8, ""].
  */

@@ -1,5 +1,5 @@
 /**
- * A msgpack encoder that makes the same byte choices as Python's msgspec (research/vllm.md §1.3), so tests
+ * A msgpack encoder that makes the same byte choices as msgspec (docs/collector.md#wire-format), so tests
  * can publish byte-exact vLLM frames: smallest integer form (fixint, cc/cd/ce/cf, d0..d3), floats always
  * float64 (cb), fixstr then str8/16/32, arrays fixarray then dc/dd, maps in insertion order, bytes as bin.
  * JS numbers are ambiguous (1.0 is an integer), so Python floats are written with `f64(x)`.

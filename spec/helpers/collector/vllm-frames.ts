@@ -2,7 +2,7 @@ import { f64, OrderedMap, encodeMsgspec, type MsgValue } from './msgspec-encoder
 
 /**
  * vLLM KvEventBatch payloads and ZMQ frames, as vllm/distributed/kv_events.py + msgspec produce them, in
- * both encodings (research/vllm.md §1.3/§1.4). Field lists are per version: `storedFields` is how many
+ * both encodings (docs/collector.md#wire-format). Field lists are per version: `storedFields` is how many
  * BlockStored fields the emulated vLLM defines (5 in v0.9, 7 up to lora_name, 11 with
  * kv_cache_spec_sliding_window); array mode writes all of them, map mode omits defaults that are None.
  */

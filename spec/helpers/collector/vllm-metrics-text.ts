@@ -1,4 +1,4 @@
-/** As prometheus_client exposes vLLM's metrics: sorted labels, _total counters, histograms (research/vllm.md §4). */
+/** As prometheus_client exposes vLLM's metrics: sorted labels, _total counters, histograms (docs/emulator.md). */
 export function vllmExposition(e: Record<string, Partial<Record<string, number>>>, extra = ''): string {
   const lines: string[] = [];
   for (const [engine, v] of Object.entries(e)) {

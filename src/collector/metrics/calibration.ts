@@ -110,7 +110,7 @@ function tokenWeightedMedian(samples: readonly PrefillSample[]): number {
 const num = (v: number | null): number | null => (v === null || !Number.isFinite(v) ? null : v);
 
 /**
- * Online per-pod calibration from cumulative vLLM counters (DESIGN.md "TTFT model"):
+ * Online per-pod calibration from cumulative vLLM counters (docs/architecture.md "The TTFT model"):
  *   prefillMsPerToken = request_prefill_time_seconds / computed prompt tokens, per finished request
  *   decodeStepMs      = Δ inter_token_latency_seconds_sum / Δ its count
  * The predictor adds queueing, decode interference and attention (attentionMsPerToken2 · U·(C+P)/2) itself,

@@ -1,7 +1,7 @@
 import type { PromSample } from './prom-text.js';
 
 /**
- * The vLLM /metrics series the collector uses (research/vllm.md §4), per engine (= DP rank, label
+ * The vLLM /metrics series the collector uses (docs/collector.md#vllm-metrics), per engine (= DP rank, label
  * `engine`). Counters are cumulative; null when the pod does not expose the series.
  */
 export interface EngineMetrics {

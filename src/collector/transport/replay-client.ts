@@ -14,7 +14,7 @@ export type ReplayOutcome =
 export const REPLAY_CONNECT_TIMEOUT_MS = 1000;
 
 /**
- * Asks a vLLM replay ROUTER for every buffered batch from `startSeq` (research/vllm.md §2): a DEALER sends
+ * Asks a vLLM replay ROUTER for every buffered batch from `startSeq` (docs/collector.md#wire-format): a DEALER sends
  * ["", seq8] and reads ["", seq8, payload] until the ff×8 end marker. A fresh socket per request, so a
  * late answer to an abandoned request can never be mistaken for this one's. `onItem` returns false to stop;
  * a promise pauses reading. vLLM sends its whole buffer in one loop on a plain ROUTER, which drops what does

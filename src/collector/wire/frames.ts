@@ -1,5 +1,5 @@
 /**
- * ZMQ framing of vLLM's publisher (research/vllm.md §2):
+ * ZMQ framing of vLLM's publisher (docs/collector.md#wire-format):
  *   live:   [topic, seq (8-byte big-endian uint), payload]
  *   replay: DEALER sends ["", start_seq]; receives ["", seq, payload]…, then ["", ff×8, ""].
  */

@@ -10,7 +10,7 @@ import { isNoParent, normaliseBlockHash } from './block-hash.js';
 import { decodeMsgpack } from './msgpack.js';
 
 /**
- * vLLM KV-event payloads (vllm/distributed/kv_events.py; research/vllm.md §1) → validated domain events.
+ * vLLM KV-event payloads (docs/collector.md#wire-format) → validated domain events.
  *
  * Two encodings are in the wild, both produced by msgspec:
  * - array_like (vLLM ≤ ~0.23): each event is `[tag, field1, field2, …]`. msgspec writes EVERY field a
@@ -118,7 +118,7 @@ function tokenIds(v: unknown): number[] {
 
 /**
  * extra_keys: one `tuple | None` per block. vLLM's order is lora_name, multimodal keys, cache_salt,
- * prompt-embeds hash (research/vllm.md §3.4). We take the LoRA name off the front; what remains is plain
+ * prompt-embeds hash (docs/collector.md#wire-format). We take the LoRA name off the front; what remains is plain
  * strings (cache_salt) or something opaque to us.
  */
 function extraKeys(v: unknown, nBlocks: number, loraName: string | null): (BlockExtraKeys | null)[] | null {
