@@ -56,8 +56,8 @@ type Learned = Pick<FallbackContext, 'model' | 'lora' | 'promptTokens' | 'trunca
 
 /**
  * A router: `route` runs the request through the steps in src/router/steps (parse → render → tokenize → keys →
- * lookup → predict → choose → shed → book), each timed by one stopwatch; a step that cannot go on returns a
- * StepFallback and the request is routed on load alone (steps/fallback.ts). `observe` takes the log phase's
+ * lookup → predict → choose → shed → book), timed by one stopwatch into the outcome's RouteTimings; a step
+ * that cannot go on returns a StepFallback and the request is routed on load alone (steps/fallback.ts). `observe` takes the log phase's
  * feedback into the router's memory (memory.ts).
  */
 export function createRouter(
