@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { PluginConfig } from '../../src/config/plugin-config.js';
 import type { FallbackReason } from '../../src/core/fallback.js';
-import type { RouteOutcome, Router } from '../../src/router/index.js';
+import { boundedDetail } from '../../src/core/bounded-detail.js';
+import { emptyOutcome, type RouteOutcome, type Router } from '../../src/router/index.js';
 import {
   ATTR_KINFERENCE_PLUGIN_ERROR,
   ATTR_KINFERENCE_TARGET,
@@ -42,31 +43,6 @@ function startSpan(
   }
 }
 
-/** The outcome of a request whose body the plugin did not read: no model known, so Kong's target stays. */
-export function unreadOutcome(reason: FallbackReason, detail: string): RouteOutcome {
-  return {
-    target: null,
-    decision: { candidates: [], chosen: null, fallbackReason: reason },
-    fallbackReason: reason,
-    fallbackDetail: detail,
-    model: null,
-    lora: null,
-    promptTokens: 0,
-    truncated: false,
-    blocks: 0,
-    promptChars: { cached: 0, tokenized: 0 },
-    timings: { parseMs: 0, templateMs: 0, tokenizeMs: 0, keysMs: 0, lookupMs: 0, predictMs: 0, totalMs: 0 },
-    shed: null,
-    reservationId: null,
-    flightId: null,
-    kvReuseReport: false,
-  };
-}
-
-function describe(e: unknown): string {
-  return (e instanceof Error ? e.message : String(e)).slice(0, 300);
-}
-
 /**
  * Reads the body when the headers allow it, and routes; anything unreadable keeps Kong's target. Returns the
  * body as read, for a change the outcome asks for.
@@ -76,8 +52,9 @@ async function routeRequest(
   deps: PhaseDeps,
   headers: RequestHeaders,
 ): Promise<{ outcome: RouteOutcome; body: Uint8Array | string | null }> {
+  // A body the plugin did not read: no model known, so Kong's target stays.
   const unread = (reason: FallbackReason, detail: string) => ({
-    outcome: unreadOutcome(reason, detail),
+    outcome: emptyOutcome(reason, detail),
     body: null,
   });
   const max = deps.config.max_body_bytes;
@@ -87,7 +64,7 @@ async function routeRequest(
   try {
     body = await pdk.getRawBody(max);
   } catch (e) {
-    return unread('body_unreadable', `kong.request.get_raw_body failed: ${describe(e)}`);
+    return unread('body_unreadable', `kong.request.get_raw_body failed: ${boundedDetail(e)}`);
   }
   if (body === undefined) return unread('body_unreadable', 'kong.request.get_raw_body returned no body');
   const size = typeof body === 'string' ? body.length : body.byteLength;
@@ -147,12 +124,12 @@ export async function runAccess(pdk: AccessPdk, deps: PhaseDeps): Promise<void> 
       const reported = outcome.kvReuseReport && body !== null ? withKvReuseReport(body) : null;
       if (reported) await pdk.setUpstreamBody(reported);
     }
-    const headers: Record<string, string> = {};
+    const upstreamHeaders: Record<string, string> = {};
     if (outcome.target?.dataParallelRank !== undefined)
-      headers['x-data-parallel-rank'] = String(outcome.target.dataParallelRank);
-    if (span) headers.traceparent = span.traceparent;
-    if (config.expose_headers) Object.assign(headers, exposedHeaders(outcome));
-    if (Object.keys(headers).length > 0) await pdk.setUpstreamHeaders(headers);
+      upstreamHeaders['x-data-parallel-rank'] = String(outcome.target.dataParallelRank);
+    if (span) upstreamHeaders.traceparent = span.traceparent;
+    if (config.expose_headers) Object.assign(upstreamHeaders, exposedHeaders(outcome));
+    if (Object.keys(upstreamHeaders).length > 0) await pdk.setUpstreamHeaders(upstreamHeaders);
 
     // Remember the decision for the log phase: when there is a pod to learn about, or a span to extend. Its
     // id goes in ctx.shared with tracing on too: a later plugin may replace the traceparent we send (Kong's
@@ -174,7 +151,7 @@ export async function runAccess(pdk: AccessPdk, deps: PhaseDeps): Promise<void> 
     // The caller fails open; the span must not claim a pod Kong will not use, nor look like a success.
     if (span) {
       span.setAttributes({
-        [ATTR_KINFERENCE_PLUGIN_ERROR]: describe(e),
+        [ATTR_KINFERENCE_PLUGIN_ERROR]: boundedDetail(e),
         [ATTR_KINFERENCE_TARGET]: targetSet ? 'pod' : 'kong-default',
       });
       span.fail(e);

@@ -1,5 +1,6 @@
 export {
   createRouter,
+  emptyOutcome,
   type Router,
   type RouteOutcome,
   type RouteTarget,

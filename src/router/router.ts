@@ -1,80 +1,25 @@
-import { performance } from 'node:perf_hooks';
-import { blockKeys, keySeed } from '../core/block-keys.js';
-import { choose, type Decision } from '../core/choose.js';
-import type { FallbackReason } from '../core/fallback.js';
-import { predictTtft, type Prediction } from '../core/predictor.js';
-import { parseChatBody } from '../core/request.js';
-import {
-  dataParallelRankOf,
-  type BlockKey,
-  type LookupResult,
-  type PodLookup,
-  type PodState,
-  type Reservation,
-} from '../core/types.js';
-import { isKinferenceError } from '../core/errors.js';
+import { boundedDetail } from '../core/bounded-detail.js';
 import type { PluginConfig } from '../config/plugin-config.js';
-import { defaultPodState, type KvIndex } from '../index/kv-index.js';
+import type { KvIndex } from '../index/kv-index.js';
 import type { ChatTemplate, PromptTokenizer } from '../tokenize/types.js';
-import { TtftCorrection } from './correction.js';
-import { ItlAdmission } from './itl-admission.js';
-import { ReservationBook } from './reservations.js';
-import { SEND_MEMORY_STRIDE, SendMemory } from './send-memory.js';
-import { SharedReservations } from './shared-reservations.js';
-import { UpstreamFailures } from './upstream-failures.js';
+import { createRouterMemory } from './memory.js';
+import type { DecidedRoute, RouteOutcome } from './outcome.js';
+import { Stopwatch } from './stopwatch.js';
+import { bookTarget, type BookedRequest } from './steps/book.js';
+import { choosePod } from './steps/choose.js';
+import { fallback, type FallbackContext } from './steps/fallback.js';
+import { promptKeys } from './steps/keys.js';
+import { lookupPods, routableCandidates } from './steps/lookup.js';
+import { parseRequest } from './steps/parse.js';
+import { predictPods } from './steps/predict.js';
+import { renderPrompt } from './steps/render.js';
+import { shedOverload } from './steps/shed.js';
+import { StepFallback } from './steps/step-fallback.js';
+import { tokenizePrompt } from './steps/tokenize.js';
 
-export interface RouteTimings {
-  parseMs: number;
-  templateMs: number;
-  tokenizeMs: number;
-  keysMs: number;
-  lookupMs: number;
-  predictMs: number;
-  totalMs: number;
-}
-
-export interface RouteTarget {
-  host: string;
-  port: number;
-  podId: string;
-  /**
-   * The pod is one DP rank of a vLLM server (`<pod>@dp<r>`): the request must carry X-data-parallel-rank,
-   * or vLLM's own balancer picks a rank by load alone, whatever its cache holds.
-   */
-  dataParallelRank?: number;
-}
-
-export interface RouteOutcome {
-  /** null → leave Kong's default target (the service url). */
-  target: RouteTarget | null;
-  decision: Decision;
-  fallbackReason: FallbackReason | null;
-  /**
-   * Human-readable detail of the fallback (never contains prompt text): the parse, template or tokenizer
-   * load error, the index error, or which pods were out when none was healthy.
-   */
-  fallbackDetail: string | null;
-  /** Base model the pods serve, and the LoRA adapter when the request named one. */
-  model: string | null;
-  lora: string | null;
-  promptTokens: number;
-  truncated: boolean;
-  /** Blocks of the prompt (full blocks with a key). */
-  blocks: number;
-  /** The rendered prompt's characters served by the tokenizer's segment cache, and those tokenized now. */
-  promptChars: { cached: number; tokenized: number };
-  timings: RouteTimings;
-  shed: { retryAfterS: number; status: 429 } | null;
-  /** The reservation made on the chosen pod; `observe` releases it. */
-  reservationId: number | null;
-  /** The ITL guard's record of the request in flight (null when the guard is off); `observe` ends it. */
-  flightId: number | null;
-  /**
-   * Ask the chosen pod to report the cached blocks this request reuses (`kv_reuse_reports_ms`): its index
-   * was rebuilt without its whole event history a short while ago, and the body has no vllm_xargs of its own.
-   */
-  kvReuseReport: boolean;
-}
+export { emptyOutcome, type DecidedRoute, type RouteOutcome, type RouteTarget } from './outcome.js';
+export type { RouteTimings } from './stopwatch.js';
+export { FIRST_LOOKUP_BUDGET_MS } from './steps/lookup.js';
 
 /** What a router needs from the outside world; built once per config (resources.ts) or injected by tests. */
 export interface RouterResources {
@@ -106,481 +51,146 @@ export interface Router {
   close(): Promise<void>;
 }
 
-/**
- * The first lookup of a router also opens the Redis connection and loads the script: it gets this much
- * time at least, so the first request after a deploy is routed on the index rather than failing open.
- */
-export const FIRST_LOOKUP_BUDGET_MS = 1000;
-
-class LookupTimeout extends Error {}
-
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const t = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new LookupTimeout(`index lookup over ${ms} ms`)), ms);
-  });
-  return Promise.race([p, t]).finally(() => clearTimeout(timer));
-}
-
-function splitAddress(address: string): { host: string; port: number } | null {
-  const i = address.lastIndexOf(':');
-  if (i <= 0) return null;
-  const port = Number(address.slice(i + 1));
-  if (!Number.isInteger(port) || port <= 0 || port > 65535) return null;
-  const host = address.slice(0, i).replace(/^\[(.*)\]$/, '$1');
-  return host ? { host, port } : null;
-}
+/** What the request's steps have learned of it so far: what a fallback reports. */
+type Learned = Pick<FallbackContext, 'model' | 'lora' | 'promptTokens' | 'truncated' | 'promptChars'>;
 
 /**
- * A pod Kong can be sent to. One without (no address yet, port 0) is no candidate: routed there, the request
- * would go to the service url with no reason given.
+ * A router: `route` runs the request through the steps in src/router/steps (parse → render → tokenize → keys →
+ * lookup → predict → choose → shed → book), timed by one stopwatch into the outcome's RouteTimings; a step
+ * that cannot go on returns a StepFallback and the request is routed on load alone (steps/fallback.ts). `observe` takes the log phase's
+ * feedback into the router's memory (memory.ts).
  */
-function routable(state: PodState): boolean {
-  return splitAddress(state.address) !== null;
-}
-
-const NO_PREFIX = { GPU: 0, CPU: 0, STORAGE: 0 } as const;
-
-/**
- * `rec[key]` for config maps keyed by request-supplied names: a model named "constructor" or "__proto__"
- * must not find Object.prototype's members (a function as the base model, `.map` of a function).
- */
-function own<T>(rec: Readonly<Record<string, T>> | undefined, key: string): T | undefined {
-  return rec !== undefined && Object.hasOwn(rec, key) ? rec[key] : undefined;
-}
-
-/** A bounded, prompt-free description of what went wrong. */
-/** The error's message, prefixed with its KINF_ERR_* code when it has one, so a log line can be looked up. */
-function detailOf(e: unknown): string {
-  const message = String((e as Error)?.message ?? e);
-  const code = isKinferenceError(e) ? e.code : null;
-  return (code && !message.startsWith(code) ? `${code}: ${message}` : message).slice(0, 300);
-}
-
 export function createRouter(
   config: PluginConfig,
   resources: RouterResources,
   options: RouterOptions = {},
 ): Router {
   const clock = options.clock ?? Date.now;
-  const reservations = new ReservationBook(config.reservation_ttl_ms);
-  const sends = new SendMemory();
-  const shared =
-    config.share_reservations && config.reservation_ttl_ms > 0
-      ? new SharedReservations(resources.index, config.reservation_ttl_ms)
-      : null;
-  const correction = new TtftCorrection();
-  const itl = config.itl_slo_ms > 0 ? new ItlAdmission(config) : null;
-  /** Last pods seen per model, so an index outage can still spread load (fail open, not fail blind). */
-  const lastKnownPods = new Map<string, PodState[]>();
-  let lookedUp = false;
-  const failures = new UpstreamFailures();
+  const memory = createRouterMemory(config, resources.index);
+  const { reservations, shared, itl, failures, correction } = memory;
   /** Decisions made so far, and the one behind each outcome: tells failures of old requests from new ones. */
   let decisions = 0;
   const decisionOf = new WeakMap<RouteOutcome, number>();
 
-  /** One index lookup under the router's deadline (the first one, which also connects, gets longer). */
-  async function lookupIndex(model: string, keys: readonly BlockKey[]): Promise<LookupResult> {
-    const budget = lookedUp
-      ? config.redis_timeout_ms
-      : Math.max(config.redis_timeout_ms, FIRST_LOOKUP_BUDGET_MS);
-    try {
-      return await withTimeout(resources.index.lookup(model, keys), budget);
-    } finally {
-      lookedUp = true;
-    }
-  }
-
   /**
-   * Marks the pods kept out after a recent upstream failure: unhealthy for this decision, with the reason
-   * in their prediction. Returns their ids (choose ranks them last when no pod is left).
+   * Books the decided route on its pod unless shed (steps/book.ts), and numbers the outcome (passive health
+   * tells the failures of old requests from new ones by it).
    */
-  function markSkipped(predictions: Prediction[], nowMs: number): Set<string> {
-    const out = new Set<string>();
-    for (const p of predictions) {
-      const s = failures.skip(p.podId, nowMs);
-      if (!s) continue;
-      out.add(p.podId);
-      p.healthy = false;
-      p.reasons.push(
-        `skipped: upstream ${s.detail}, ${s.strikes} failed ${s.strikes === 1 ? 'try' : 'tries'} in a row; ` +
-          `out for ${Math.ceil((s.untilMs - nowMs) / 100) / 10} s more`,
-      );
-    }
-    return out;
-  }
-
-  /** Why no pod could be chosen as healthy: each pod and what is wrong with it (bounded). */
-  function unhealthyDetail(predictions: readonly Prediction[], skipped: ReadonlySet<string>): string {
-    const each = predictions.map((p) =>
-      skipped.has(p.podId) ? `${p.podId} upstream failures` : `${p.podId} unhealthy (collector)`,
-    );
-    return `no healthy pod: ${each.join(', ')}`.slice(0, 300);
-  }
-
-  function staticPods(model: string): PodState[] {
-    return (own(config.model_pods, model) ?? []).map((address) => ({
-      ...defaultPodState({ model, podId: address }),
-      address,
-    }));
-  }
-
-  function predictAll(
-    pods: readonly PodLookup[],
-    promptTokens: number,
-    nowMs: number,
-    maxTokens: number | null,
-    others: ReadonlyMap<string, Reservation[]> | null = null,
-  ): Prediction[] {
-    return pods.map((pod) => {
-      const own = reservations.active(pod.state.podId, nowMs);
-      const theirs = others?.get(pod.state.podId);
-      const active = theirs ? [...own, ...theirs] : own;
-      const prediction = predictTtft(pod, {
-        promptTokens,
-        blockSize: config.block_size,
-        nowMs,
-        staleAfterMs: config.stale_after_ms,
-        reservations: active,
-        ttftFactor: correction.factor(pod.state.podId),
-      });
-      itl?.assess({ pod, prediction, reservations: active, promptTokens, maxTokens, nowMs });
-      return prediction;
-    });
-  }
-
-  /**
-   * Cached credit the index cannot show yet or any more, with the reason, or null: a prompt this router sent
-   * to a pod that has not answered yet will be cached there before the pod reaches a request queued behind
-   * it, but its KV events arrive only after its prefill; and after a partial rebuild (partialSinceMs, within
-   * kv_reuse_reports_ms) the index lost what the pod cached before, which this router's own sends recall.
-   */
-  function creditedPrefix(
-    pod: PodLookup,
-    keys: readonly BlockKey[],
-    nowMs: number,
-  ): { pod: PodLookup; reason: string } | null {
-    const b = pod.prefixBlocks;
-    const pending = reservations.pendingPrefixBlocks(pod.state.podId, keys, nowMs);
-    const remembered = reportsReuse(pod.state.partialSinceMs, nowMs)
-      ? sends.prefixBlocks(pod.state.podId, keys)
-      : 0;
-    const blocks = Math.max(pending, remembered);
-    if (blocks <= b.GPU) return null;
-    return {
-      pod: {
-        state: pod.state,
-        prefixBlocks: { GPU: blocks, CPU: Math.max(b.CPU, blocks), STORAGE: Math.max(b.STORAGE, blocks) },
-      },
-      reason:
-        pending >= remembered
-          ? 'cached credit includes a prompt sent here whose KV events are pending'
-          : "cached credit includes a prompt this router sent here, which the pod's rebuilt index lost",
-    };
-  }
-
-  /** Within kv_reuse_reports_ms of a pod's partial rebuild: its requests ask for reuse reports. */
-  function reportsReuse(partialSinceMs: number, nowMs: number): boolean {
-    const w = config.kv_reuse_reports_ms;
-    return w > 0 && partialSinceMs > 0 && nowMs - partialSinceMs < w;
-  }
-
-  function finish(
-    base: Omit<RouteOutcome, 'target' | 'shed' | 'reservationId' | 'flightId' | 'kvReuseReport'>,
+  function book(
+    route: DecidedRoute,
+    shed: RouteOutcome['shed'],
     nowMs: number,
     uncachedTokens: number,
-    request: { keys: readonly BlockKey[]; maxTokens: number | null; hasVllmXargs: boolean } | null = null,
+    request: BookedRequest | null = null,
   ): RouteOutcome {
-    const keys = request?.keys ?? [];
-    const maxTokens = request?.maxTokens ?? null;
-    // kong-default: with no healthy pod, the service url is a better bet than a pod known to be down.
-    if (config.fallback === 'kong-default' && base.decision.fallbackReason === 'all_pods_unhealthy')
-      base = { ...base, decision: { ...base.decision, chosen: null } };
-    const chosen = base.decision.chosen;
-    let shed: RouteOutcome['shed'] = null;
-    if (config.shed_ttft_slo_ms > 0 && chosen !== null && base.fallbackReason === null) {
-      // Retry once the best pod is expected to have drained the excess, or (ITL guard) once enough of the
-      // prefill sent to it has left the window. Only a queue is worth waiting out: a request over the bound
-      // on an empty pod is served (shedding it would protect nobody, and a cold prompt would never run again
-      // to refresh an overestimated calibration).
-      const unqueuedMs = (chosen.modelTtftMs - chosen.queueMs - chosen.interferenceMs) * chosen.ttftFactor;
-      const overTtftMs =
-        unqueuedMs > config.shed_ttft_slo_ms
-          ? 0
-          : Math.max(0, chosen.predictedTtftMs - config.shed_ttft_slo_ms);
-      const overItlMs = chosen.withinItl ? 0 : (itl?.retryAfterMs(chosen) ?? 0);
-      if (overTtftMs > 0 || !chosen.withinItl)
-        shed = { retryAfterS: Math.max(1, Math.ceil(Math.max(overTtftMs, overItlMs) / 1000)), status: 429 };
-    }
-    const addr = chosen && !shed ? splitAddress(chosen.address) : null;
-    const reservationId =
-      addr && chosen
-        ? reservations.add(
-            {
-              podId: chosen.podId,
-              atMs: nowMs,
-              uncachedTokens,
-              promptTokens: base.promptTokens,
-            },
-            keys,
-          )
-        : null;
-    if (reservationId !== null && shared && base.model !== null)
-      shared.share(base.model, reservationId, {
-        podId: chosen!.podId,
-        atMs: nowMs,
-        uncachedTokens,
-        promptTokens: base.promptTokens,
-      });
-    const flightId = addr && chosen && itl ? itl.record(chosen, nowMs, base.promptTokens, maxTokens) : null;
-    const rank = chosen ? dataParallelRankOf(chosen.podId) : null;
-    const target: RouteTarget | null =
-      addr && chosen
-        ? { ...addr, podId: chosen.podId, ...(rank !== null ? { dataParallelRank: rank } : {}) }
-        : null;
-    if (target && keys.length > 0 && config.kv_reuse_reports_ms > 0) {
-      // About what the pod's KV cache holds, when the collector has said.
-      const cap = lastKnownPods
-        .get(base.model ?? '')
-        ?.find((p) => p.podId === target.podId)?.kvCapacityTokens;
-      sends.record(
-        target.podId,
-        keys,
-        cap ? Math.ceil(cap / (config.block_size * SEND_MEMORY_STRIDE)) : undefined,
-      );
-    }
-    const kvReuseReport =
-      target !== null &&
-      request !== null &&
-      !request.hasVllmXargs &&
-      reportsReuse(chosen!.partialSinceMs, nowMs);
-    if (kvReuseReport)
-      chosen!.reasons.push(
-        `index rebuilt without the pod's whole event history ${Math.round((nowMs - chosen!.partialSinceMs) / 1000)} s ago: asking it to report the cached blocks this request reuses`,
-      );
-    const outcome = { ...base, target, shed, reservationId, flightId, kvReuseReport };
+    const booked = bookTarget(memory, { route, shed, uncachedTokens, request, nowMs });
+    const outcome: RouteOutcome = {
+      ...route,
+      target: booked.target,
+      shed,
+      reservationId: booked.reservationId,
+      flightId: booked.flightId,
+      kvReuseReport: booked.kvReuseReport,
+    };
     decisionOf.set(outcome, ++decisions);
     return outcome;
   }
 
-  /** Pods to rank on load alone: the index's (one lookup without block keys) or the last seen, else model_pods. */
-  async function loadOnlyPods(
-    reason: FallbackReason,
-    model: string,
-    timings: RouteTimings,
-  ): Promise<{ pods: PodState[]; indexError: string | null }> {
-    // The index just failed or had no pods: do not ask it again on this request.
-    // An index that answered with no pods is current: its pods left, so only model_pods stand in.
-    if (reason === 'no_pods_in_index') {
-      lastKnownPods.delete(model);
-      return { pods: staticPods(model), indexError: null };
-    }
-    if (reason === 'index_error' || reason === 'index_timeout') {
-      const known = lastKnownPods.get(model);
-      return { pods: known && known.length > 0 ? known : staticPods(model), indexError: null };
-    }
-    const t = performance.now();
-    try {
-      const pods = (await lookupIndex(model, [])).pods.map((p) => p.state);
-      if (pods.length > 0) lastKnownPods.set(model, pods);
-      return { pods: pods.length > 0 ? pods : staticPods(model), indexError: null };
-    } catch (e) {
-      const known = lastKnownPods.get(model);
-      return { pods: known && known.length > 0 ? known : staticPods(model), indexError: detailOf(e) };
-    } finally {
-      timings.lookupMs += performance.now() - t;
-    }
-  }
-
-  /**
-   * Routing without cache knowledge: rank the model's pods on load alone (healthy ones, and not those kept out
-   * after an upstream failure), or leave Kong's target.
-   */
-  async function fallback(
-    reason: FallbackReason,
-    detail: string,
-    model: string | null,
-    lora: string | null,
-    promptTokens: number,
-    truncated: boolean,
-    promptChars: RouteOutcome['promptChars'],
-    timings: RouteTimings,
-    nowMs: number,
-  ): Promise<RouteOutcome> {
-    const empty: Decision = { candidates: [], chosen: null, fallbackReason: reason };
-    const base = {
-      fallbackReason: reason,
-      fallbackDetail: detail,
-      model,
-      lora,
-      promptTokens,
-      truncated,
-      blocks: 0,
-      promptChars,
-      timings,
-    };
-    if (config.fallback === 'kong-default' || model === null)
-      return finish({ ...base, decision: empty }, nowMs, 0);
-    const loaded = await loadOnlyPods(reason, model, timings);
-    const { indexError } = loaded;
-    const pods = loaded.pods.filter(routable);
-    if (indexError !== null) base.fallbackDetail = `${detail}; index: ${indexError}`.slice(0, 600);
-    if (pods.length === 0) return finish({ ...base, decision: empty }, nowMs, 0);
-    const t = performance.now();
-    const predictions = predictAll(
-      pods.map((state) => ({ state, prefixBlocks: { ...NO_PREFIX } })),
-      promptTokens,
-      nowMs,
-      null,
-    );
-    const decision = choose(predictions, markSkipped(predictions, nowMs));
-    timings.predictMs = performance.now() - t;
-    return finish({ ...base, decision: { ...decision, fallbackReason: reason } }, nowMs, promptTokens);
-  }
-
   async function route(body: Uint8Array | string): Promise<RouteOutcome> {
-    const t0 = performance.now();
-    const timings: RouteTimings = {
-      parseMs: 0,
-      templateMs: 0,
-      tokenizeMs: 0,
-      keysMs: 0,
-      lookupMs: 0,
-      predictMs: 0,
-      totalMs: 0,
-    };
-    const done = (o: RouteOutcome): RouteOutcome => {
-      timings.totalMs = performance.now() - t0;
-      return o;
-    };
+    const watch = new Stopwatch();
     const nowMs = clock();
-    let model: string | null = null;
-    let lora: string | null = null;
-    let promptTokens = 0;
-    let truncated = false;
-    const promptChars = { cached: 0, tokenized: 0 };
-    const bail = async (
-      reason: FallbackReason,
-      detail: string,
-      tokens = promptTokens,
-    ): Promise<RouteOutcome> =>
-      done(await fallback(reason, detail, model, lora, tokens, truncated, promptChars, timings, nowMs));
+    const learned: Learned = {
+      model: null,
+      lora: null,
+      promptTokens: 0,
+      truncated: false,
+      promptChars: { cached: 0, tokenized: 0 },
+    };
+    /** A step could not go on: the request is routed on load alone, or left to Kong's target. */
+    const leave = async (why: StepFallback): Promise<RouteOutcome> => {
+      const fell = await fallback(memory, {
+        ...learned,
+        reason: why.reason,
+        detail: why.detail,
+        promptTokens: why.promptTokens ?? learned.promptTokens,
+        watch,
+        nowMs,
+      });
+      // Never shed: a fallback has no cache knowledge to judge the SLOs by.
+      const outcome = book(fell.route, null, nowMs, fell.uncachedTokens);
+      watch.stop();
+      return outcome;
+    };
     try {
-      const parsed = parseChatBody(body, config.max_body_bytes);
-      let t = performance.now();
-      timings.parseMs = t - t0;
-      if (!parsed.ok) {
-        const m = parsed.model ?? null;
-        model = m === null ? null : (own(config.lora_adapters, m) ?? m);
-        lora = model !== m ? m : null;
-        return await bail(parsed.reason, parsed.detail);
-      }
-      const req = parsed.request;
-      const baseModel = own(config.lora_adapters, req.model);
-      model = baseModel ?? req.model;
-      lora = baseModel ? req.model : null;
+      const parsed = watch.time('parseMs', () => parseRequest(body, config));
+      learned.model = parsed.model;
+      learned.lora = parsed.lora;
+      if (!parsed.ok) return await leave(new StepFallback(parsed.reason, parsed.detail));
+      const { request, model, lora } = parsed;
 
-      let text: string;
-      try {
-        text = resources.template().render(req);
-      } catch (e) {
-        return await bail('template_error', detailOf(e));
-      }
-      let u = performance.now();
-      timings.templateMs = u - t;
-      t = u;
+      const prompt = watch.time('templateMs', () => renderPrompt(resources.template, request));
+      if (prompt instanceof StepFallback) return await leave(prompt);
 
-      let tokens: number[];
-      try {
-        const r = await resources.promptTokenizer().tokenize(text, config.max_prompt_tokens);
-        tokens = r.tokens;
-        truncated = r.truncated;
-        promptChars.cached = r.cachedChars;
-        promptChars.tokenized = r.tokenizedChars;
-      } catch (e) {
-        return await bail('tokenizer_error', detailOf(e), Math.ceil(text.length / 4));
-      }
-      promptTokens = tokens.length;
-      u = performance.now();
-      timings.tokenizeMs = u - t;
-      t = u;
-
-      const keys: BlockKey[] = blockKeys(
-        tokens,
-        config.block_size,
-        keySeed({ model, lora, cacheSalt: req.cacheSalt ?? null }),
+      const tokenized = await watch.timeAsync('tokenizeMs', () =>
+        tokenizePrompt(resources.promptTokenizer, prompt, config.max_prompt_tokens),
       );
-      u = performance.now();
-      timings.keysMs = u - t;
-      t = u;
+      if (tokenized instanceof StepFallback) return await leave(tokenized);
+      const { tokens, truncated } = tokenized;
+      learned.truncated = truncated;
+      learned.promptChars.cached = tokenized.cachedChars;
+      learned.promptChars.tokenized = tokenized.tokenizedChars;
+      learned.promptTokens = tokens.length;
 
-      // The other nodes' reservations are read beside the lookup (sent after it, so its reply comes first);
-      // without them, ours alone.
-      const lookupSent = lookupIndex(model, keys);
-      const othersRead = shared
-        ? withTimeout(shared.others(model, nowMs), config.redis_timeout_ms).catch(() => null)
-        : null;
-      let lookup: LookupResult;
-      try {
-        lookup = await lookupSent;
-      } catch (e) {
-        timings.lookupMs = performance.now() - t;
-        const timeout = e instanceof LookupTimeout || isKinferenceError(e, 'KINF_ERR_REDIS_TIMEOUT');
-        return await bail(timeout ? 'index_timeout' : 'index_error', detailOf(e));
-      }
-      const others = await othersRead;
-      u = performance.now();
-      timings.lookupMs = u - t;
-      t = u;
-
-      if (lookup.pods.length === 0)
-        return await bail('no_pods_in_index', `no pods registered for model ${model}`);
-      const candidates = lookup.pods.filter((p) => routable(p.state));
-      lastKnownPods.set(
-        model,
-        candidates.map((p) => p.state),
+      const keys = watch.time('keysMs', () =>
+        promptKeys(tokens, config.block_size, { model, lora, cacheSalt: request.cacheSalt ?? null }),
       );
-      if (candidates.length === 0)
-        return await bail(
-          'no_pods_in_index',
-          `no pod of model ${model} has a host:port address: ${lookup.pods
-            .map((p) => `${p.state.podId} "${p.state.address}"`)
-            .join(', ')}`.slice(0, 300),
-        );
-      const credits = candidates.map((pod) => creditedPrefix(pod, keys, nowMs));
-      const pods = candidates.map((pod, i) => credits[i]?.pod ?? pod);
-      const maxTokens = req.maxTokens ?? null;
-      const predictions = predictAll(pods, promptTokens, nowMs, maxTokens, others);
-      credits.forEach((c, i) => c && predictions[i]!.reasons.push(c.reason));
-      const skipped = markSkipped(predictions, nowMs);
-      const decision = choose(predictions, skipped);
-      timings.predictMs = performance.now() - t;
-      const reason: FallbackReason | null =
-        decision.fallbackReason ?? (truncated ? 'prompt_truncated' : null);
-      const unhealthy = reason === 'all_pods_unhealthy' ? unhealthyDetail(predictions, skipped) : null;
-      const uncached = decision.chosen?.uncachedTokens ?? promptTokens;
-      return done(
-        finish(
-          {
-            decision,
-            fallbackReason: reason,
-            fallbackDetail: unhealthy,
-            model,
-            lora,
-            promptTokens,
-            truncated,
-            blocks: keys.length,
-            promptChars,
-            timings,
-          },
+
+      const found = await watch.timeAsync('lookupMs', () => lookupPods(memory, model, keys, nowMs));
+      if (found instanceof StepFallback) return await leave(found);
+
+      const candidates = routableCandidates(memory, model, found.pods);
+      if (candidates instanceof StepFallback) return await leave(candidates);
+
+      const maxTokens = request.maxTokens ?? null;
+      const { predictions, skipped } = watch.time('predictMs', () =>
+        predictPods(memory, {
+          pods: candidates,
+          keys,
+          promptTokens: tokens.length,
+          maxTokens,
+          others: found.others,
           nowMs,
-          uncached,
-          { keys, maxTokens, hasVllmXargs: req.hasVllmXargs === true },
-        ),
+        }),
       );
+
+      const choice = watch.time('predictMs', () => choosePod(config, predictions, skipped, truncated));
+
+      // Admission: a new step that may refuse the request (a policy, a limit) goes here, beside shedding.
+      const shed = shedOverload(memory, choice.decision.chosen, choice.fallbackReason);
+
+      const outcome = book(
+        {
+          decision: choice.decision,
+          fallbackReason: choice.fallbackReason,
+          fallbackDetail: choice.fallbackDetail,
+          model,
+          lora,
+          promptTokens: tokens.length,
+          truncated,
+          blocks: keys.length,
+          promptChars: learned.promptChars,
+          timings: watch.timings,
+        },
+        shed,
+        nowMs,
+        choice.decision.chosen?.uncachedTokens ?? tokens.length,
+        { keys, maxTokens, hasVllmXargs: request.hasVllmXargs === true },
+      );
+      watch.stop();
+      return outcome;
     } catch (e) {
       // Nothing may escape: a bug here must not turn a servable request into an error.
-      return await bail('internal_error', detailOf(e));
+      return await leave(new StepFallback('internal_error', boundedDetail(e)));
     }
   }
 

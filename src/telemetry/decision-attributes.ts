@@ -1,11 +1,12 @@
 import type { Attributes } from '@opentelemetry/api';
 import type { Decision } from '../core/choose.js';
 import { NOT_READ_AS_CHAT, type FallbackReason } from '../core/fallback.js';
+import type { RouteTimings } from '../router/stopwatch.js';
 import * as A from './attributes.js';
 
 /**
  * A routing decision as the span records it. The router's RouteOutcome satisfies this shape; telemetry keeps
- * its own structural type so it depends on core only.
+ * its own structural type so it depends on core only at run time (RouteTimings is a type-only import).
  */
 export interface DecisionRecord {
   target: { host: string; port: number; podId: string } | null;
@@ -18,15 +19,7 @@ export interface DecisionRecord {
   truncated: boolean;
   blocks?: number;
   promptChars?: { cached: number; tokenized: number };
-  timings: {
-    parseMs: number;
-    templateMs: number;
-    tokenizeMs: number;
-    keysMs: number;
-    lookupMs: number;
-    predictMs: number;
-    totalMs: number;
-  };
+  timings: RouteTimings;
   shed: { retryAfterS: number; status: number } | null;
   kvReuseReport?: boolean;
 }

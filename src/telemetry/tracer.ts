@@ -19,6 +19,7 @@ import {
   ParentBasedSampler,
   TraceIdRatioBasedSampler,
 } from '@opentelemetry/sdk-trace-base';
+import { boundedDetail } from '../core/bounded-detail.js';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION, SPAN_ROUTE, SPAN_TTFT } from './attributes.js';
 
 /**
@@ -133,7 +134,7 @@ class SdkDecisionTracer implements DecisionTracer {
       sampled: (sc.traceFlags & 1) === 1,
       setAttributes: (a) => void span.setAttributes(a),
       fail: (e) => {
-        const message = (e instanceof Error ? e.message : String(e)).slice(0, 300);
+        const message = boundedDetail(e);
         span.recordException(e instanceof Error ? e : message);
         span.setStatus({ code: SpanStatusCode.ERROR, message });
       },

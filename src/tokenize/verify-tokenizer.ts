@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { boundedDetail } from '../core/bounded-detail.js';
 import { KinferenceError } from '../core/errors.js';
 import { parseChatRequest } from '../core/request.js';
 import { loadFleetConfig, type FleetConfig, type PodConfig } from '../config/fleet-config.js';
@@ -126,7 +127,7 @@ async function podTokens(
     signal: AbortSignal.timeout(timeoutMs),
   });
   const text = await res.text();
-  if (!res.ok) throw new Error(`HTTP ${res.status}: ${text.slice(0, 300)}`);
+  if (!res.ok) throw new Error(`HTTP ${res.status}: ${boundedDetail(text)}`);
   const json = JSON.parse(text) as { tokens?: unknown };
   if (!Array.isArray(json.tokens) || !json.tokens.every((t) => typeof t === 'number'))
     throw new Error('response has no numeric `tokens` array');

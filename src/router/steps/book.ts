@@ -1,0 +1,69 @@
+import { dataParallelRankOf, type BlockKey } from '../../core/types.js';
+import { splitAddress } from '../address.js';
+import type { RouterMemory } from '../memory.js';
+import type { DecidedRoute, RouteOutcome, RouteTarget } from '../outcome.js';
+import { SEND_MEMORY_STRIDE } from '../send-memory.js';
+import { reportsReuse } from './predict.js';
+
+/** What booking needs of a request routed on its cache (a fallback has none). */
+export interface BookedRequest {
+  keys: readonly BlockKey[];
+  maxTokens: number | null;
+  hasVllmXargs: boolean;
+}
+
+export interface BookInput {
+  route: DecidedRoute;
+  shed: RouteOutcome['shed'];
+  /** The prefill the chosen pod is expected to do (its uncached tokens; the whole prompt on a fallback). */
+  uncachedTokens: number;
+  request: BookedRequest | null;
+  nowMs: number;
+}
+
+export type Booking = Pick<RouteOutcome, 'target' | 'reservationId' | 'flightId' | 'kvReuseReport'>;
+
+/**
+ * The book step: the chosen pod as Kong's target (unless shed), with the predicted work reserved on it (and
+ * shared with the other Kong nodes), the ITL guard's record of the request in flight, the prompt remembered
+ * for a later partial rebuild, and whether to ask the pod for a reuse report. Nothing when no pod is chosen.
+ */
+export function bookTarget(
+  memory: Pick<RouterMemory, 'config' | 'reservations' | 'shared' | 'itl' | 'sends' | 'lastKnownPods'>,
+  input: BookInput,
+): Booking {
+  const { config, reservations, shared, itl, sends, lastKnownPods } = memory;
+  const { route, shed, uncachedTokens, request, nowMs } = input;
+  const keys = request?.keys ?? [];
+  const maxTokens = request?.maxTokens ?? null;
+  const chosen = route.decision.chosen;
+  const addr = chosen && !shed ? splitAddress(chosen.address) : null;
+  if (!addr || !chosen) return { target: null, reservationId: null, flightId: null, kvReuseReport: false };
+  const reserved = { podId: chosen.podId, atMs: nowMs, uncachedTokens, promptTokens: route.promptTokens };
+  const reservationId = reservations.add({ ...reserved }, keys);
+  if (reservationId !== null && shared && route.model !== null)
+    shared.share(route.model, reservationId, reserved);
+  const flightId = itl ? itl.record(chosen, nowMs, route.promptTokens, maxTokens) : null;
+  const rank = dataParallelRankOf(chosen.podId);
+  const target: RouteTarget = {
+    ...addr,
+    podId: chosen.podId,
+    ...(rank !== null ? { dataParallelRank: rank } : {}),
+  };
+  if (keys.length > 0 && config.kv_reuse_reports_ms > 0) {
+    // About what the pod's KV cache holds, when the collector has said.
+    const cap = lastKnownPods.get(route.model ?? '')?.find((p) => p.podId === target.podId)?.kvCapacityTokens;
+    sends.record(
+      target.podId,
+      keys,
+      cap ? Math.ceil(cap / (config.block_size * SEND_MEMORY_STRIDE)) : undefined,
+    );
+  }
+  const kvReuseReport =
+    request !== null && !request.hasVllmXargs && reportsReuse(config, chosen.partialSinceMs, nowMs);
+  if (kvReuseReport)
+    chosen.reasons.push(
+      `index rebuilt without the pod's whole event history ${Math.round((nowMs - chosen.partialSinceMs) / 1000)} s ago: asking it to report the cached blocks this request reuses`,
+    );
+  return { target, reservationId, flightId, kvReuseReport };
+}

@@ -1,0 +1,19 @@
+import { boundedDetail } from '../../core/bounded-detail.js';
+import type { PromptTokenizer, TokenizeResult } from '../../tokenize/types.js';
+import { StepFallback } from './step-fallback.js';
+
+/**
+ * The tokenize step: the prompt's tokens through the segment-cached tokenizer, cut at `maxTokens`. A tokenizer
+ * that fails to load or to run falls back (tokenizer_error), with the prompt's size estimated from its text.
+ */
+export async function tokenizePrompt(
+  tokenizer: () => PromptTokenizer,
+  text: string,
+  maxTokens: number,
+): Promise<TokenizeResult | StepFallback> {
+  try {
+    return await tokenizer().tokenize(text, maxTokens);
+  } catch (e) {
+    return new StepFallback('tokenizer_error', boundedDetail(e), Math.ceil(text.length / 4));
+  }
+}
