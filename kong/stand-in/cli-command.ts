@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 
-/** `kinference gateway`: registered from src/cli/main.ts; the implementation loads only when run. */
+/** `kinference gateway`: registered by the composition root (cli/main.ts); the implementation loads only when run. */
 export function registerGateway(program: Command): void {
   program
     .command('gateway')

@@ -16,7 +16,7 @@ import { exists, obj, readText, ROOT, type Obj } from './support/repo.js';
  * collector section work together, which the static checks cannot.
  */
 
-const built = exists('dist/src/cli/main.js');
+const built = exists('dist/cli/main.js');
 const svcs = services(loadCompose());
 
 function withConfig(svc: Obj, configPath: string): string[] {

@@ -302,7 +302,7 @@ describe('docker-compose.yml: Compose specification', () => {
 });
 
 describe('docker-compose.yml: commands exist in the kinference CLI', () => {
-  const built = exists('dist/src/cli/main.js');
+  const built = exists('dist/cli/main.js');
   const cases: [string, string[]][] = [
     ['collector', ['--config']],
     ['emulator', ['--config', '--pod', '--bind-host']],

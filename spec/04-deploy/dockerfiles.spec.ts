@@ -1,10 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { posix } from 'node:path';
+import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { join, posix } from 'node:path';
 import { copies, globalArgs, readDockerfile, type Instruction } from './support/dockerfile.js';
 import { READINESS_PROBE, checkPluginServerEnv } from './support/pluginserver-env.js';
-import { environment, loadCompose, services } from './support/compose.js';
-import { exists, readText } from './support/repo.js';
+import { command, environment, loadCompose, services } from './support/compose.js';
+import { exists, obj, readText, repoPath, ROOT } from './support/repo.js';
 import { runtimePackage } from './support/runtime-package.js';
+import { run } from './support/tools.js';
 
 const pkg = JSON.parse(readText('package.json')) as {
   dependencies: Record<string, string>;
@@ -20,6 +22,20 @@ function resolveFrom(instr: Instruction, args: Record<string, string>): string {
   return instr.args
     .split(/\s+/)[0]!
     .replace(/\$\{(\w+)\}|\$(\w+)/g, (_, a, b) => args[(a ?? b) as string] ?? '');
+}
+
+/** What the tools built on the library leave in /app: sources, and their compiled dist/ trees. */
+const TOOL_PATHS = ['bench', 'emulator', 'kong', 'dist/bench', 'dist/emulator', 'dist/kong'].map(
+  (p) => `/app/${p}`,
+);
+const within = (path: string, dir: string): boolean => path === dir || path.startsWith(`${dir}/`);
+
+/** Sources copied from the build stage that are, or contain, a tool (copying /app or /app/dist does). */
+function toolCopies(instrs: Instruction[]): string[] {
+  return copies(instrs)
+    .filter((c) => c.from === 'build')
+    .flatMap((c) => c.sources.map((s) => s.replace(/\/+$/, '')))
+    .filter((s) => TOOL_PATHS.some((t) => within(s, t) || within(t, s)));
 }
 
 function runs(instrs: Instruction[]): string {
@@ -105,6 +121,10 @@ describe('kong/Dockerfile', () => {
   it('fails the image build when the query command Kong runs would not print the plugin', () => {
     expect(runs(last)).toContain(kongEnv.KONG_PLUGINSERVER_KINFERENCE_QUERY_CMD!);
   });
+
+  it('carries no benchmark, emulator or Kong stand-in', () => {
+    expect(toolCopies(last)).toEqual([]);
+  });
 });
 
 describe('deploy/docker/plugin-runtime-package.mjs', () => {
@@ -121,7 +141,7 @@ describe('deploy/docker/plugin-runtime-package.mjs', () => {
   });
 });
 
-describe('Dockerfile (kinference CLI image: collector, emulator)', () => {
+describe('Dockerfile (kinference images: runtime, the default target, and tools)', () => {
   const instrs = readDockerfile('Dockerfile');
   const last = finalStage(instrs);
   const args = globalArgs(instrs);
@@ -149,4 +169,91 @@ describe('Dockerfile (kinference CLI image: collector, emulator)', () => {
     expect(exists('bin/kinference.js')).toBe(true);
     expect(last.filter((i) => i.keyword === 'USER').at(-1)?.args).toBe('node');
   });
+
+  it('ends with the runtime stage, the default target, and names a tools stage that carries everything', () => {
+    expect(last[0]!.stageName).toBe('runtime');
+    const tools = instrs.filter((i) => i.stageName === 'tools');
+    expect(copies(tools).map((c) => [c.from, c.sources, c.dest])).toEqual([['build', ['/app'], '/app']]);
+    expect(tools.find((i) => i.keyword === 'ENTRYPOINT')?.args).toBe('["node", "/app/bin/kinference.js"]');
+  });
+
+  it('runtime: carries the CLI, the library, the plugin bundle and node_modules, but no benchmark, emulator or Kong stand-in', () => {
+    const sources = copies(last).flatMap((c) => c.sources);
+    for (const need of [
+      '/app/package.json',
+      '/app/bin',
+      '/app/node_modules',
+      '/app/dist/cli',
+      '/app/dist/src',
+      '/app/dist/plugins',
+    ])
+      expect(sources, need).toContain(need);
+    expect(toolCopies(last)).toEqual([]);
+  });
+});
+
+describe('docker-compose.yml builds each kinference service from the target that has its command', () => {
+  const stages = new Set(readDockerfile('Dockerfile').map((i) => i.stageName));
+  const built = Object.entries(services(loadCompose())).filter(
+    ([, s]) => s.build !== undefined && obj(s.build, 'build').dockerfile === 'Dockerfile',
+  );
+
+  it.each(built.map(([name, s]) => [name, command(s)[0], obj(s.build, 'build').target] as const))(
+    '%s (%s) builds target %s',
+    (_name, sub, target) => {
+      expect(stages.has(String(target))).toBe(true);
+      expect(target).toBe(sub === 'collector' ? 'runtime' : 'tools');
+    },
+  );
+});
+
+/**
+ * The runtime stage's files, copied from this build as its COPYs say (node_modules linked, not copied: the
+ * image prunes devDependencies, and spec/01-unit/layout checks the library needs none), then run: the CLI
+ * must start without the tools, offer the product commands, and load them.
+ */
+describe.skipIf(!exists('dist/cli/main.js'))('Dockerfile runtime stage, assembled from this build', () => {
+  const last = finalStage(readDockerfile('Dockerfile'));
+  const cli = (app: string, args: string[]) =>
+    run(process.execPath, [join(app, 'bin/kinference.js'), ...args]);
+
+  function assemble(): string {
+    mkdirSync(repoPath('.tmp'), { recursive: true });
+    const app = mkdtempSync(join(ROOT, '.tmp', 'runtime-image-'));
+    for (const c of copies(last).filter((x) => x.from === 'build'))
+      for (const src of c.sources) {
+        const rel = posix.relative('/app', src);
+        const dest = join(app, posix.relative('/app', c.dest));
+        mkdirSync(join(dest, '..'), { recursive: true });
+        if (rel === 'node_modules') symlinkSync(repoPath('node_modules'), dest, 'dir');
+        else cpSync(repoPath(rel), dest, { recursive: true });
+      }
+    return app;
+  }
+
+  it('lists and runs the product commands, without demo, emulator or gateway', () => {
+    const app = assemble();
+    try {
+      expect(exists('dist/bench') && exists('dist/emulator') && exists('dist/kong')).toBe(true); // this build has them
+      const help = cli(app, ['--help']);
+      expect(help.status, help.stderr).toBe(0);
+      const commands = [...help.stdout.matchAll(/^ {2}([a-z-]+) \[/gm)].map((m) => m[1]);
+      expect(commands).toEqual(['collector', 'explain', 'verify-tokenizer', 'help']);
+      for (const sub of ['collector', 'explain', 'verify-tokenizer']) {
+        const r = cli(app, [sub, '--help']);
+        expect(r.status, `${sub} --help: ${r.stderr}`).toBe(0);
+      }
+      // Loads the command's implementation (router, tokenizers, config) from the image's files: one sentence.
+      const missing = join(app, 'missing.yaml');
+      const explain = cli(app, ['explain', '--config', missing, '--body', missing]);
+      expect(explain.status, explain.stderr).toBe(2);
+      expect(explain.stderr).toMatch(/^kinference: .*missing\.yaml/);
+      expect(explain.stderr).not.toMatch(/at .*\.js:\d+:\d+/);
+      const emulator = cli(app, ['emulator', '--config', missing]);
+      expect(emulator.status).toBe(1);
+      expect(emulator.stderr).toContain("unknown command 'emulator'");
+    } finally {
+      rmSync(app, { recursive: true, force: true });
+    }
+  }, 120_000); // six CLI starts, slow on a loaded machine
 });

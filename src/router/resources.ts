@@ -6,8 +6,7 @@ import {
   type PluginConfig,
 } from '../config/plugin-config.js';
 import { createKvIndex } from '../index/create.js';
-// Narrow imports: the tokenize barrel also exports verify-tokenizer (YAML, fleet config), which the plugin
-// bundle must not carry.
+// Narrow imports, not the tokenize barrel: the plugin bundle carries only what the router uses.
 import { loadChatTemplate } from '../tokenize/load-chat-template.js';
 import { loadTokenizer } from '../tokenize/load-tokenizer.js';
 import { createPromptTokenizer } from '../tokenize/prompt-tokenizer.js';

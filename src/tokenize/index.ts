@@ -18,13 +18,4 @@ export { createLlama3Template } from './chat-template/llama3.js';
 export { createNoneTemplate } from './chat-template/none.js';
 export { createHfTemplate, detectContentFormat, TemplateRaisedError } from './chat-template/hf-jinja.js';
 export { strftime } from './chat-template/strftime.js';
-export {
-  compareTokens,
-  formatTable,
-  SAMPLE_BODIES,
-  tokenizeRequestBody,
-  verifyTokenizer,
-  type TokenComparison,
-  type VerifyOptions,
-  type VerifyResult,
-} from './verify-tokenizer.js';
+export { compareTokens, type TokenComparison } from './compare-tokens.js';

@@ -96,7 +96,7 @@ describe('kinference verify-tokenizer', () => {
   });
 
   const cli = (args: string[]) =>
-    run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'verify-tokenizer', ...args], {
+    run(process.execPath, ['--import', 'tsx', 'cli/main.ts', 'verify-tokenizer', ...args], {
       timeout: 60_000,
     });
 

@@ -10,7 +10,7 @@ import { freePort, waitFor } from '../../helpers/ports.js';
 const ROOT = new URL('../../../', import.meta.url).pathname;
 
 function run(args: string[]) {
-  const p = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'emulator', ...args], {
+  const p = spawn(process.execPath, ['--import', 'tsx', 'cli/main.ts', 'emulator', ...args], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
   });

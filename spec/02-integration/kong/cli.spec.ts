@@ -39,7 +39,7 @@ function startGatewayCli(yamlPath: string, port: number): ChildProcessByStdio<nu
     [
       '--import',
       'tsx',
-      'src/cli/main.ts',
+      'cli/main.ts',
       'gateway',
       '--kong-config',
       yamlPath,
@@ -84,7 +84,7 @@ describe('kinference gateway (CLI)', () => {
     writeFileSync(yamlPath, '_format_version: "9.9"\n');
     const proc = spawn(
       process.execPath,
-      ['--import', 'tsx', 'src/cli/main.ts', 'gateway', '--kong-config', yamlPath],
+      ['--import', 'tsx', 'cli/main.ts', 'gateway', '--kong-config', yamlPath],
       {
         cwd: packageRoot(),
         stdio: ['ignore', 'ignore', 'pipe'],

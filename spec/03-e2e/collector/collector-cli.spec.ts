@@ -60,7 +60,7 @@ describe.each([
         '  log_level: info',
       ].join('\n'),
     );
-    proc = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'collector', '--config', config], {
+    proc = spawn(process.execPath, ['--import', 'tsx', 'cli/main.ts', 'collector', '--config', config], {
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));

@@ -12,14 +12,10 @@ function runCollector(
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve) => {
-    const p = spawn(
-      process.execPath,
-      ['--import', 'tsx', 'src/cli/main.ts', 'collector', '--config', config],
-      {
-        stdio: ['ignore', 'ignore', 'pipe'],
-        env,
-      },
-    );
+    const p = spawn(process.execPath, ['--import', 'tsx', 'cli/main.ts', 'collector', '--config', config], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env,
+    });
     let stderr = '';
     p.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
     const timer = setTimeout(() => p.kill('SIGKILL'), 20_000);

@@ -58,11 +58,9 @@ class CollectorProc {
     readonly config: string,
     readonly listen: string,
   ) {
-    this.proc = spawn(
-      process.execPath,
-      ['--import', 'tsx', 'src/cli/main.ts', 'collector', '--config', config],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
-    );
+    this.proc = spawn(process.execPath, ['--import', 'tsx', 'cli/main.ts', 'collector', '--config', config], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     this.proc.stderr!.on('data', (d: Buffer) => (this.#stderr += d.toString()));
     this.exited = new Promise((r) => this.proc.once('exit', (code) => r(code)));
   }

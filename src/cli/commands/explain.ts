@@ -7,7 +7,7 @@ export function registerExplain(program: Command): void {
     .requiredOption('--config <file.yaml>', 'fleet configuration (models, pods, redis_url)')
     .requiredOption('--body <request.json>', 'an OpenAI chat-completions request body')
     .action(async (opts: { config: string; body: string }) => {
-      const { runExplain } = await import('../explain.js');
+      const { runExplain } = await import('../explain-decision.js');
       await runExplain(opts.config, opts.body);
     });
 }

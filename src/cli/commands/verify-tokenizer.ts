@@ -16,7 +16,7 @@ export function registerVerifyTokenizer(program: Command): void {
         .default('json'),
     )
     .action(async (opts: { config: string; pod?: string; body?: string; format: string }) => {
-      const { verifyTokenizer, formatTable } = await import('../../tokenize/verify-tokenizer.js');
+      const { verifyTokenizer, formatTable } = await import('../verify-tokenizer-report.js');
       const results = await verifyTokenizer(opts);
       const ok = results.length > 0 && results.every((r) => r.match);
       console.log(opts.format === 'table' ? formatTable(results) : JSON.stringify({ ok, results }, null, 2));

@@ -1,22 +1,22 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { KinferenceError } from '../core/errors.js';
-import { redisAnswers } from '../util/redis-server.js';
+import { KinferenceError } from '../../../src/core/errors.js';
+import { redisAnswers } from '../../../src/util/redis-server.js';
 
 /**
  * What the demo needs, checked up front so a missing piece is a sentence, not a stack trace. Returns the URL
  * of an existing Redis to use when redis-server cannot be started here, or null to start a private one.
  */
 export async function preflight(): Promise<string | null> {
-  const plugin = fileURLToPath(new URL('../../plugins/kinference/kinference.js', import.meta.url));
+  const plugin = fileURLToPath(new URL('../../../plugins/kinference/kinference.js', import.meta.url));
   if (!existsSync(plugin))
     throw new KinferenceError(
       'KINF_ERR_CONFIG',
       'the plugin bundle is missing: run `npm run build` (or `npm start`).',
     );
   const pluginServer = fileURLToPath(
-    new URL('../../../node_modules/.bin/kong-js-pluginserver', import.meta.url),
+    new URL('../../../../node_modules/.bin/kong-js-pluginserver', import.meta.url),
   );
   if (!existsSync(pluginServer))
     throw new KinferenceError(

@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
-import type { RunEmulatorOptions } from '../../../emulator/run.js';
-import { failedListenAddress, listenError } from '../../util/listen-failure.js';
+import { failedListenAddress, listenError } from '../src/util/listen-failure.js';
+import type { RunEmulatorOptions } from './run.js';
 
+/** `kinference emulator`: registered by cli/main.ts (the composition root); loads the emulator when run. */
 export function registerEmulator(program: Command): void {
   program
     .command('emulator')
@@ -13,7 +14,7 @@ export function registerEmulator(program: Command): void {
     .option('--seed <n>', 'override emulator.seed', (v) => Number.parseInt(v, 10))
     .option('--bind-host <host>', 'listen on this host instead of each address host (e.g. 0.0.0.0)')
     .action(async (opts: RunEmulatorOptions) => {
-      const { runEmulator } = await import('../../../emulator/run.js');
+      const { runEmulator } = await import('./run.js');
       await runEmulator(opts).catch((e: unknown) => {
         // A pod's HTTP port or KV-event endpoint that cannot be bound: `kinference: <file>: <address>: …`.
         throw listenError(`${opts.config}: ${failedListenAddress(e) ?? 'listen'}`, e);

@@ -4,25 +4,12 @@ import { KinferenceError } from '../core/errors.js';
 import { parseChatRequest } from '../core/request.js';
 import { loadFleetConfig, type FleetConfig, type PodConfig } from '../config/fleet-config.js';
 import { defaultTemplateKwargs } from '../config/plugin-config.js';
-import { loadChatTemplate } from './load-chat-template.js';
-import { loadTokenizer } from './load-tokenizer.js';
+import { compareTokens, type TokenComparison } from '../tokenize/compare-tokens.js';
+import { loadChatTemplate } from '../tokenize/load-chat-template.js';
+import { loadTokenizer } from '../tokenize/load-tokenizer.js';
 
-/** Where our token ids and a pod's first differ (pure; the report's core). */
-export interface TokenComparison {
-  match: boolean;
-  /** Index of the first differing token, or the shorter length when one is a prefix of the other. */
-  first_mismatch: number | null;
-  ours_count: number;
-  theirs_count: number;
-}
-
-export function compareTokens(ours: readonly number[], theirs: readonly number[]): TokenComparison {
-  const n = Math.min(ours.length, theirs.length);
-  let i = 0;
-  while (i < n && ours[i] === theirs[i]) i++;
-  const match = i === ours.length && i === theirs.length;
-  return { match, first_mismatch: match ? null : i, ours_count: ours.length, theirs_count: theirs.length };
-}
+// `kinference verify-tokenizer`: the fleet file and each pod's HTTP /tokenize (the I/O edge) around the pure
+// compareTokens of src/tokenize.
 
 /** Conversations that exercise system prompts, multiple turns, non-ASCII text and specials-like text. */
 export const SAMPLE_BODIES: { name: string; body: Record<string, unknown> }[] = [

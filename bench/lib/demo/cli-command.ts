@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
-import type { DemoOptions } from '../../../bench/lib/demo/run-demo.js';
-import { KinferenceError } from '../../core/errors.js';
+import { KinferenceError } from '../../../src/core/errors.js';
+import type { DemoOptions } from './run-demo.js';
 
 function positiveInt(name: string): (v: string) => number {
   return (v) => {
@@ -11,6 +11,7 @@ function positiveInt(name: string): (v: string) => number {
   };
 }
 
+/** `kinference demo`: registered by the composition root (cli/main.ts); the demo loads only when run. */
 export function registerDemo(program: Command): void {
   program
     .command('demo')
@@ -45,9 +46,9 @@ export function registerDemo(program: Command): void {
     .option('--otlp-endpoint <url>', 'export decision spans here, e.g. http://localhost:4318/v1/traces')
     .option('--seed <n>', 'workload seed', positiveInt('seed'), 7)
     .action(async (opts: Omit<DemoOptions, 'redisUrl'>) => {
-      const { preflight } = await import('../demo-preflight.js');
+      const { preflight } = await import('./preflight.js');
       const redisUrl = await preflight();
-      const { runDemo } = await import('../../../bench/lib/demo/run-demo.js');
+      const { runDemo } = await import('./run-demo.js');
       await runDemo({ ...opts, ...(redisUrl ? { redisUrl } : {}) });
     });
 }
