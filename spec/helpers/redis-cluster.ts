@@ -1,4 +1,4 @@
-import { modelKeyBase, podsKey } from '../../src/index/redis-keys.js';
+import { modelKeyBase } from '../../src/index/index.js';
 import {
   startRedisCluster as startProcesses,
   type RedisClusterProcesses,
@@ -17,7 +17,8 @@ export interface TestCluster extends RedisClusterProcesses {
 
 export async function startRedisCluster(size = 3): Promise<TestCluster> {
   const c = await startProcesses(size);
-  const slotOfModel = (model: string): Promise<number> => c.slotOf(podsKey(modelKeyBase('kinf', model)));
+  // Every key of the model carries the base's hash tag, so the base's slot is theirs.
+  const slotOfModel = (model: string): Promise<number> => c.slotOf(modelKeyBase('kinf', model));
   return Object.assign(c, {
     slotOfModel,
     async urlAvoiding(model: string) {

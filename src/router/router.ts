@@ -14,7 +14,7 @@ import {
 } from '../core/types.js';
 import { isKinferenceError } from '../core/errors.js';
 import type { PluginConfig } from '../config/plugin-config.js';
-import { defaultPodState, type KvIndex } from '../index/kv-index.js';
+import { defaultPodState, type IndexReader, type KvIndex, type ReservationStore } from '../index/index.js';
 import type { ChatTemplate, PromptTokenizer } from '../tokenize/types.js';
 import { TtftCorrection } from './correction.js';
 import { ItlAdmission } from './itl-admission.js';
@@ -78,7 +78,7 @@ export interface RouteOutcome {
 
 /** What a router needs from the outside world; built once per config (resources.ts) or injected by tests. */
 export interface RouterResources {
-  index: KvIndex;
+  index: IndexReader & ReservationStore & Pick<KvIndex, 'close'>;
   template: () => ChatTemplate;
   promptTokenizer: () => PromptTokenizer;
 }
