@@ -19,8 +19,8 @@ import { Redis } from 'ioredis';
 import { blockKeys, keySeed } from '../src/core/block-keys.js';
 import type { BlockKey } from '../src/core/types.js';
 import { RedisKvIndex, modelKeyBase, type IndexOp, type PodRef } from '../src/index/index.js';
-import { startRedisCluster } from '../src/util/redis-cluster.js';
-import { startRedisServer } from '../src/util/redis-server.js';
+import { startRedisCluster } from '../harness/redis-cluster.js';
+import { startRedisServer } from '../harness/redis-server.js';
 import { envCount, noOptions } from './lib/cli.js';
 
 noOptions(

@@ -2,12 +2,12 @@ import { modelKeyBase } from '../../src/index/index.js';
 import {
   startRedisCluster as startProcesses,
   type RedisClusterProcesses,
-} from '../../src/util/redis-cluster.js';
+} from '../../harness/redis-cluster.js';
 import { startRedis } from './redis-server.js';
 
-export { startClusterNode, type ClusterNode } from '../../src/util/redis-cluster.js';
+export { startClusterNode, type ClusterNode } from '../../harness/redis-cluster.js';
 
-/** A private Redis Cluster (src/util/redis-cluster.ts) that also knows where a model's index keys live. */
+/** A private Redis Cluster (harness/redis-cluster.ts) that also knows where a model's index keys live. */
 export interface TestCluster extends RedisClusterProcesses {
   /** The slot of `model`'s index keys (the hash tag of redis-keys.ts; the key prefix does not matter). */
   slotOfModel(model: string): Promise<number>;

@@ -19,7 +19,7 @@ import { applyCalls, removePodCall, upsertPodCall } from '../../../src/index/scr
 import { chain } from '../../conformance/chains.js';
 import { describeKvIndexConformance } from '../../conformance/kv-index.js';
 import { waitFor } from '../../helpers/ports.js';
-import type { RedisServer } from '../../../src/util/redis-server.js';
+import type { RedisServer } from '../../../harness/redis-server.js';
 import { startClusterNode } from '../../helpers/redis-cluster.js';
 import { rejection, useRedisIndexes } from '../../helpers/redis-indexes.js';
 
