@@ -29,7 +29,7 @@ import { createKvIndex } from '../src/index/index.js';
 import { ENTRY } from '../src/index/lua/entry.js';
 import { KEY_SUFFIX, modelKeyBase } from '../src/index/redis-keys.js';
 import { Redis } from 'ioredis';
-import { freeLoopbackPort, startRedisServer } from '../src/util/redis-server.js';
+import { freeLoopbackPort, startRedisServer } from '../harness/redis-server.js';
 import { envCount, noOptions } from './lib/cli.js';
 
 if (process.argv[2] !== '--publisher')

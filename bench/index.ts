@@ -18,11 +18,9 @@ import { cpus, loadavg } from 'node:os';
 import { Redis } from 'ioredis';
 import { blockKeys, keySeed } from '../src/core/block-keys.js';
 import type { BlockKey } from '../src/core/types.js';
-import type { IndexOp, PodRef } from '../src/index/kv-index.js';
-import { RedisKvIndex } from '../src/index/redis-index.js';
-import { modelKeyBase, podsKey } from '../src/index/redis-keys.js';
-import { startRedisCluster } from '../src/util/redis-cluster.js';
-import { startRedisServer } from '../src/util/redis-server.js';
+import { RedisKvIndex, modelKeyBase, type IndexOp, type PodRef } from '../src/index/index.js';
+import { startRedisCluster } from '../harness/redis-cluster.js';
+import { startRedisServer } from '../harness/redis-server.js';
 import { envCount, noOptions } from './lib/cli.js';
 
 noOptions(
@@ -444,7 +442,8 @@ async function main(): Promise<void> {
 
     // The same on a Cluster, the client seeded from a node that must send it elsewhere for the model.
     cluster = await startRedisCluster(CLUSTER_NODES);
-    const slot = await cluster.slotOf(podsKey(modelKeyBase(KEY_PREFIX, MODEL)));
+    // Every key of the model carries the base's hash tag, so the base's slot is theirs.
+    const slot = await cluster.slotOf(modelKeyBase(KEY_PREFIX, MODEL));
     const owner = cluster.nodes[await cluster.ownerOf(slot)]!;
     const seed = cluster.nodes.find((n) => n !== owner)!;
     const onCluster = await fillAndMeasure(seed.url, owner.admin, w, 86_400, true);

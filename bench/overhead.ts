@@ -14,7 +14,7 @@ import { validateConfig } from '../src/config/validate.js';
 import { createKvIndex } from '../src/index/index.js';
 import { createRouter, type RouteOutcome, type RouterResources } from '../src/router/index.js';
 import { createPromptTokenizer, loadChatTemplate, loadTokenizer } from '../src/tokenize/index.js';
-import { startRedisServer } from '../src/util/redis-server.js';
+import { startRedisServer } from '../harness/redis-server.js';
 import { Rng } from './lib/rng.js';
 import { percentile } from './lib/stats/percentile.js';
 import { envCount, noOptions } from './lib/cli.js';

@@ -6,7 +6,7 @@
  * kinference's choices differ from the oracle's, and why.
  */
 import { writeFileSync } from 'node:fs';
-import { MemoryKvIndex } from '../../src/index/memory-index.js';
+import { MemoryKvIndex } from '../../src/index/index.js';
 import type { RouteOutcome } from '../../src/router/router.js';
 import { benchArgs } from '../lib/cli.js';
 import { loadModelSetup, routerConfig } from '../lib/setup.js';

@@ -1,4 +1,4 @@
-import { Sfc32, splitmixWords } from '../../src/util/sfc32.js';
+import { Sfc32, splitmixWords } from '../../harness/sfc32.js';
 
 /** Largest mean Knuth's method draws at once: e^−30 ≈ 9e−14 is still a normal double with room to spare. */
 const POISSON_CHUNK = 30;

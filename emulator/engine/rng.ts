@@ -1,4 +1,4 @@
-import { GOLDEN32, mix32, Sfc32, splitmixWords } from '../../src/util/sfc32.js';
+import { GOLDEN32, mix32, Sfc32, splitmixWords } from '../../harness/sfc32.js';
 
 /**
  * Small seeded PRNG (sfc32, seeded through splitmix32 from several integers) so that an engine run is

@@ -4,7 +4,7 @@ import { runLiveCell } from '../../bench/lib/live/run-live-cell.js';
 import { resetPrefixCaches, startLiveStack, type LiveStack } from '../../bench/lib/live/stack.js';
 import { loadModelSetup, type ModelSetup } from '../../bench/lib/setup.js';
 import { streamChat } from '../../bench/lib/live/http-client.js';
-import { createKvIndex } from '../../src/index/create.js';
+import { createKvIndex } from '../../src/index/index.js';
 import { DEFAULT_CALIBRATION } from '../../src/core/predictor.js';
 import type { Profile } from '../../bench/lib/types.js';
 import { PUBLISHED_SHAPES, WorkloadFactory } from '../../bench/lib/workload/workloads.js';

@@ -1,15 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import type { BlockKey, LookupResult, PodState } from '../../src/core/types.js';
-import type {
-  ApplyId,
-  HandoffTake,
-  IndexOp,
-  KvIndex,
-  PodRef,
-  SharedReservation,
-} from '../../src/index/kv-index.js';
-import { MemoryKvIndex } from '../../src/index/memory-index.js';
-import type { PodStatePatch } from '../../src/index/pod-state-codec.js';
+import {
+  MemoryKvIndex,
+  type ApplyId,
+  type HandoffTake,
+  type IndexOp,
+  type KvIndex,
+  type PodRef,
+  type PodStatePatch,
+  type SharedReservation,
+} from '../../src/index/index.js';
 import { assertSameAsReference } from './differential.js';
 
 /** A correct index whose writes pass through `rewrite` first: the way to build a plausible bug. */

@@ -1,8 +1,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import fc from 'fast-check';
 import { TIERS, type BlockKey, type LookupResult, type Tier } from '../../src/core/types.js';
-import type { ApplyId, IndexOp, KvIndex, PodRef } from '../../src/index/kv-index.js';
-import type { PodStatePatch } from '../../src/index/pod-state-codec.js';
+import type { ApplyId, IndexOp, KvIndex, PodRef, PodStatePatch } from '../../src/index/index.js';
 import { branch, chain } from './chains.js';
 
 /**

@@ -6,7 +6,7 @@ import {
   type IndexOp,
   type KvIndex,
   type PodRef,
-} from '../../src/index/kv-index.js';
+} from '../../src/index/index.js';
 import { branch, chain } from './chains.js';
 
 /**

@@ -1,4 +1,4 @@
-import { MemoryKvIndex } from '../../src/index/memory-index.js';
+import { MemoryKvIndex } from '../../src/index/index.js';
 import { describeKvIndexConformance } from './kv-index.js';
 
 describeKvIndexConformance('MemoryKvIndex', () => new MemoryKvIndex());

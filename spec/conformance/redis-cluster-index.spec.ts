@@ -1,5 +1,5 @@
 import { afterAll, beforeAll } from 'vitest';
-import { createKvIndex } from '../../src/index/create.js';
+import { createKvIndex } from '../../src/index/index.js';
 import { startRedisCluster, type TestCluster } from '../helpers/redis-cluster.js';
 import { describeKvIndexConformance } from './kv-index.js';
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll } from 'vitest';
-import { createKvIndex } from '../../src/index/create.js';
+import { createKvIndex } from '../../src/index/index.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { describeKvIndexConformance } from './kv-index.js';
 

@@ -1,8 +1,7 @@
 import type { Gateway } from '../../kong/stand-in/index.js';
 import type { EmulatorSection } from '../../src/config/emulator-section.js';
 import type { Collector } from '../../src/collector/collector.js';
-import { createKvIndex } from '../../src/index/index.js';
-import type { KvIndex } from '../../src/index/kv-index.js';
+import { createKvIndex, type KvIndex } from '../../src/index/index.js';
 import { pluginConfigFromFleet } from '../../src/router/from-fleet.js';
 import { MODEL, startTestFleet, type TestFleet } from '../02-integration/emulator/emulator-fleet.js';
 import { startSseUpstream, type SseUpstream } from '../02-integration/kong/test-servers.js';

@@ -1,6 +1,6 @@
-import { freeLoopbackPort } from '../../src/util/redis-server.js';
+import { freeLoopbackPort } from '../../harness/redis-server.js';
 
 /** A TCP port free on 127.0.0.1 right now (the OS picks it). */
 export const freePort = freeLoopbackPort;
 
-export { waitFor } from '../../src/util/wait-for.js';
+export { waitFor } from '../../harness/wait-for.js';

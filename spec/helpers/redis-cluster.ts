@@ -1,13 +1,13 @@
-import { modelKeyBase, podsKey } from '../../src/index/redis-keys.js';
+import { modelKeyBase } from '../../src/index/index.js';
 import {
   startRedisCluster as startProcesses,
   type RedisClusterProcesses,
-} from '../../src/util/redis-cluster.js';
+} from '../../harness/redis-cluster.js';
 import { startRedis } from './redis-server.js';
 
-export { startClusterNode, type ClusterNode } from '../../src/util/redis-cluster.js';
+export { startClusterNode, type ClusterNode } from '../../harness/redis-cluster.js';
 
-/** A private Redis Cluster (src/util/redis-cluster.ts) that also knows where a model's index keys live. */
+/** A private Redis Cluster (harness/redis-cluster.ts) that also knows where a model's index keys live. */
 export interface TestCluster extends RedisClusterProcesses {
   /** The slot of `model`'s index keys (the hash tag of redis-keys.ts; the key prefix does not matter). */
   slotOfModel(model: string): Promise<number>;
@@ -17,7 +17,8 @@ export interface TestCluster extends RedisClusterProcesses {
 
 export async function startRedisCluster(size = 3): Promise<TestCluster> {
   const c = await startProcesses(size);
-  const slotOfModel = (model: string): Promise<number> => c.slotOf(podsKey(modelKeyBase('kinf', model)));
+  // Every key of the model carries the base's hash tag, so the base's slot is theirs.
+  const slotOfModel = (model: string): Promise<number> => c.slotOf(modelKeyBase('kinf', model));
   return Object.assign(c, {
     slotOfModel,
     async urlAvoiding(model: string) {

@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll } from 'vitest';
-import { RedisKvIndex, type RedisKvIndexOptions } from '../../src/index/redis-index.js';
+import { RedisKvIndex, type RedisKvIndexOptions } from '../../src/index/index.js';
 import { startRedis, type TestRedis } from './redis-server.js';
 
 export interface RedisIndexes {

@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import { startRedisServer, type RedisServer } from '../../src/util/redis-server.js';
+import { startRedisServer, type RedisServer } from '../../harness/redis-server.js';
 
 /** A private redis-server on a free port with a client: tests can kill it to test faults. Always `stop()` it. */
 export interface TestRedis extends RedisServer {

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { freeLoopbackPort } from '../../src/util/redis-server.js';
+import { freeLoopbackPort } from '../../harness/redis-server.js';
 
 /** The name in the server certificate: not 127.0.0.1, so a client must send it (servername) to connect. */
 export const TLS_SERVERNAME = 'redis.kinference.test';

@@ -1,12 +1,14 @@
 import type { CollectorSection } from '../config/collector-section.js';
-import type { KvIndex } from '../index/kv-index.js';
 import {
   LeaseLostError,
   describeLeaseHolder,
+  type HandoffStore,
+  type IndexReader,
+  type IndexWriter,
   type LeaseConflict,
   type LeaseHolder,
   type WriterLease,
-} from '../index/writer-lease.js';
+} from '../index/index.js';
 import { CollectorMetrics, type ScrapeView } from './collector-metrics.js';
 import type { Discovery } from './discovery/discovery.js';
 import { EventSilenceWatch, computedPromptTokens } from './event-silence.js';
@@ -24,7 +26,7 @@ import { WriterLeaseKeeper, type LeaseState } from './writer-lease-keeper.js';
 export type AppliedListener = (podId: string, batches: readonly QueuedBatch[], appliedAtMs: number) => void;
 
 export interface CollectorDeps {
-  index: KvIndex;
+  index: IndexReader & IndexWriter & HandoffStore;
   discovery: Discovery;
   log: Logger;
   /** Block size the router uses, per model (fleet `models.<name>.block_size`). */

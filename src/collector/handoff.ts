@@ -1,8 +1,8 @@
-import { REFCOUNT_MAX } from '../index/kv-index.js';
+import { REFCOUNT_MAX } from '../index/index.js';
 import type { MapperSnapshot } from './key-mapper.js';
 
 /**
- * What a collector that stops cleanly leaves for the next one, per pod stream (KvIndex.saveHandoff): enough
+ * What a collector that stops cleanly leaves for the next one, per pod stream (HandoffStore.saveHandoff): enough
  * to go on from the last batch it applied instead of clearing the pod. The next collector asks the pod's
  * replay buffer from that batch, exactly as after a reconnection: the same bytes there, it is the same
  * engine process and only the batches after it are missing; anything else (a gap, a restart) is handled as

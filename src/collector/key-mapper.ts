@@ -1,6 +1,6 @@
 import { blockKeys, keySeed } from '../core/block-keys.js';
 import { TIERS, type BlockKey, type Tier, type VllmBlockHash } from '../core/types.js';
-import type { IndexOp } from '../index/kv-index.js';
+import type { IndexOp } from '../index/index.js';
 import { BlockMap, type BlockEntry } from './block-map.js';
 import type { BlockRemovedEvent, BlockStoredEvent, KvEvent } from './events.js';
 

@@ -3,8 +3,13 @@ import { CollectorSectionSchema } from '../config/collector-section.js';
 import { loadFleetConfig } from '../config/fleet-config.js';
 import { redisTlsSettings } from '../config/plugin-config.js';
 import { KinferenceError, isKinferenceError } from '../core/errors.js';
-import { RedisWriterLease, createKvIndex, formatLeaseHolder, thisProcessHolder } from '../index/index.js';
-import { redactUrl } from '../index/redis-connection.js';
+import {
+  RedisWriterLease,
+  createKvIndex,
+  formatLeaseHolder,
+  redactUrl,
+  thisProcessHolder,
+} from '../index/index.js';
 import { Collector } from './collector.js';
 import { KubernetesDiscovery, loadKubeConfig } from './discovery/kubernetes.js';
 import { StaticDiscovery } from './discovery/static.js';

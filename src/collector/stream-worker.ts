@@ -1,5 +1,11 @@
-import type { HandoffTake, IndexOp, KvIndex, PodRef } from '../index/kv-index.js';
-import { LeaseLostError } from '../index/writer-lease.js';
+import {
+  LeaseLostError,
+  type HandoffStore,
+  type HandoffTake,
+  type IndexOp,
+  type IndexWriter,
+  type PodRef,
+} from '../index/index.js';
 import {
   HANDOFF_VERSION,
   decodeHandoff,
@@ -174,7 +180,7 @@ export class StreamWorker {
   constructor(
     readonly spec: StreamSpec,
     readonly settings: StreamSettings,
-    readonly index: KvIndex,
+    readonly index: IndexWriter & HandoffStore,
     readonly log: Logger,
     readonly observer: StreamObserver,
   ) {

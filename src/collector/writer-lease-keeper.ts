@@ -1,11 +1,11 @@
 import { isKinferenceError } from '../core/errors.js';
 import {
   describeLeaseHolder,
-  type LeaseLostError,
   type LeaseConflict,
   type LeaseHolder,
+  type LeaseLostError,
   type WriterLease,
-} from '../index/writer-lease.js';
+} from '../index/index.js';
 import type { Logger } from './logger.js';
 
 /**

@@ -1,16 +1,27 @@
-/** Public API of the KV-location index. Other parts import from here (or create.ts), nothing deeper. */
+/**
+ * Public API of the KV-location index: everything outside src/index imports from here, nothing deeper
+ * (eslint.config.js enforces it). Callers take the role they use: the router an IndexReader and a
+ * ReservationStore, the collector an IndexWriter and a HandoffStore; createKvIndex gives a KvIndex (all
+ * four) to whoever owns it.
+ */
 export {
   REFCOUNT_MAX,
   INDEX_LOSS_REASONS,
   defaultPodState,
   type ApplyId,
+  type HandoffStore,
+  type HandoffTake,
   type IndexLossReason,
   type IndexOp,
+  type IndexReader,
+  type IndexWriter,
   type KvIndex,
   type PodRef,
+  type ReservationStore,
+  type SharedReservation,
 } from './kv-index.js';
 export { nextApplyId, processWriterId } from './apply-id.js';
-export type { IndexLog } from './redis-connection.js';
+export { redactUrl, type IndexLog } from './redis-connection.js';
 export { createKvIndex, type KvIndexOptions } from './create.js';
 export { MemoryKvIndex } from './memory-index.js';
 export { RedisKvIndex, REDIS_INDEX_DEFAULTS, type RedisKvIndexOptions } from './redis-index.js';

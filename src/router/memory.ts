@@ -1,6 +1,6 @@
 import type { PodState } from '../core/types.js';
 import type { PluginConfig } from '../config/plugin-config.js';
-import type { KvIndex } from '../index/kv-index.js';
+import type { IndexReader, ReservationStore } from '../index/index.js';
 import { TtftCorrection } from './correction.js';
 import { ItlAdmission } from './itl-admission.js';
 import { ReservationBook } from './reservations.js';
@@ -32,7 +32,10 @@ export interface RouterMemory {
   readonly lastKnownPods: Map<string, PodState[]>;
 }
 
-export function createRouterMemory(config: PluginConfig, index: KvIndex): RouterMemory {
+export function createRouterMemory(
+  config: PluginConfig,
+  index: IndexReader & ReservationStore,
+): RouterMemory {
   return {
     config,
     index: new IndexDeadline(index, config.redis_timeout_ms),

@@ -1,8 +1,7 @@
 import type { PluginConfig } from '../config/plugin-config.js';
 import type { BlockKey, LookupResult } from '../core/types.js';
-import type { KvIndex } from '../index/kv-index.js';
 import { defaultResources } from './resources.js';
-import { createRouter } from './router.js';
+import { createRouter, type RouterResources } from './router.js';
 
 /**
  * The block keys the router computes for `body` under `config`: the real pipeline (parse, template,
@@ -11,16 +10,11 @@ import { createRouter } from './router.js';
  */
 export async function requestKeys(config: PluginConfig, body: Uint8Array | string): Promise<BlockKey[]> {
   let seen: BlockKey[] = [];
-  const recording: KvIndex = {
-    apply: async () => undefined,
-    upsertPodState: async () => undefined,
-    removePod: async () => undefined,
+  const recording: RouterResources['index'] = {
     listPods: async () => [],
     shareReservation: async () => undefined,
     endReservation: async () => undefined,
     sharedReservations: async () => [],
-    saveHandoff: async () => false,
-    takeHandoff: async () => ({ kind: 'none' }),
     close: async () => undefined,
     lookup: async (_model: string, keys: readonly BlockKey[]): Promise<LookupResult> => {
       seen = [...keys];

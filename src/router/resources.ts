@@ -5,7 +5,7 @@ import {
   redisTlsSettings,
   type PluginConfig,
 } from '../config/plugin-config.js';
-import { createKvIndex } from '../index/create.js';
+import { createKvIndex, type KvIndex } from '../index/index.js';
 // Narrow imports, not the tokenize barrel: the plugin bundle carries only what the router uses.
 import { loadChatTemplate } from '../tokenize/load-chat-template.js';
 import { loadTokenizer } from '../tokenize/load-tokenizer.js';
@@ -65,9 +65,13 @@ export interface ResourceOptions {
 
 /**
  * Tokenizer and template load lazily, on first use, so a bad path becomes a fallback reason (its error in
- * the outcome's fallbackDetail), not a crash; a failed load is retried after LOAD_RETRY_MS.
+ * the outcome's fallbackDetail), not a crash; a failed load is retried after LOAD_RETRY_MS. The index is
+ * the whole KvIndex the router reads (tests and tools seed it through its writer role).
  */
-export function defaultResources(config: PluginConfig, options: ResourceOptions = {}): RouterResources {
+export function defaultResources(
+  config: PluginConfig,
+  options: ResourceOptions = {},
+): RouterResources & { index: KvIndex } {
   const clock = options.clock ?? Date.now;
   const spec = config.tokenizer;
   let tokenizer = promptTokenizers.get(spec);

@@ -1,6 +1,6 @@
 import { boundedDetail } from '../core/bounded-detail.js';
 import type { PluginConfig } from '../config/plugin-config.js';
-import type { KvIndex } from '../index/kv-index.js';
+import type { IndexReader, KvIndex, ReservationStore } from '../index/index.js';
 import type { ChatTemplate, PromptTokenizer } from '../tokenize/types.js';
 import { createRouterMemory } from './memory.js';
 import type { DecidedRoute, RouteOutcome } from './outcome.js';
@@ -23,7 +23,7 @@ export { FIRST_LOOKUP_BUDGET_MS } from './steps/lookup.js';
 
 /** What a router needs from the outside world; built once per config (resources.ts) or injected by tests. */
 export interface RouterResources {
-  index: KvIndex;
+  index: IndexReader & ReservationStore & Pick<KvIndex, 'close'>;
   template: () => ChatTemplate;
   promptTokenizer: () => PromptTokenizer;
 }

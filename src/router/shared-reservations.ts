@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { PodId, Reservation } from '../core/types.js';
-import type { KvIndex, SharedReservation } from '../index/kv-index.js';
+import type { ReservationStore, SharedReservation } from '../index/index.js';
 
 /**
  * The newest reservations read per request (about 50 bytes each). Older ones have mostly been prefilled
@@ -21,7 +21,7 @@ export class SharedReservations {
   readonly #shared = new Map<number, { model: string; r: SharedReservation }>();
 
   constructor(
-    readonly index: KvIndex,
+    readonly index: ReservationStore,
     readonly ttlMs: number,
   ) {}
 

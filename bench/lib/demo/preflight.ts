@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { KinferenceError } from '../../../src/core/errors.js';
-import { redisAnswers } from '../../../src/util/redis-server.js';
+import { redisAnswers } from '../../../harness/redis-server.js';
 
 /**
  * What the demo needs, checked up front so a missing piece is a sentence, not a stack trace. Returns the URL

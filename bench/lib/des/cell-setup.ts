@@ -1,5 +1,5 @@
 import type { PluginConfig } from '../../../src/config/plugin-config.js';
-import { MemoryKvIndex } from '../../../src/index/memory-index.js';
+import { MemoryKvIndex } from '../../../src/index/index.js';
 import { SEGMENT_CACHE_BYTES } from '../../../src/router/resources.js';
 import { createPromptTokenizer } from '../../../src/tokenize/prompt-tokenizer.js';
 import { approxPrefixArm } from '../arms/approx-prefix.js';

@@ -16,8 +16,7 @@ import {
 import { parseVllmBatch } from '../../../src/collector/wire/vllm-events.js';
 import { CollectorSectionSchema } from '../../../src/config/collector-section.js';
 import { validateConfig } from '../../../src/config/validate.js';
-import type { KvIndex } from '../../../src/index/kv-index.js';
-import type { PodStatePatch } from '../../../src/index/pod-state-codec.js';
+import type { KvIndex, PodStatePatch } from '../../../src/index/index.js';
 import type { SimPod } from './pod.js';
 
 /**

@@ -1,6 +1,6 @@
 import { createRouter, type RouteOutcome, type Router } from '../../../src/router/router.js';
 import type { PluginConfig } from '../../../src/config/plugin-config.js';
-import type { KvIndex } from '../../../src/index/kv-index.js';
+import type { KvIndex } from '../../../src/index/index.js';
 import type { ChatTemplate, PromptTokenizer } from '../../../src/tokenize/types.js';
 import type { Arm, ArmDecision } from '../arms/types.js';
 

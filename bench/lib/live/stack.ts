@@ -4,9 +4,9 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { createKvIndex } from '../../../src/index/create.js';
+import { createKvIndex } from '../../../src/index/index.js';
 import { listenFailureReason } from '../../../src/util/listen-failure.js';
-import { freeLoopbackPort, startRedisServer, type RedisServer } from '../../../src/util/redis-server.js';
+import { freeLoopbackPort, startRedisServer, type RedisServer } from '../../../harness/redis-server.js';
 import type { ModelSetup } from '../setup.js';
 
 /** The whole live fleet on loopback: Redis, N emulated pods, the collector, the Kong stand-in with the plugin. */

@@ -4,7 +4,7 @@ import { CollectorFeed } from '../../../bench/lib/des/feed.js';
 import { SimPod } from '../../../bench/lib/des/pod.js';
 import { parsePromText } from '../../../src/collector/metrics/prom-text.js';
 import { engineView, extractVllmMetrics } from '../../../src/collector/metrics/vllm-metrics.js';
-import { MemoryKvIndex } from '../../../src/index/memory-index.js';
+import { MemoryKvIndex } from '../../../src/index/index.js';
 
 // The collector's calibration on the real emulator engine, through its /metrics text: an overload (16k
 // prompts on a 35k-token cache, admitted by first chunk as vLLM did before scheduler_reserve_full_isl, so

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { engineProfile } from '../../../bench/lib/setup.js';
 import { CollectorFeed } from '../../../bench/lib/des/feed.js';
 import { SimPod } from '../../../bench/lib/des/pod.js';
-import { MemoryKvIndex } from '../../../src/index/memory-index.js';
+import { MemoryKvIndex } from '../../../src/index/index.js';
 
 // bench:live's discrete-event twin calibrates like the live collector: the pod's vLLM /metrics text goes
 // through the collector's parser and CalibrationEstimator. With isolated prefills the estimate must be the

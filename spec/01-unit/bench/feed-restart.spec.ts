@@ -4,7 +4,7 @@ import { SimPod } from '../../../bench/lib/des/pod.js';
 import { engineProfile } from '../../../bench/lib/setup.js';
 import type { EngineBlockHash, KvCacheEvent } from '../../../emulator/engine/types.js';
 import { blockKeys, keySeed } from '../../../src/core/block-keys.js';
-import { MemoryKvIndex } from '../../../src/index/memory-index.js';
+import { MemoryKvIndex } from '../../../src/index/index.js';
 
 // The discrete-event collector restart (bench/debug/sweep.ts --collector-restart): every pod is cleared and
 // rebuilt from its last `replayBatches` batches, and marked partial unless those reach back to its first.

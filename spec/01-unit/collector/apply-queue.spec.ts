@@ -5,8 +5,14 @@ import {
   type ApplyQueueHooks,
   type QueuedBatch,
 } from '../../../src/collector/ops/apply-queue.js';
-import { MemoryKvIndex } from '../../../src/index/index.js';
-import type { ApplyId, IndexLossReason, IndexOp, KvIndex, PodRef } from '../../../src/index/kv-index.js';
+import {
+  MemoryKvIndex,
+  type ApplyId,
+  type IndexLossReason,
+  type IndexOp,
+  type KvIndex,
+  type PodRef,
+} from '../../../src/index/index.js';
 import { waitFor } from '../../helpers/ports.js';
 
 const POD: PodRef = { model: 'm', podId: 'p' };

@@ -10,7 +10,7 @@ import {
 import { KeyMapper, newMapperCounters } from '../../../src/collector/key-mapper.js';
 import { AppliedWindow } from '../../../src/collector/sequence.js';
 import type { BlockKey, VllmBlockHash } from '../../../src/core/types.js';
-import { REFCOUNT_MAX, type IndexOp } from '../../../src/index/kv-index.js';
+import { REFCOUNT_MAX, type IndexOp } from '../../../src/index/index.js';
 import { storedEvent } from '../../helpers/collector/mapper-events.js';
 
 const MODEL = 'Qwen/Qwen3-8B';

@@ -4,7 +4,7 @@ import { blockKeys, keySeed } from '../../../src/core/block-keys.js';
 import type { BlockKey, Tier, VllmBlockHash } from '../../../src/core/types.js';
 import type { BlockStoredEvent, KvEvent } from '../../../src/collector/events.js';
 import { KeyMapper, newMapperCounters } from '../../../src/collector/key-mapper.js';
-import type { IndexOp } from '../../../src/index/kv-index.js';
+import type { IndexOp } from '../../../src/index/index.js';
 import { storedEvent } from '../../helpers/collector/mapper-events.js';
 
 const MODEL = 'Qwen/Qwen3-8B';

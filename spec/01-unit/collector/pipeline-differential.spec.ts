@@ -5,8 +5,7 @@ import type { BlockKey, Tier } from '../../../src/core/types.js';
 import { HANDOFF_VERSION, decodeHandoff, encodeHandoff } from '../../../src/collector/handoff.js';
 import { KeyMapper, newMapperCounters, type MapperCounters } from '../../../src/collector/key-mapper.js';
 import { parseVllmBatch } from '../../../src/collector/wire/vllm-events.js';
-import { MemoryKvIndex } from '../../../src/index/index.js';
-import type { IndexOp, PodRef } from '../../../src/index/kv-index.js';
+import { MemoryKvIndex, type IndexOp, type PodRef } from '../../../src/index/index.js';
 import { encodeBatch, type EventSpec, type StoredSpec } from '../../helpers/collector/vllm-frames.js';
 
 const MODEL = 'm';

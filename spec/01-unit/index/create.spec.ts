@@ -1,8 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { createKvIndex } from '../../../src/index/create.js';
-import { MemoryKvIndex, RedisKvIndex } from '../../../src/index/index.js';
+import { MemoryKvIndex, RedisKvIndex, createKvIndex } from '../../../src/index/index.js';
 import { LOOKUP_LUA } from '../../../src/index/lua/lookup.js';
-import { SCRIPTS } from '../../../src/index/redis-index.js';
+import { SCRIPTS } from '../../../src/index/redis-scripts.js';
 import { createHash } from 'node:crypto';
 
 describe('createKvIndex', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { defaultPodState } from '../../../src/index/kv-index.js';
+import { defaultPodState } from '../../../src/index/index.js';
 import { parseLookupReply } from '../../../src/index/lookup-reply.js';
 
 describe('parseLookupReply', () => {

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { PodState } from '../../../src/core/types.js';
-import { defaultPodState } from '../../../src/index/kv-index.js';
+import { defaultPodState } from '../../../src/index/index.js';
 import {
   decodePodState,
   encodePodState,

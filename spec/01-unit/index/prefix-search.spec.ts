@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { gallopPrefix, tierPrefixes } from '../../../src/index/prefix-search.js';
+import { gallopPrefix, tierPrefixes } from '../../../src/index/index.js';
 
 describe('gallopPrefix', () => {
   it('is exact on prefix-closed sets, with O(log n) probes', () => {

@@ -13,7 +13,7 @@ import {
   redisTlsOptions,
   withDeadline,
 } from '../../../src/index/redis-connection.js';
-import { RedisKvIndex } from '../../../src/index/redis-index.js';
+import { RedisKvIndex } from '../../../src/index/index.js';
 
 describe('redis connection policy', () => {
   it('never queues or replays commands, and connects lazily', () => {

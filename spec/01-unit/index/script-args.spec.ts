@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isKinferenceError } from '../../../src/core/errors.js';
 import { TIERS, type BlockKey } from '../../../src/core/types.js';
-import type { IndexOp } from '../../../src/index/kv-index.js';
+import type { IndexOp } from '../../../src/index/index.js';
 import {
   APPLY_HEAD_ARGS,
   applyCalls,

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { KvIndex } from '../../../src/index/kv-index.js';
-import { MemoryKvIndex } from '../../../src/index/memory-index.js';
+import { MemoryKvIndex, type KvIndex } from '../../../src/index/index.js';
 import { SHARED_RESERVATIONS_READ, SharedReservations } from '../../../src/router/shared-reservations.js';
 
 const M = 'm';

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { engineProfile } from '../../../bench/lib/setup.js';
 import { CollectorFeed } from '../../../bench/lib/des/feed.js';
 import { SimPod } from '../../../bench/lib/des/pod.js';
-import { MemoryKvIndex } from '../../../src/index/memory-index.js';
+import { MemoryKvIndex } from '../../../src/index/index.js';
 
 // The collector's decode fit against the emulated engine: its vLLM /metrics text, scraped every second of
 // virtual time, goes through the collector's parser and CalibrationEstimator (bench/lib/des/feed.ts). Batches

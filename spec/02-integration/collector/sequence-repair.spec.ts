@@ -7,8 +7,7 @@ import { createLogger, silentLogger, type Logger } from '../../../src/collector/
 import type { StreamWorker } from '../../../src/collector/stream-worker.js';
 import type { CollectorSection } from '../../../src/config/collector-section.js';
 import type { PodConfig } from '../../../src/config/fleet-config.js';
-import { createKvIndex } from '../../../src/index/index.js';
-import type { KvIndex } from '../../../src/index/kv-index.js';
+import { createKvIndex, type KvIndex } from '../../../src/index/index.js';
 import { freePort, waitFor } from '../../helpers/ports.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';

@@ -1,9 +1,14 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { isKinferenceError } from '../../../src/core/errors.js';
-import type { IndexLossReason, PodRef } from '../../../src/index/kv-index.js';
-import { RedisKvIndex, type RedisKvIndexOptions } from '../../../src/index/redis-index.js';
+import {
+  RedisKvIndex,
+  RedisWriterLease,
+  formatLeaseHolder,
+  type IndexLossReason,
+  type PodRef,
+  type RedisKvIndexOptions,
+} from '../../../src/index/index.js';
 import { podsKey } from '../../../src/index/redis-keys.js';
-import { formatLeaseHolder, RedisWriterLease } from '../../../src/index/writer-lease.js';
 import { chain } from '../../conformance/chains.js';
 import { freePort, waitFor } from '../../helpers/ports.js';
 import { rejection } from '../../helpers/redis-indexes.js';

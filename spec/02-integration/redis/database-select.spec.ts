@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { PodRef } from '../../../src/index/kv-index.js';
-import { RedisKvIndex } from '../../../src/index/redis-index.js';
+import { RedisKvIndex, type PodRef } from '../../../src/index/index.js';
 import { chain } from '../../conformance/chains.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 

@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, it } from 'vitest';
-import { MemoryKvIndex } from '../../../src/index/memory-index.js';
-import { RedisKvIndex } from '../../../src/index/redis-index.js';
+import { MemoryKvIndex, RedisKvIndex } from '../../../src/index/index.js';
 import { assertSameAsReference } from '../../conformance/differential.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { isKinferenceError } from '../../../src/core/errors.js';
 import type { BlockKey } from '../../../src/core/types.js';
-import type { ApplyId, IndexOp, PodRef } from '../../../src/index/kv-index.js';
+import { RedisKvIndex, type ApplyId, type IndexOp, type PodRef } from '../../../src/index/index.js';
 import { packEntry } from '../../../src/index/lua/entry.js';
-import { RedisKvIndex, SCRIPTS } from '../../../src/index/redis-index.js';
+import { SCRIPTS } from '../../../src/index/redis-scripts.js';
 import { appliedKey, blockRedisKey } from '../../../src/index/redis-keys.js';
 import { applyCalls } from '../../../src/index/script-args.js';
 import { chain } from '../../conformance/chains.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { BlockKey } from '../../../src/core/types.js';
-import type { PodRef } from '../../../src/index/kv-index.js';
+import type { PodRef } from '../../../src/index/index.js';
 import { KEY_SUFFIX } from '../../../src/index/redis-keys.js';
 import { useRedisIndexes } from '../../helpers/redis-indexes.js';
 

@@ -1,8 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { isKinferenceError } from '../../../src/core/errors.js';
-import type { IndexLossReason, IndexOp, PodRef } from '../../../src/index/kv-index.js';
-import type { IndexLog } from '../../../src/index/redis-connection.js';
-import { RedisKvIndex } from '../../../src/index/redis-index.js';
+import {
+  RedisKvIndex,
+  type IndexLog,
+  type IndexLossReason,
+  type IndexOp,
+  type PodRef,
+} from '../../../src/index/index.js';
 import { chain } from '../../conformance/chains.js';
 import { waitFor } from '../../helpers/ports.js';
 import { useRedisIndexes } from '../../helpers/redis-indexes.js';

@@ -2,9 +2,10 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { isKinferenceError } from '../../../src/core/errors.js';
 import type { BlockKey } from '../../../src/core/types.js';
-import type { PodRef } from '../../../src/index/kv-index.js';
+import { RedisKvIndex, type PodRef } from '../../../src/index/index.js';
 import { packEntry } from '../../../src/index/lua/entry.js';
-import { RedisKvIndex, SCRIPTS } from '../../../src/index/redis-index.js';
+import { LOOKUP_STATE_KEYS_PER_MGET } from '../../../src/index/lua/lookup.js';
+import { SCRIPTS } from '../../../src/index/redis-scripts.js';
 import { KEY_SUFFIX, blockRedisKey, modelTag } from '../../../src/index/redis-keys.js';
 import { chain } from '../../conformance/chains.js';
 import { freePort, waitFor } from '../../helpers/ports.js';
@@ -53,6 +54,25 @@ describe('RedisKvIndex scripts', () => {
     expect(
       await fx.redis.client.script('EXISTS', SCRIPTS.lookup.sha1, SCRIPTS.upsertPod.sha1, SCRIPTS.apply.sha1),
     ).toEqual([1, 1, 0]);
+  });
+
+  it('reads the states of more pods than one MGET carries, in chunks, none lost at a chunk edge', async () => {
+    // 1,001 pods written at once queue on one connection: budgets for a busy machine, not for Redis.
+    const ix = index({ lookupTimeoutMs: 30_000, commandTimeoutMs: 30_000 });
+    const n = 2 * LOOKUP_STATE_KEYS_PER_MGET + 1;
+    const ids = Array.from({ length: n }, (_, i) => `pod-${String(i).padStart(5, '0')}`);
+    await Promise.all(ids.map((podId, i) => ix.upsertPodState({ model: M, podId }, { running: i })));
+    // The pods hash orders them its own way: give every pod a prefix of its own length, so a state or a
+    // prefix read at the wrong chunk offset shows.
+    await Promise.all(
+      ids.map((podId, i) =>
+        ix.apply({ model: M, podId }, [{ op: 'store', keys: keys.slice(0, i % 33), tier: 'GPU' }]),
+      ),
+    );
+    const r = await ix.lookup(M, keys);
+    expect(r.pods.map((p) => [p.state.podId, p.state.running, p.prefixBlocks.GPU])).toEqual(
+      ids.map((podId, i) => [podId, i, i % 33]),
+    );
   });
 });
 

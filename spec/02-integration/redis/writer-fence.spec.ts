@@ -4,16 +4,22 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isKinferenceError } from '../../../src/core/errors.js';
-import { createKvIndex } from '../../../src/index/create.js';
-import type { IndexLossReason, IndexOp, PodRef } from '../../../src/index/kv-index.js';
-import { RedisKvIndex } from '../../../src/index/redis-index.js';
+import {
+  LeaseLostError,
+  RedisKvIndex,
+  createKvIndex,
+  formatLeaseHolder,
+  type IndexLossReason,
+  type IndexOp,
+  type LeaseHolder,
+  type PodRef,
+} from '../../../src/index/index.js';
 import { modelKeyBase, writerLeaseKey } from '../../../src/index/redis-keys.js';
 import { applyCalls, removePodCall, upsertPodCall } from '../../../src/index/script-args.js';
-import { LeaseLostError, formatLeaseHolder, type LeaseHolder } from '../../../src/index/writer-lease.js';
 import { chain } from '../../conformance/chains.js';
 import { describeKvIndexConformance } from '../../conformance/kv-index.js';
 import { waitFor } from '../../helpers/ports.js';
-import type { RedisServer } from '../../../src/util/redis-server.js';
+import type { RedisServer } from '../../../harness/redis-server.js';
 import { startClusterNode } from '../../helpers/redis-cluster.js';
 import { rejection, useRedisIndexes } from '../../helpers/redis-indexes.js';
 

@@ -3,11 +3,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createKvIndex } from '../../../src/index/index.js';
-import type { KvIndex } from '../../../src/index/kv-index.js';
+import { createKvIndex, type KvIndex } from '../../../src/index/index.js';
 import { blockKeys, keySeed } from '../../../src/core/block-keys.js';
 import { packEntry } from '../../../src/index/lua/entry.js';
-import { SCRIPTS } from '../../../src/index/redis-index.js';
+import { SCRIPTS } from '../../../src/index/redis-scripts.js';
 import {
   appliedKey,
   blockRedisKey,

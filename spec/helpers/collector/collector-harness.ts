@@ -6,7 +6,7 @@ import { CollectorSectionSchema, type CollectorSection } from '../../../src/conf
 import type { PodConfig } from '../../../src/config/fleet-config.js';
 import { validateConfig } from '../../../src/config/validate.js';
 import { blockKeys, keySeed } from '../../../src/core/block-keys.js';
-import type { KvIndex } from '../../../src/index/kv-index.js';
+import type { KvIndex } from '../../../src/index/index.js';
 import { waitFor } from '../ports.js';
 import type { FakeVllmPublisher } from './fake-publisher.js';
 import type { EventSpec } from './vllm-frames.js';

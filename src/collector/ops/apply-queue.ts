@@ -1,6 +1,12 @@
-import { nextApplyId } from '../../index/apply-id.js';
-import type { ApplyId, IndexLossReason, IndexOp, KvIndex, PodRef } from '../../index/kv-index.js';
-import { LeaseLostError } from '../../index/writer-lease.js';
+import {
+  LeaseLostError,
+  nextApplyId,
+  type ApplyId,
+  type IndexLossReason,
+  type IndexOp,
+  type IndexWriter,
+  type PodRef,
+} from '../../index/index.js';
 import { countOps, mergeOps } from './merge-ops.js';
 
 interface RoomWaiter {
@@ -64,7 +70,7 @@ interface Write {
  * Exactly once: each apply carries an ApplyId, and a retry resends the same ops under the same id, so a
  * write that ran although its answer was lost (timeout, dropped connection) is not counted twice; the
  * index skips it. A new apply (after a success, or after the queue was dropped) gets a new id.
- * When the index reports that it lost this pod's writes (KvIndex.onWritesLost), the queue does what it
+ * When the index reports that it lost this pod's writes (IndexWriter.onWritesLost), the queue does what it
  * does on overflow: drop, suspend, probe, and let the owner clear and rebuild. A write the index refuses
  * because another process holds the writer lease is not retried at all (hooks.leaseLost).
  */
@@ -87,7 +93,7 @@ export class ApplyQueue {
   readonly losses: Record<IndexLossReason, number> = { missing: 0, rolled_back: 0, overwritten: 0 };
 
   constructor(
-    readonly index: KvIndex,
+    readonly index: IndexWriter,
     readonly pod: PodRef,
     readonly opts: ApplyQueueOptions,
     readonly hooks: ApplyQueueHooks,

@@ -1,4 +1,4 @@
-import type { IndexOp } from '../../index/kv-index.js';
+import type { IndexOp } from '../../index/index.js';
 
 /** Concatenates op lists in order, merging neighbours of the same kind and tier (order is preserved). */
 export function mergeOps(lists: readonly (readonly IndexOp[])[]): IndexOp[] {

@@ -1,6 +1,4 @@
-import type { KvIndex, PodRef } from '../../index/kv-index.js';
-import { LeaseLostError } from '../../index/writer-lease.js';
-import type { PodStatePatch } from '../../index/pod-state-codec.js';
+import { LeaseLostError, type IndexWriter, type PodRef, type PodStatePatch } from '../../index/index.js';
 
 export type { PodStatePatch };
 
@@ -16,7 +14,7 @@ export class PodStateWriter {
   #closed = false;
 
   constructor(
-    readonly index: KvIndex,
+    readonly index: IndexWriter,
     readonly pod: PodRef,
     readonly onError: (err: unknown) => void,
   ) {}

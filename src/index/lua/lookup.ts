@@ -2,6 +2,14 @@ import { KEY_SUFFIX } from '../redis-keys.js';
 import { LUA_ENTRY } from './entry.js';
 
 /**
+ * State record keys per MGET in the lookup: a pod list longer than this is read in chunks, because
+ * unpack() puts every key on Lua's C stack (LUAI_MAXCSTACK, 8,000 slots in Redis's Lua 5.1).
+ */
+export const LOOKUP_STATE_KEYS_PER_MGET = 500;
+/** The pods hash comes back flat (podId, ref, podId, ref, …): two entries per pod. */
+const REFS_PER_CHUNK = 2 * LOOKUP_STATE_KEYS_PER_MGET;
+
+/**
  * lookup: every registered pod of one model, its longest cached prefix per tier and its state, in ONE
  * EVALSHA (the plugin's single round trip per request).
  *
@@ -31,10 +39,10 @@ local n = math.floor(#blob / 8)
 local block = base .. '${KEY_SUFFIX.block}'
 local pods, by_idx = {}, {}
 local refs = redis.call('HGETALL', KEYS[1])
--- every pod's state record, 500 keys per MGET (unpack's stack limit)
-for from = 1, #refs, 1000 do
+-- every pod's state record, ${LOOKUP_STATE_KEYS_PER_MGET} keys per MGET (unpack's stack limit)
+for from = 1, #refs, ${REFS_PER_CHUNK} do
   local ids, idxs, epochs, skeys = {}, {}, {}, {}
-  for i = from, math.min(#refs, from + 998), 2 do
+  for i = from, math.min(#refs, from + ${REFS_PER_CHUNK - 2}), 2 do
     local idx, epoch = pod_ref(refs[i + 1])
     ids[#ids + 1], idxs[#idxs + 1], epochs[#epochs + 1] = refs[i], idx, epoch
     skeys[#skeys + 1] = base .. '${KEY_SUFFIX.state}' .. idx

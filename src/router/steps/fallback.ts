@@ -2,7 +2,7 @@ import { boundedDetail, DETAIL_MAX_CHARS } from '../../core/bounded-detail.js';
 import { choose, type Decision } from '../../core/choose.js';
 import type { FallbackReason } from '../../core/fallback.js';
 import type { PodState } from '../../core/types.js';
-import { defaultPodState } from '../../index/kv-index.js';
+import { defaultPodState } from '../../index/index.js';
 import { routable } from '../address.js';
 import { configEntry } from '../config-entry.js';
 import type { RouterMemory } from '../memory.js';

@@ -1,7 +1,7 @@
 import { boundedDetail } from '../../core/bounded-detail.js';
 import { isKinferenceError } from '../../core/errors.js';
 import type { BlockKey, LookupResult, PodLookup, Reservation } from '../../core/types.js';
-import type { KvIndex } from '../../index/kv-index.js';
+import type { IndexReader } from '../../index/index.js';
 import { routable } from '../address.js';
 import type { RouterMemory } from '../memory.js';
 import { StepFallback } from './step-fallback.js';
@@ -27,7 +27,7 @@ export class IndexDeadline {
   #lookedUp = false;
 
   constructor(
-    readonly index: KvIndex,
+    readonly index: IndexReader,
     readonly timeoutMs: number,
   ) {}
 

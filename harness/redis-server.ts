@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
-import { KinferenceError } from '../core/errors.js';
+import { KinferenceError } from '../src/core/errors.js';
 
 /**
  * A private redis-server child process on a free loopback port: for the demo, benchmarks and tests (which
