@@ -120,7 +120,14 @@ export class ReplayControl<K> {
   /** A replay stopped at its bounds: its rest is one more request, held back like any other. */
   bounded(kind: K, nowMs: number): void {
     this.stats.refused.bounded++;
-    this.request(kind, nowMs);
+    if (this.#pending !== null) {
+      this.#pending = this.merge(this.#pending, kind);
+      return;
+    }
+    // Always through the timer (at once if allowed): the caller is the replay that just stopped.
+    this.#pending = kind;
+    this.#timer = setTimeout(() => this.#firePending(), Math.max(0, this.#allowedAt(nowMs).ms - nowMs));
+    this.#timer.unref();
   }
 
   stop(): void {

@@ -82,6 +82,11 @@ describe('replay control: coalesced, rate-limited (issue #36 replay storms)', ()
     expect(c.pending).toBe('rest');
     vi.advanceTimersByTime(1000);
     expect(fired).toEqual(['rest']);
+    // With a replay still allowed, the rest still runs: through the timer, at once.
+    vi.advanceTimersByTime(5000);
+    c.bounded('more', Date.now());
+    vi.advanceTimersByTime(0);
+    expect(fired).toEqual(['rest', 'more']);
   });
 
   it('stop() forgets what was held back', () => {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Collector } from '../../../src/collector/collector.js';
+import { REPLAY_MAX_BATCHES } from '../../../src/collector/replay-control.js';
 import type { StreamWorker } from '../../../src/collector/stream-worker.js';
 import { createKvIndex } from '../../../src/index/index.js';
 import type { KvIndex } from '../../../src/index/kv-index.js';
@@ -89,4 +90,57 @@ describe('a storm of restart-looking frames and sequence jumps', () => {
     expect(rc.refused.interval + rc.refused.budget).toBeGreaterThan(0);
     expect(w().stats.restarts).toBe(0);
   });
+});
+
+describe('a replay longer than REPLAY_MAX_BATCHES', () => {
+  let redis: TestRedis;
+  let index: KvIndex;
+  let pub: FakeVllmPublisher;
+  let collector: Collector;
+  const w = (): StreamWorker => collector.worker('pod-b')!;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kbound' });
+    pub = await new FakeVllmPublisher({ format: 'array' }, { bufferSteps: 30_000 }).bind();
+  });
+
+  afterAll(async () => {
+    await collector?.stop();
+    await pub?.close();
+    await index?.close();
+    await redis?.stop();
+  });
+
+  it(
+    'stops at the bound and reads the rest in the next replay: nothing cleared, nothing missing',
+    { timeout: 120_000 },
+    async () => {
+      // An engine whose buffer holds more than one replay may read, before the collector starts.
+      const first = { t: freshTokens(2), h: hashes(2) };
+      await pub.publish([blockStored(first.h, null, first.t)], { drop: true });
+      const empty = encodeBatch([], { format: 'array' });
+      for (let i = 0; i < REPLAY_MAX_BATCHES + 2000; i++) await pub.publishPayload(empty, { drop: true });
+      const last = { t: freshTokens(2), h: hashes(2) };
+      await pub.publish([blockStored(last.h, null, last.t)], { drop: true });
+
+      collector = startCollector(index, [
+        {
+          id: 'pod-b',
+          model: MODEL,
+          address: '127.0.0.1:18045',
+          kv_events: pub.endpoint,
+          kv_events_replay: pub.replayEndpoint,
+        },
+      ]);
+      await collector.start();
+      await waitFor('the whole buffer applied', () => w()?.lastSeq === pub.seq - 1 && !w().resyncing, 60_000);
+      await waitCached(index, 'pod-b', last.t, 2);
+      expect(await cachedBlocks(index, 'pod-b', first.t)).toBe(2);
+      expect(w().stats.replays.bounded).toBe(1);
+      expect(w().stats.replayControl.refused.bounded).toBe(1);
+      expect(w().stats.podClears.gap).toBe(0);
+      expect(w().partialSinceMs).toBe(0);
+    },
+  );
 });
