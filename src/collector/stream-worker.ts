@@ -115,6 +115,8 @@ class ReplayRun {
   /** It stopped at its bounds (batches or bytes): the rest is requested again. */
   bounded = false;
   bytes = 0;
+  /** Batches it applied (not our last one, not duplicates). */
+  applied = 0;
   /** Replies received: once the ROUTER answers, a live batch no longer cuts the replay short. */
   items = 0;
   #resolve: (v: null) => void = () => {};
@@ -852,7 +854,10 @@ export class StreamWorker {
       if (this.#stopped || run.cancelled) return false;
       // Bounded: past REPLAY_MAX_BATCHES / _BYTES this replay stops, and the next one goes on from here.
       run.bytes += m.payload.length;
-      if (run.items >= this.#limits.maxBatches || run.bytes > this.#limits.maxBytes) {
+      // Only once this replay has applied something: one batch above the byte bound must not stop every replay
+      // at the same place.
+      const over = run.items >= this.#limits.maxBatches || run.bytes > this.#limits.maxBytes;
+      if (over && run.applied > 0) {
         run.bounded = true;
         return false;
       }
@@ -873,10 +878,12 @@ export class StreamWorker {
         this.stats.duplicates++;
       } else if (this.#lastSeq === null || m.seq === this.#lastSeq + 1) {
         this.#ingest(m);
+        run.applied++;
       } else {
         // The buffer no longer holds what we miss: clear, and start a fresh contiguous run here.
         this.#clearPod('gap');
         this.#ingest(m);
+        run.applied++;
       }
       // A replay is a burst: let the index catch up rather than overflow the write queue.
       const room = this.settings.queue.maxQueuedOps / 2;
