@@ -101,6 +101,12 @@ const COUNTERS: [name: string, help: string, labels: string[], read: Reader][] =
     one((w) => w.stats.outOfOrder),
   ],
   [
+    'unconfirmed_batches_total',
+    "Batches numbered past the end of the engine's replay buffer, which still holds the last batch applied (forged or corrupt numbers), dropped",
+    [],
+    one((w) => w.stats.unconfirmed),
+  ],
+  [
     'restarts_total',
     'Engine restarts detected from the event stream (a used sequence number with new content, or the replay buffer)',
     [],
@@ -150,6 +156,30 @@ const COUNTERS: [name: string, help: string, labels: string[], read: Reader][] =
     'Times Redis no longer held the writes made for the pod (missing: restarted empty or flushed; rolled_back: restored from an older snapshot; overwritten: another writer); each clears and rebuilds the pod',
     ['reason'],
     byKey('reason', (w) => w.queue.losses),
+  ],
+  [
+    'internal_errors_total',
+    'Exceptions contained inside a stream, by stage (ingest: a batch; observer: a metric or hook told of a write); each is logged, and the stream goes on',
+    ['stage'],
+    byKey('stage', (w) => w.stats.internalErrors),
+  ],
+  [
+    'replays_requested_total',
+    "Resyncs that would replay the pod's buffer (gap, restart check, connection, recovery…)",
+    [],
+    one((w) => w.stats.replayControl.requested),
+  ],
+  [
+    'replays_coalesced_total',
+    'Replay requests merged into the one already held back (it replays from the last batch applied, covering them all)',
+    [],
+    one((w) => w.stats.replayControl.coalesced),
+  ],
+  [
+    'replays_refused_total',
+    "Replay requests held back (interval: too soon after the last replay; budget: the window's replays spent) and replays stopped at their bounds (bounded); each is run later as one replay",
+    ['reason'],
+    byKey('reason', (w) => w.stats.replayControl.refused),
   ],
   [
     'dp_rank_mismatches_total',

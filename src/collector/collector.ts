@@ -417,9 +417,14 @@ export class Collector {
         appliedAtMs: number,
         applyMs: number,
       ): void => {
-        this.metrics.applySeconds.observe(applyMs / 1000);
+        // Only finite values reach prom-client, which throws on any other (issue #36): the decoder bounds ts,
+        // and this guards what it cannot see (a clock, a bug).
+        if (Number.isFinite(applyMs)) this.metrics.applySeconds.observe(Math.max(0, applyMs) / 1000);
         const lag = this.metrics.lag.labels({ pod: w.pod.podId });
-        for (const b of batches) if (b.seq >= 0) lag.observe(Math.max(0, appliedAtMs - b.tsMs) / 1000);
+        for (const b of batches) {
+          const s = (appliedAtMs - b.tsMs) / 1000;
+          if (b.seq >= 0 && Number.isFinite(s)) lag.observe(Math.max(0, s));
+        }
         this.deps.onApplied?.(w.pod.podId, batches, appliedAtMs);
       },
       leaseLost: (_w: StreamWorker, err: LeaseLostError): void => void this.#writeRefused(err),

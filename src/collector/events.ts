@@ -49,8 +49,18 @@ export interface AllBlocksClearedEvent {
 
 export type KvEvent = BlockStoredEvent | BlockRemovedEvent | AllBlocksClearedEvent;
 
-/** Why an event inside an otherwise readable batch was dropped by the decoder. */
-export type InvalidEventReason = 'not_tagged' | 'bad_field' | 'unknown_medium' | 'extra_keys_length';
+/**
+ * Why an event inside an otherwise readable batch was dropped by the decoder. out_of_range: a number of the
+ * right type that no engine sends (not finite, not an integer where one is due, or outside its range).
+ */
+export const INVALID_EVENT_REASONS = [
+  'not_tagged',
+  'bad_field',
+  'unknown_medium',
+  'extra_keys_length',
+  'out_of_range',
+] as const;
+export type InvalidEventReason = (typeof INVALID_EVENT_REASONS)[number];
 
 export interface KvEventBatch {
   /** Publisher wall clock (vLLM: time.time()), seconds. */
@@ -65,8 +75,18 @@ export interface KvEventBatch {
   invalidEvents: Partial<Record<InvalidEventReason, number>>;
 }
 
-/** Why a whole payload could not be read. */
-export type DecodeErrorReason = 'msgpack' | 'truncated' | 'batch_shape' | 'batch_field';
+/**
+ * Why a whole payload could not be read. out_of_range: `ts` or `data_parallel_rank` is a number no engine
+ * sends (a `ts` whose milliseconds are not a finite time between 1970 and MAX_TS_SEC, a rank beyond MAX_DP_RANK).
+ */
+export const DECODE_ERROR_REASONS = [
+  'msgpack',
+  'truncated',
+  'batch_shape',
+  'batch_field',
+  'out_of_range',
+] as const;
+export type DecodeErrorReason = (typeof DECODE_ERROR_REASONS)[number];
 
 export type ParseBatchResult =
   { ok: true; batch: KvEventBatch } | { ok: false; reason: DecodeErrorReason; detail: string };

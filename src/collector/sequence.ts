@@ -49,6 +49,10 @@ export type BehindVerdict = 'duplicate' | 'out_of_order' | 'restart' | 'ask';
 /**
  * - The same bytes under that number: a **duplicate** (the batch was already applied).
  * - Other bytes under a number the process already used: only a **new process** can do that (restart).
+ *   But a forged or corrupted frame looks the same, and a restart costs the pod its index: when there is a
+ *   replay buffer, it decides first. Still holding the last batch we applied, the process is the same and
+ *   the batch is not its own (dropped as out of order); otherwise it is a restart (issue #36: a few hundred
+ *   such frames made one collector clear and fully replay the pod for each).
  * - Otherwise the replay buffer decides when there is one: it holds the last batch we applied, so it is
  *   the same process and the batch is an **out-of-order** straggler; it does not, so it is a restart.
  * - Without an answer: a batch stamped later than the last one applied was published after it, under a
@@ -57,7 +61,10 @@ export type BehindVerdict = 'duplicate' | 'out_of_order' | 'restart' | 'ask';
  */
 export function classifyBehind(f: BehindFacts): BehindVerdict {
   if (f.applied === 'same') return 'duplicate';
-  if (f.applied === 'different') return 'restart';
+  if (f.applied === 'different') {
+    if (f.sameProcess === true) return 'out_of_order';
+    return f.canAsk ? 'ask' : 'restart';
+  }
   if (f.sameProcess !== null) return f.sameProcess ? 'out_of_order' : 'restart';
   if (f.canAsk) return 'ask';
   return f.newer === true ? 'restart' : 'out_of_order';

@@ -1,6 +1,12 @@
-import type { DecodeErrorReason, InvalidEventReason } from './events.js';
+import {
+  DECODE_ERROR_REASONS,
+  INVALID_EVENT_REASONS,
+  type DecodeErrorReason,
+  type InvalidEventReason,
+} from './events.js';
 import { newMapperCounters, type MapperCounters } from './key-mapper.js';
 import type { Logger } from './logger.js';
+import { newReplayControlStats, type ReplayControlStats } from './replay-control.js';
 
 export const CLEAR_REASONS = ['start', 'gap', 'restart', 'recovery', 'restart_signal'] as const;
 export type ClearReason = (typeof CLEAR_REASONS)[number];
@@ -9,10 +15,12 @@ export type ClearReason = (typeof CLEAR_REASONS)[number];
  * covered: the buffer held everything we asked for; partial: it had moved past part of it (the pod is
  * cleared); empty: nothing to replay; restart: the buffer is a new process's (it no longer holds the last
  * batch applied); cancelled: a live batch arrived before the first reply (connection replays only);
- * timeout / error: no usable reply.
+ * timeout / error: no usable reply; bounded: stopped at REPLAY_MAX_BATCHES / REPLAY_MAX_BYTES, the rest
+ * left to the next replay (replay-control.ts).
  */
 export const REPLAY_RESULTS = [
   'covered',
+  'bounded',
   'partial',
   'empty',
   'restart',
@@ -37,6 +45,13 @@ export type HandoffTakeResult = (typeof HANDOFF_TAKE_RESULTS)[number];
 export const HANDOFF_SAVE_RESULTS = ['saved', 'checkpointed', 'not_ready', 'timeout', 'failed'] as const;
 export type HandoffSaveResult = (typeof HANDOFF_SAVE_RESULTS)[number];
 
+/**
+ * Exceptions contained inside a stream, by where: ingest (decoding, keying and queueing a batch), observer
+ * (the metrics and hooks told of a write). Each is a bug: it is logged, counted, and the stream goes on.
+ */
+export const INTERNAL_ERROR_STAGES = ['ingest', 'observer'] as const;
+export type InternalErrorStage = (typeof INTERNAL_ERROR_STAGES)[number];
+
 /** Plain counters for one event stream (one pod, one DP rank); /metrics exports them at scrape time. */
 export interface StreamStats extends MapperCounters {
   framesReceived: number;
@@ -54,6 +69,8 @@ export interface StreamStats extends MapperCounters {
   outOfOrder: number;
   gaps: number;
   missingBatches: number;
+  /** Batches numbered past the end of the engine's replay buffer, which still holds the last one applied. */
+  unconfirmed: number;
   restarts: number;
   replays: Record<ReplayResult, number>;
   replayedBatches: number;
@@ -73,6 +90,9 @@ export interface StreamStats extends MapperCounters {
   applyErrors: number;
   stateWriteErrors: number;
   dpRankMismatches: number;
+  internalErrors: Record<InternalErrorStage, number>;
+  /** Replay control (replay-control.ts): resyncs asked for, merged into a waiting one, and held back. */
+  replayControl: ReplayControlStats;
 }
 
 const zero = <K extends string>(keys: readonly K[]): Record<K, number> =>
@@ -85,14 +105,15 @@ export function newStreamStats(): StreamStats {
     malformedFrames: 0,
     batches: 0,
     events: 0,
-    decodeErrors: zero(['msgpack', 'truncated', 'batch_shape', 'batch_field'] as const),
-    invalidEvents: zero(['not_tagged', 'bad_field', 'unknown_medium', 'extra_keys_length'] as const),
+    decodeErrors: zero(DECODE_ERROR_REASONS),
+    invalidEvents: zero(INVALID_EVENT_REASONS),
     unknownEvents: 0,
     unknownFields: 0,
     duplicates: 0,
     outOfOrder: 0,
     gaps: 0,
     missingBatches: 0,
+    unconfirmed: 0,
     restarts: 0,
     replays: zero(REPLAY_RESULTS),
     replayedBatches: 0,
@@ -110,6 +131,8 @@ export function newStreamStats(): StreamStats {
     applyErrors: 0,
     stateWriteErrors: 0,
     dpRankMismatches: 0,
+    internalErrors: zero(INTERNAL_ERROR_STAGES),
+    replayControl: newReplayControlStats(),
   };
 }
 
@@ -123,6 +146,10 @@ export const DROP_KINDS = {
     level: 'warn',
     msg: 'kv event whose extra_keys does not have one entry per block: dropped',
   },
+  out_of_range: {
+    level: 'warn',
+    msg: 'kv event with a number no engine sends (not finite, not whole, or out of its range): dropped',
+  },
   unknown_field: { level: 'info', msg: 'kv event fields this collector does not know: ignored' },
   dp_rank_mismatch: {
     level: 'warn',
@@ -132,6 +159,10 @@ export const DROP_KINDS = {
   out_of_order: {
     level: 'warn',
     msg: 'batch older than the last one applied, from the same engine process: dropped',
+  },
+  unconfirmed: {
+    level: 'warn',
+    msg: "batch numbered past the end of the engine's replay buffer, which holds the last one applied: not the engine's, dropped",
   },
 } as const;
 export type DropKind = keyof typeof DROP_KINDS;

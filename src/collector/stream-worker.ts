@@ -18,6 +18,7 @@ import type { Logger } from './logger.js';
 import { ApplyQueue, type ApplyQueueOptions, type QueuedBatch } from './ops/apply-queue.js';
 import { PodStateWriter, type PodStatePatch } from './ops/pod-state-writer.js';
 import type { StreamSpec } from './pods.js';
+import { DEFAULT_REPLAY_LIMITS, ReplayControl, type ReplayLimits } from './replay-control.js';
 import { AppliedWindow, classifyBehind, classifySeq, payloadDigest, type BehindVerdict } from './sequence.js';
 import {
   DropReport,
@@ -59,6 +60,8 @@ export interface StreamSettings {
    * valid handoff for every pod quiet that long. 0 or absent: only at a clean stop.
    */
   handoffCheckpointMs?: number;
+  /** Replay control's bounds (replay-control.ts); the defaults unless a test says otherwise. */
+  replayLimits?: ReplayLimits;
 }
 
 /** Well inside the router's default stale_after_ms (10 s); the same cadence as the default scrape. */
@@ -103,9 +106,23 @@ type InboxItem = LiveItem | ControlItem;
 type ResyncKind =
   'first' | 'connect' | 'gap' | 'restart' | 'check' | 'recovery' | 'restart_signal' | 'live_dropped';
 
+/**
+ * Two resyncs held back as one (replay-control.ts): a process restart seen in /metrics forgets the process
+ * and clears, which also does a recovery's clear; a recovery clears; any other replays from the last batch.
+ */
+function mergeResync(a: ResyncKind, b: ResyncKind): ResyncKind {
+  for (const k of ['restart_signal', 'recovery'] as const) if (a === k || b === k) return k;
+  return a === 'connect' && b === 'connect' ? 'connect' : 'check';
+}
+
 /** One replay request in progress: stop() cuts it short, and so does a live batch if `liveCancels`. */
 class ReplayRun {
   cancelled = false;
+  /** It stopped at its bounds (batches or bytes): the rest is requested again. */
+  bounded = false;
+  bytes = 0;
+  /** Batches it applied (not our last one, not duplicates). */
+  applied = 0;
   /** Replies received: once the ROUTER answers, a live batch no longer cuts the replay short. */
   items = 0;
   #resolve: (v: null) => void = () => {};
@@ -176,6 +193,15 @@ export class StreamWorker {
   /** The last batch a checkpoint was taken at (saved or refused), and one in flight. */
   #checkpointSeq: number | null = null;
   #checkpointing = false;
+  readonly #replays: ReplayControl<ResyncKind>;
+  /**
+   * The first live batch whose resync was held back: the held resync handles it as its own trigger, so that
+   * a replay that fails (no ROUTER, a timeout) still leaves it to the sequence rules. Later ones are dropped:
+   * the replay brings them back.
+   */
+  #heldTrigger: SequencedPayload | null = null;
+  /** A replay's own follow-up (the engine restarted; a rest past its bounds) runs without asking again. */
+  readonly #limits: ReplayLimits;
 
   constructor(
     readonly spec: StreamSpec,
@@ -185,6 +211,18 @@ export class StreamWorker {
     readonly observer: StreamObserver,
   ) {
     this.pod = { model: spec.model, podId: spec.podId };
+    this.#limits = settings.replayLimits ?? DEFAULT_REPLAY_LIMITS;
+    this.#replays = new ReplayControl<ResyncKind>(
+      this.stats.replayControl,
+      (kind) =>
+        this.#control(() => {
+          const trigger = this.#heldTrigger;
+          this.#heldTrigger = null;
+          return this.#resync(kind, trigger);
+        }),
+      mergeResync,
+      this.#limits,
+    );
     this.mapper = new KeyMapper(spec.model, settings.blockSize, settings.blockMapMaxEntries);
     this.#drops = new DropReport(log);
     this.writer = new PodStateWriter(index, this.pod, (err) => {
@@ -200,7 +238,12 @@ export class StreamWorker {
         // address rides along: it re-registers the pod if the index lost its state (e.g. Redis restarted).
         this.writer.write({ address: this.spec.address, lastEventAtMs: appliedAtMs });
         this.#freshAtMs = appliedAtMs;
-        this.observer.applied(this, batches, appliedAtMs, applyMs);
+        // A throwing observer (a metrics library, a hook) must not end the process or stop the queue.
+        try {
+          this.observer.applied(this, batches, appliedAtMs, applyMs);
+        } catch (err) {
+          this.#internalError('observer', err);
+        }
       },
       failed: (err, attempt) => {
         this.stats.applyErrors++;
@@ -230,7 +273,7 @@ export class StreamWorker {
         this.log.info('index reachable again: clearing and rebuilding pod');
         this.#recoveryPending = true;
         this.writer.write({ address: this.spec.address, resyncing: true });
-        this.#control(() => this.#resync('recovery', null));
+        this.#control(async () => this.#requestResync('recovery', null));
       },
       probe: () => index.upsertPodState(this.pod, { resyncing: true }),
       leaseLost: (err) => this.observer.leaseLost?.(this, err),
@@ -282,7 +325,8 @@ export class StreamWorker {
     }
     // Rebuild from whatever the pod's buffer still holds. With a subscriber its connection does that
     // (#onConnection); a replay here as well would only run the same request twice, one after the other.
-    if (!(this.#sub && this.spec.kvEventsReplay)) this.#control(() => this.#resync('first', null));
+    if (!(this.#sub && this.spec.kvEventsReplay))
+      this.#control(async () => this.#requestResync('first', null));
     const ms = this.#freshnessMs;
     if (ms > 0) this.#timer = setInterval(() => this.#tick(), Math.max(50, ms / 2)).unref();
   }
@@ -302,7 +346,7 @@ export class StreamWorker {
         });
         return;
       }
-      await this.#resync('restart_signal', null);
+      await this.#requestResync('restart_signal', null);
     });
   }
 
@@ -313,6 +357,8 @@ export class StreamWorker {
     this.#timer = null;
     this.#connected = false;
     this.#replayRun?.cancel();
+    this.#replays.stop();
+    this.#heldTrigger = null;
     await this.#sub?.close();
     await this.#drainDone;
     this.#drops.flush(true);
@@ -510,9 +556,9 @@ export class StreamWorker {
     // request waiting; a live batch arriving first cuts it short, see #onFrames).
     if (event !== 'connect' || !this.spec.kvEventsReplay || this.#connectQueued) return;
     this.#connectQueued = true;
-    this.#control(() => {
+    this.#control(async () => {
       this.#connectQueued = false;
-      return this.#resync('connect', null);
+      return this.#requestResync('connect', null);
     });
   }
 
@@ -536,7 +582,26 @@ export class StreamWorker {
 
   // ---- inbox -------------------------------------------------------------------------------------
 
+  /** From the subscriber's receive loop: an exception here would end the stream's loop, so none leaves. */
   #onFrames(frames: Buffer[]): void {
+    try {
+      this.#onFrame(frames);
+    } catch (err) {
+      this.#internalError('ingest', err);
+    }
+  }
+
+  /**
+   * An exception contained in the stream: a bug, not the input's fault (the decoder rejects bad input).
+   * Counted and logged (the first 10, then every 1000th); the stream goes on with the next batch.
+   */
+  #internalError(stage: 'ingest' | 'observer', err: unknown): void {
+    const n = ++this.stats.internalErrors[stage];
+    if (n <= 10 || n % 1000 === 0)
+      this.log.error(`stream ${stage} failed; the stream goes on`, { stage, count: n, err });
+  }
+
+  #onFrame(frames: Buffer[]): void {
     this.stats.framesReceived++;
     const r = parseLiveFrames(frames);
     if (!r.ok) {
@@ -584,14 +649,16 @@ export class StreamWorker {
         if (this.#head >= this.#inbox.length && !this.#repairLiveLoss()) break;
         const item = this.#inbox[this.#head]!;
         this.#inbox[this.#head++] = undefined as unknown as InboxItem;
-        if (item.kind === 'control') await item.run();
-        else {
-          const p = this.#onLive(item);
-          if (p) await p;
+        try {
+          if (item.kind === 'control') await item.run();
+          else {
+            const p = this.#onLive(item);
+            if (p) await p;
+          }
+        } catch (err) {
+          this.#internalError('ingest', err);
         }
       }
-    } catch (err) {
-      this.log.error('stream worker failed on a batch', { err });
     } finally {
       this.#inbox = this.#inbox.slice(this.#head);
       this.#head = 0;
@@ -629,7 +696,7 @@ export class StreamWorker {
       after: this.#lastSeq,
       attempt: this.#liveLostReplays,
     });
-    this.#inbox.push({ kind: 'control', run: () => this.#resync('live_dropped', null) });
+    this.#inbox.push({ kind: 'control', run: async () => this.#requestResync('live_dropped', null) });
     return true;
   }
 
@@ -645,16 +712,17 @@ export class StreamWorker {
           this.#ingest(msg);
           return undefined;
         }
-        return this.#resync('first', msg);
+        return this.#requestResync('first', msg);
       case 'gap':
         this.stats.gaps++;
         this.stats.missingBatches += pos.missing;
-        this.log.warn('sequence gap', { expected: pos.expected, got: msg.seq });
-        return this.#resync('gap', msg);
+        if (this.stats.gaps <= 10 || this.stats.gaps % 1000 === 0)
+          this.log.warn('sequence gap', { expected: pos.expected, got: msg.seq, gaps: this.stats.gaps });
+        return this.#requestResync('gap', msg);
       case 'behind': {
         const v = this.#judgeBehind(msg, null, this.spec.kvEventsReplay !== undefined, item.overlap);
-        if (v === 'restart') return this.#resync('restart', msg);
-        if (v === 'ask') return this.#resync('check', msg);
+        if (v === 'restart') return this.#requestResync('restart', msg);
+        if (v === 'ask') return this.#requestResync('check', msg);
         return undefined;
       }
     }
@@ -714,9 +782,31 @@ export class StreamWorker {
 
   // ---- resync ------------------------------------------------------------------------------------
 
+  /**
+   * A resync that would replay goes through replay control (replay-control.ts): it runs now, or is held back
+   * as the one pending resync, which then replays from the last batch applied. Held back, its trigger is
+   * dropped: the engine's replay buffer holds it if the engine published it. One that needs no replay (no
+   * replay endpoint, or a fresh stream meeting the engine's seq 0) runs at once.
+   */
+  #requestResync(kind: ResyncKind, trigger: SequencedPayload | null): Promise<void> | undefined {
+    const replays = this.spec.kvEventsReplay !== undefined && !(this.#lastSeq === null && trigger?.seq === 0);
+    if (!replays || this.#stopped) return this.#resync(kind, trigger);
+    const d = this.#replays.request(kind, Date.now());
+    if (d === 'run') return this.#resync(kind, trigger);
+    if (d !== 'coalesced')
+      this.log.info('replay held back', { kind, reason: d, after: this.#lastSeq, trigger: trigger?.seq });
+    this.#heldTrigger ??= trigger;
+    // Until the pending resync has run, the index may lag the pod.
+    this.#setResyncing(true);
+    return undefined;
+  }
+
   async #resync(kind: ResyncKind, trigger: SequencedPayload | null): Promise<void> {
-    if (kind === 'restart' || kind === 'restart_signal') this.#forgetProcess(kind);
-    else if (kind === 'recovery') {
+    if (kind === 'restart' || kind === 'restart_signal') {
+      this.#forgetProcess(kind);
+      // The clear of a recovery waiting behind this one is done: the pod is rebuilt from here.
+      this.#recoveryPending = false;
+    } else if (kind === 'recovery') {
       this.#recoveryPending = false;
       this.#clearPod('recovery');
     }
@@ -725,7 +815,9 @@ export class StreamWorker {
     // live seq 0 needs nothing older.
     if (this.spec.kvEventsReplay && !(this.#lastSeq === null && trigger?.seq === 0)) {
       this.#setResyncing(true);
-      sameProcess = await this.#replay(kind === 'connect');
+      const first = await this.#replay(kind === 'connect');
+      sameProcess = first.same;
+      let bounded = first.bounded;
       if (sameProcess === false && !this.#stopped) {
         this.stats.restarts++;
         this.#streamRestartAtMs = Date.now();
@@ -734,10 +826,17 @@ export class StreamWorker {
         });
         this.#forgetProcess('restart');
         sameProcess = null; // a fact about the old process
-        await this.#replay(false);
+        bounded = (await this.#replay(false)).bounded;
+      }
+      if (bounded && !this.#stopped) {
+        // The rest of the buffer comes with the next replay, which also takes the trigger.
+        this.#heldTrigger ??= trigger;
+        this.#replays.bounded('check', Date.now());
+        this.#setResyncing(true);
+        return;
       }
     }
-    if (trigger !== null && !this.#stopped) this.#afterResync(trigger, sameProcess);
+    if (trigger !== null && !this.#stopped) await this.#afterResync(trigger, sameProcess);
     // The index may have lost this pod's writes meanwhile (dropped queue, suspended writes): what was just
     // replayed is gone, and the pod stays resyncing until the recovery ahead has rebuilt it.
     this.#setResyncing(this.queue.suspended || this.#recoveryPending);
@@ -749,7 +848,7 @@ export class StreamWorker {
    * bytes there, or nothing at or after it from a buffer that keeps batches, it is a new process (returns
    * false, having applied nothing). Returns null when it cannot tell.
    */
-  async #replay(liveCancels: boolean): Promise<boolean | null> {
+  async #replay(liveCancels: boolean): Promise<{ same: boolean | null; bounded: boolean }> {
     const probe = this.#lastSeq;
     const from = probe ?? 0;
     const keeps = this.#bufferKeeps;
@@ -759,6 +858,15 @@ export class StreamWorker {
     let same: boolean | null = null;
     const request = requestReplay(this.spec.kvEventsReplay!, from, this.settings.replayTimeoutMs, (m) => {
       if (this.#stopped || run.cancelled) return false;
+      // Bounded: past REPLAY_MAX_BATCHES / _BYTES this replay stops, and the next one goes on from here.
+      run.bytes += m.payload.length;
+      // Only once this replay has applied something: one batch above the byte bound must not stop every replay
+      // at the same place.
+      const over = run.items >= this.#limits.maxBatches || run.bytes > this.#limits.maxBytes;
+      if (over && run.applied > 0) {
+        run.bounded = true;
+        return false;
+      }
       run.items++;
       first ??= m.seq;
       this.stats.replayedBatches++;
@@ -776,10 +884,12 @@ export class StreamWorker {
         this.stats.duplicates++;
       } else if (this.#lastSeq === null || m.seq === this.#lastSeq + 1) {
         this.#ingest(m);
+        run.applied++;
       } else {
         // The buffer no longer holds what we miss: clear, and start a fresh contiguous run here.
         this.#clearPod('gap');
         this.#ingest(m);
+        run.applied++;
       }
       // A replay is a burst: let the index catch up rather than overflow the write queue.
       const room = this.settings.queue.maxQueuedOps / 2;
@@ -796,40 +906,53 @@ export class StreamWorker {
         from,
         reason: this.#stopped ? 'stopping' : 'a live batch came first',
       });
-      return null;
+      return { same: null, bounded: false };
     }
     // A buffer known to keep batches with nothing at or after our last one: a new process with fewer.
     if (probe !== null && same === null && first === null && outcome.kind === 'complete' && keeps)
       same = false;
     const want = probe === null ? 0 : probe + 1;
     const result: ReplayResult =
-      same === false
-        ? 'restart'
-        : outcome.kind === 'timeout' && outcome.items === 0
-          ? 'timeout'
-          : outcome.kind === 'error' && outcome.items === 0
-            ? 'error'
-            : first === null
-              ? 'empty'
-              : first <= want && outcome.kind === 'complete'
-                ? 'covered'
-                : 'partial';
+      run.bounded && same !== false
+        ? 'bounded'
+        : same === false
+          ? 'restart'
+          : outcome.kind === 'timeout' && outcome.items === 0
+            ? 'timeout'
+            : outcome.kind === 'error' && outcome.items === 0
+              ? 'error'
+              : first === null
+                ? 'empty'
+                : first <= want && outcome.kind === 'complete'
+                  ? 'covered'
+                  : 'partial';
     this.stats.replays[result]++;
     this.log.info('replay', { from, result, items: outcome.items, firstSeq: first, lastSeq: this.#lastSeq });
-    return same;
+    return { same, bounded: run.bounded && same !== false };
   }
 
-  /** The live batch that started a resync, once the replay is done. No further replay from here. */
-  #afterResync(trigger: SequencedPayload, sameProcess: boolean | null): void {
+  /**
+   * The live batch that started a resync, once the replay is done. No further replay from here, but one:
+   * the batch shows a new process (other bytes under a used number) that the replay could not confirm (its
+   * buffer never returned anything): the new process's buffer is read from 0 before the batch.
+   */
+  async #afterResync(trigger: SequencedPayload, sameProcess: boolean | null): Promise<void> {
     const pos = classifySeq(this.#lastSeq, trigger.seq);
     if (pos.kind === 'next' || pos.kind === 'first') this.#ingest(trigger);
-    else if (pos.kind === 'gap') {
+    else if (pos.kind === 'gap' && sameProcess === true) {
+      // The engine's buffer, read after this batch arrived, holds our last batch and nothing up to this one:
+      // the engine never published it (a forged or corrupt number). Clearing for it would cost the index.
+      this.stats.unconfirmed++;
+      this.#drops.note('unconfirmed', 1, () => ({ seq: trigger.seq, last: this.#lastSeq }));
+    } else if (pos.kind === 'gap') {
       // Still a hole before the trigger (no replay, or it did not reach that far): clear and restart here.
       this.#clearPod('gap');
       this.#ingest(trigger);
     } else if (this.#judgeBehind(trigger, sameProcess, false, true) === 'restart') {
       this.#forgetProcess('restart');
-      this.#ingest(trigger);
+      if (this.spec.kvEventsReplay && trigger.seq > 0 && sameProcess === null) await this.#replay(false);
+      const now = classifySeq(this.#lastSeq, trigger.seq);
+      if (now.kind === 'next' || now.kind === 'first') this.#ingest(trigger);
     }
   }
 

@@ -39,9 +39,11 @@ describe('classifyBehind', () => {
     expect(classifyBehind(f({ applied: 'same', newer: true, canAsk: true }))).toBe('duplicate');
   });
 
-  it('other bytes under a number already applied: only a new process does that', () => {
+  it('other bytes under a number already applied: only a new process does that, or a forger: the replay buffer decides first', () => {
     expect(classifyBehind(f({ applied: 'different' }))).toBe('restart');
-    expect(classifyBehind(f({ applied: 'different', canAsk: true }))).toBe('restart');
+    expect(classifyBehind(f({ applied: 'different', canAsk: true }))).toBe('ask');
+    expect(classifyBehind(f({ applied: 'different', sameProcess: true }))).toBe('out_of_order');
+    expect(classifyBehind(f({ applied: 'different', sameProcess: false }))).toBe('restart');
   });
 
   it('not remembered: the replay buffer decides when there is one', () => {

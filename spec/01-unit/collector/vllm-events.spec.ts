@@ -246,7 +246,14 @@ describe('parseVllmBatch', () => {
       0,
     ]);
     const b = ok(raw);
-    expect(b.invalidEvents).toEqual({ bad_field: 3, unknown_medium: 1, extra_keys_length: 1, not_tagged: 2 });
+    // block_size 0 (a placeholder) is a number out of its range.
+    expect(b.invalidEvents).toEqual({
+      bad_field: 2,
+      out_of_range: 1,
+      unknown_medium: 1,
+      extra_keys_length: 1,
+      not_tagged: 2,
+    });
     expect(b.events).toEqual([{ kind: 'removed', hashes: ['5'], tier: 'GPU', groupIdx: null }]);
   });
 
@@ -261,7 +268,8 @@ describe('parseVllmBatch', () => {
     expect(reason(encodeMsgspec([f64(1)]))).toBe('batch_shape');
     expect(reason(encodeMsgspec(['yesterday', []]))).toBe('batch_field');
     expect(reason(encodeMsgspec([f64(1), 'events']))).toBe('batch_field');
-    expect(reason(encodeMsgspec([f64(1), [], -1]))).toBe('batch_field');
+    expect(reason(encodeMsgspec([f64(1), [], -1]))).toBe('out_of_range');
+    expect(reason(encodeMsgspec([f64(1), [], 'zero']))).toBe('batch_field');
     expect(reason(Buffer.from('9000', 'hex'))).toBe('msgpack'); // trailing bytes after a complete value
     expect(reason(Buffer.from('c1', 'hex'))).not.toBe('ok'); // the never-used type byte
   });

@@ -1,5 +1,7 @@
 import type { VllmBlockHash } from '../../core/types.js';
 
+const INT64_MIN = -(2n ** 63n);
+const UINT64_MAX = 2n ** 64n - 1n;
 const HEX: string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
 
 /**
@@ -10,8 +12,10 @@ const HEX: string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padSt
  * Returns null for anything else. The value is opaque to us: it is only a map key.
  */
 export function normaliseBlockHash(v: unknown): VllmBlockHash | null {
-  if (typeof v === 'number') return Number.isSafeInteger(v) ? (String(v) as VllmBlockHash) : null;
-  if (typeof v === 'bigint') return v.toString() as VllmBlockHash;
+  // -0 + 0 is 0: a hash is a key, and "-0" and "0" must not be two of them.
+  if (typeof v === 'number') return Number.isSafeInteger(v) ? (String(v + 0) as VllmBlockHash) : null;
+  if (typeof v === 'bigint')
+    return v >= INT64_MIN && v <= UINT64_MAX ? (v.toString() as VllmBlockHash) : null;
   if (v instanceof Uint8Array) {
     if (v.length === 0) return null;
     let s = '';

@@ -42,6 +42,23 @@ const BATCH_FIELDS = ['ts', 'events', 'data_parallel_rank'] as const;
 /** BlockStored needs at least block_hashes, parent, token_ids and block_size (v0.9 also had lora_id). */
 const STORED_REQUIRED = 4;
 
+/**
+ * Ranges of the numbers on the wire. Every number is checked here, before any arithmetic, metric or write
+ * uses it: a finite double can still overflow once scaled (ts = −1e306 s is −Infinity in ms), and one
+ * uncaught non-finite value reaching prom-client ends the process (issue #36).
+ * - ts is vLLM's time.time(): 1970 up to the year 5138 (1e11 s) leaves any real clock, and a simulated one
+ *   starting at 0, well inside, and its milliseconds far inside a double's exact range.
+ * - token ids are vocabulary indexes; every tokenizer's fit in 31 bits.
+ * - a block holds a few to a few thousand tokens (mamba hybrids use attention blocks above 16); 2^20 keeps
+ *   hashes × block_size exact, which the token-count check multiplies.
+ * - a DP rank is added to the endpoint's port, so it is below 65,536; LoRA ids and KV cache group indexes are
+ *   small counters: safe integers.
+ */
+export const MAX_TS_SEC = 1e11;
+export const MAX_TOKEN_ID = 0x7fffffff;
+export const MAX_BLOCK_SIZE = 2 ** 20;
+export const MAX_DP_RANK = 65_535;
+
 type Fields = Record<string, unknown>;
 
 class Invalid extends Error {
@@ -74,21 +91,36 @@ function toFields(
   return raw;
 }
 
+/** A hash (or parent) that is not one: a number of the wrong kind is out of range, anything else the wrong type. */
+function hash(v: unknown): VllmBlockHash {
+  const h = normaliseBlockHash(v);
+  if (h !== null) return h;
+  throw new Invalid(typeof v === 'number' || typeof v === 'bigint' ? 'out_of_range' : 'bad_field');
+}
+
 function hashes(v: unknown): VllmBlockHash[] {
   if (!Array.isArray(v)) throw new Invalid('bad_field');
   const out: VllmBlockHash[] = new Array(v.length);
-  for (let i = 0; i < v.length; i++) {
-    const h = normaliseBlockHash(v[i]);
-    if (h === null) throw new Invalid('bad_field');
-    out[i] = h;
-  }
+  for (let i = 0; i < v.length; i++) out[i] = hash(v[i]);
   return out;
+}
+
+/**
+ * A whole number in [min, max] (a double of integral value is one: msgspec writes ints as ints, but nothing
+ * requires it). -0 comes back as 0. A 64-bit int (BigInt) is always out of these ranges.
+ */
+function intIn(v: unknown, min: number, max: number): number {
+  if (typeof v === 'number') {
+    if (Number.isInteger(v) && v >= min && v <= max) return v + 0;
+    throw new Invalid('out_of_range');
+  }
+  if (typeof v === 'bigint') throw new Invalid('out_of_range');
+  throw new Invalid('bad_field');
 }
 
 function optInt(v: unknown): number | null {
   if (v === null || v === undefined) return null;
-  if (typeof v === 'number' && Number.isInteger(v)) return v;
-  throw new Invalid('bad_field');
+  return intIn(v, 0, Number.MAX_SAFE_INTEGER);
 }
 
 function optString(v: unknown): string | null {
@@ -109,9 +141,10 @@ function tier(v: unknown): Tier {
 function tokenIds(v: unknown): number[] {
   if (!Array.isArray(v)) throw new Invalid('bad_field');
   for (let i = 0; i < v.length; i++) {
-    const t = v[i];
-    if (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > 0x7fffffff)
-      throw new Invalid('bad_field');
+    const t: unknown = v[i];
+    // The common case first: a token id msgpack decoded as a small int.
+    if (typeof t === 'number' && t >= 1 && t <= MAX_TOKEN_ID && Number.isInteger(t)) continue;
+    v[i] = intIn(t, 0, MAX_TOKEN_ID);
   }
   return v as number[];
 }
@@ -143,14 +176,9 @@ function extraKeys(v: unknown, nBlocks: number, loraName: string | null): (Block
 function parseStored(f: Fields): KvEvent {
   const blockHashes = hashes(f.block_hashes);
   const parentRaw = f.parent_block_hash;
-  let parent: VllmBlockHash | null = null;
-  if (!isNoParent(parentRaw)) {
-    parent = normaliseBlockHash(parentRaw);
-    if (parent === null) throw new Invalid('bad_field');
-  }
-  const blockSize = f.block_size;
-  if (typeof blockSize !== 'number' || !Number.isInteger(blockSize) || blockSize <= 0)
-    throw new Invalid('bad_field');
+  const parent: VllmBlockHash | null = isNoParent(parentRaw) ? null : hash(parentRaw);
+  // A placeholder with block_size 0 (later offloading connectors) is out of range too: dropped.
+  const blockSize = intIn(f.block_size, 1, MAX_BLOCK_SIZE);
   const loraId = optInt(f.lora_id);
   const loraName = optString(f.lora_name);
   return {
@@ -227,20 +255,28 @@ export function parseVllmBatch(raw: Uint8Array): ParseBatchResult {
   const ts = fields.ts;
   const events = fields.events;
   const rank = fields.data_parallel_rank;
-  if (typeof ts !== 'number' || !Number.isFinite(ts))
-    return { ok: false, reason: 'batch_field', detail: 'ts is not a number' };
+  if (typeof ts === 'bigint')
+    return {
+      ok: false,
+      reason: 'out_of_range',
+      detail: `ts ${ts} is a 64-bit integer, not a time in seconds`,
+    };
+  if (typeof ts !== 'number') return { ok: false, reason: 'batch_field', detail: 'ts is not a number' };
+  // The collector uses ts * 1000 (ms): that must be a finite time in range too.
+  if (!(ts >= 0 && ts <= MAX_TS_SEC && Number.isFinite(ts * 1000)))
+    return { ok: false, reason: 'out_of_range', detail: `ts ${ts} is not a time in seconds since 1970` };
   if (!Array.isArray(events)) return { ok: false, reason: 'batch_field', detail: 'events is not an array' };
-  if (
-    rank !== null &&
-    rank !== undefined &&
-    !(typeof rank === 'number' && Number.isInteger(rank) && rank >= 0)
-  )
-    return { ok: false, reason: 'batch_field', detail: 'data_parallel_rank is not an integer' };
+  if (rank !== null && rank !== undefined) {
+    if (typeof rank !== 'number' && typeof rank !== 'bigint')
+      return { ok: false, reason: 'batch_field', detail: 'data_parallel_rank is not an integer' };
+    if (!(typeof rank === 'number' && Number.isInteger(rank) && rank >= 0 && rank <= MAX_DP_RANK))
+      return { ok: false, reason: 'out_of_range', detail: `data_parallel_rank ${rank} is out of range` };
+  }
 
   const batch: KvEventBatch = {
-    tsSec: ts,
+    tsSec: ts + 0,
     events: [],
-    dataParallelRank: typeof rank === 'number' ? rank : null,
+    dataParallelRank: typeof rank === 'number' ? rank + 0 : null,
     unknownEvents: 0,
     unknownFields: 0,
     invalidEvents: {},

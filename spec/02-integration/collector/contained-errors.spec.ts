@@ -1,0 +1,78 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Collector } from '../../../src/collector/collector.js';
+import { StaticDiscovery } from '../../../src/collector/discovery/static.js';
+import { silentLogger } from '../../../src/collector/logger.js';
+import type { StreamWorker } from '../../../src/collector/stream-worker.js';
+import { createKvIndex } from '../../../src/index/index.js';
+import type { KvIndex } from '../../../src/index/kv-index.js';
+import { waitFor } from '../../helpers/ports.js';
+import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
+import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
+import {
+  BS,
+  MODEL,
+  blockStored,
+  freshTokens,
+  hashCounter,
+  testSettings,
+  waitCached,
+  waitSubscribed,
+} from '../../helpers/collector/collector-harness.js';
+
+const hashes = hashCounter(7n << 40n);
+
+/**
+ * Issue #36: no exception from a metrics library or an observer may end the process. A hook told of every
+ * write that throws (as prom-client's histogram did on a non-finite value) is contained in its stream:
+ * counted in internal_errors_total{stage="observer"}, and the stream goes on writing.
+ */
+describe('a throwing observer of index writes (real ZMQ and Redis)', () => {
+  let redis: TestRedis;
+  let index: KvIndex;
+  let pub: FakeVllmPublisher;
+  let collector: Collector;
+  const w = (): StreamWorker => collector.worker('pod-o')!;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kobs' });
+    pub = await new FakeVllmPublisher({ format: 'array' }).bind();
+    collector = new Collector(testSettings(), {
+      index,
+      discovery: new StaticDiscovery([
+        {
+          id: 'pod-o',
+          model: MODEL,
+          address: '127.0.0.1:18046',
+          kv_events: pub.endpoint,
+          kv_events_replay: pub.replayEndpoint,
+        },
+      ]),
+      log: silentLogger,
+      blockSizes: { [MODEL]: BS },
+      onApplied: () => {
+        throw new TypeError('Value is not a valid number: Infinity');
+      },
+    });
+    await collector.start();
+    await waitSubscribed(pub, w);
+  });
+
+  afterAll(async () => {
+    await collector?.stop();
+    await pub?.close();
+    await index?.close();
+    await redis?.stop();
+  });
+
+  it('is counted and logged; the stream goes on indexing', async () => {
+    for (let i = 0; i < 3; i++) {
+      const t = freshTokens(2);
+      await pub.publish([blockStored(hashes(2), null, t)]);
+      await waitCached(index, 'pod-o', t, 2);
+    }
+    await waitFor('observer errors counted', () => w().stats.internalErrors.observer >= 3);
+    const text = await collector.metrics.registry.metrics();
+    expect(text).toMatch(/kinference_collector_internal_errors_total\{pod="pod-o",stage="observer"\} [3-9]/);
+  });
+});

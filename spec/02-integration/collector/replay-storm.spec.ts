@@ -1,0 +1,146 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Collector } from '../../../src/collector/collector.js';
+import { REPLAY_MAX_BATCHES } from '../../../src/collector/replay-control.js';
+import type { StreamWorker } from '../../../src/collector/stream-worker.js';
+import { createKvIndex } from '../../../src/index/index.js';
+import type { KvIndex } from '../../../src/index/kv-index.js';
+import { waitFor } from '../../helpers/ports.js';
+import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
+import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
+import {
+  blockStored,
+  cachedBlocks,
+  freshTokens,
+  hashCounter,
+  MODEL,
+  startCollector,
+  waitCached,
+  waitSubscribed,
+} from '../../helpers/collector/collector-harness.js';
+import { encodeBatch, liveFrames } from '../../helpers/collector/vllm-frames.js';
+
+const hashes = hashCounter(5n << 40n);
+
+/**
+ * Issue #36, item 2: frames that look like an engine restart (other bytes under a number already used) or a
+ * sequence jump, a few hundred of them, made one collector clear the pod and replay the whole buffer for
+ * each. Now the replay buffer is asked first, and replays are coalesced and rate-limited: real ZeroMQ, real
+ * Redis, the real in-process collector.
+ */
+describe('a storm of restart-looking frames and sequence jumps', () => {
+  let redis: TestRedis;
+  let index: KvIndex;
+  let pub: FakeVllmPublisher;
+  let collector: Collector;
+  const w = (): StreamWorker => collector.worker('pod-s')!;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kstorm' });
+    pub = await new FakeVllmPublisher({ format: 'array' }).bind();
+    collector = startCollector(index, [
+      {
+        id: 'pod-s',
+        model: MODEL,
+        address: '127.0.0.1:18044',
+        kv_events: pub.endpoint,
+        kv_events_replay: pub.replayEndpoint,
+      },
+    ]);
+    await collector.start();
+    await waitSubscribed(pub, w);
+  });
+
+  afterAll(async () => {
+    await collector?.stop();
+    await pub?.close();
+    await index?.close();
+    await redis?.stop();
+  });
+
+  it('neither clears the pod nor replays for each frame; one coalesced replay repairs, the index is kept', async () => {
+    const chains = Array.from({ length: 50 }, () => ({ t: freshTokens(2), h: hashes(2) }));
+    for (const c of chains) await pub.publish([blockStored(c.h, null, c.t)]);
+    await waitCached(index, 'pod-s', chains.at(-1)!.t, 2);
+    const clearsBefore = { ...w().stats.podClears };
+    const replaysBefore = pub.replayRequests;
+
+    // 300 forged frames: other bytes under numbers the engine used, and numbers far ahead of it.
+    const last = pub.seq - 1;
+    for (let i = 0; i < 300; i++) {
+      const forged = encodeBatch([blockStored(hashes(1), null, freshTokens(1))], { format: 'array' });
+      const seq = i % 2 === 0 ? (i * 7) % (last + 1) : last + 2 + i * 1000;
+      await pub.sendRaw(liveFrames('', seq, forged));
+    }
+    // The engine goes on.
+    const next = { t: freshTokens(2), h: hashes(2) };
+    await pub.publish([blockStored(next.h, null, next.t)]);
+    await waitFor('the stream caught up', () => w().lastSeq === pub.seq - 1 && !w().resyncing, 20_000);
+    await waitCached(index, 'pod-s', next.t, 2);
+
+    expect(w().stats.podClears).toEqual(clearsBefore);
+    for (const c of chains) expect(await cachedBlocks(index, 'pod-s', c.t)).toBe(2);
+    // A handful of replays (REPLAY_BURST at once, then one per REPLAY_MIN_INTERVAL_MS while frames keep
+    // coming), never one per frame.
+    const replays = pub.replayRequests - replaysBefore;
+    expect(replays).toBeGreaterThanOrEqual(1);
+    expect(replays).toBeLessThanOrEqual(6);
+    const rc = w().stats.replayControl;
+    expect(rc.coalesced).toBeGreaterThan(0);
+    expect(rc.refused.interval + rc.refused.budget).toBeGreaterThan(0);
+    expect(w().stats.restarts).toBe(0);
+  });
+});
+
+describe('a replay longer than REPLAY_MAX_BATCHES', () => {
+  let redis: TestRedis;
+  let index: KvIndex;
+  let pub: FakeVllmPublisher;
+  let collector: Collector;
+  const w = (): StreamWorker => collector.worker('pod-b')!;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kbound' });
+    pub = await new FakeVllmPublisher({ format: 'array' }, { bufferSteps: 30_000 }).bind();
+  });
+
+  afterAll(async () => {
+    await collector?.stop();
+    await pub?.close();
+    await index?.close();
+    await redis?.stop();
+  });
+
+  it(
+    'stops at the bound and reads the rest in the next replay: nothing cleared, nothing missing',
+    { timeout: 120_000 },
+    async () => {
+      // An engine whose buffer holds more than one replay may read, before the collector starts.
+      const first = { t: freshTokens(2), h: hashes(2) };
+      await pub.publish([blockStored(first.h, null, first.t)], { drop: true });
+      const empty = encodeBatch([], { format: 'array' });
+      for (let i = 0; i < REPLAY_MAX_BATCHES + 2000; i++) await pub.publishPayload(empty, { drop: true });
+      const last = { t: freshTokens(2), h: hashes(2) };
+      await pub.publish([blockStored(last.h, null, last.t)], { drop: true });
+
+      collector = startCollector(index, [
+        {
+          id: 'pod-b',
+          model: MODEL,
+          address: '127.0.0.1:18045',
+          kv_events: pub.endpoint,
+          kv_events_replay: pub.replayEndpoint,
+        },
+      ]);
+      await collector.start();
+      await waitFor('the whole buffer applied', () => w()?.lastSeq === pub.seq - 1 && !w().resyncing, 60_000);
+      await waitCached(index, 'pod-b', last.t, 2);
+      expect(await cachedBlocks(index, 'pod-b', first.t)).toBe(2);
+      expect(w().stats.replays.bounded).toBe(1);
+      expect(w().stats.replayControl.refused.bounded).toBe(1);
+      expect(w().stats.podClears.gap).toBe(0);
+      expect(w().partialSinceMs).toBe(0);
+    },
+  );
+});
