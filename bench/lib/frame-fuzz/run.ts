@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { blockKeys, keySeed } from '../../../src/core/block-keys.js';
 import { createKvIndex } from '../../../src/index/index.js';
-import { freeLoopbackPort, startRedisServer } from '../../../src/util/redis-server.js';
+import { freeLoopbackPort, startRedisServer } from '../../../harness/redis-server.js';
 import { Rng } from '../rng.js';
 import { CollectorProcess, type Metrics } from './collector-process.js';
 import {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CollectorProcess } from '../../../bench/lib/frame-fuzz/collector-process.js';
 import { createKvIndex } from '../../../src/index/index.js';
-import type { KvIndex } from '../../../src/index/kv-index.js';
+import type { KvIndex } from '../../../src/index/index.js';
 import { freePort, waitFor } from '../../helpers/ports.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';

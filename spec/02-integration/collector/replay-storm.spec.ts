@@ -3,7 +3,7 @@ import type { Collector } from '../../../src/collector/collector.js';
 import { REPLAY_MAX_BATCHES } from '../../../src/collector/replay-control.js';
 import type { StreamWorker } from '../../../src/collector/stream-worker.js';
 import { createKvIndex } from '../../../src/index/index.js';
-import type { KvIndex } from '../../../src/index/kv-index.js';
+import type { KvIndex } from '../../../src/index/index.js';
 import { waitFor } from '../../helpers/ports.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
