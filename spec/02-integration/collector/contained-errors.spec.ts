@@ -4,7 +4,7 @@ import { StaticDiscovery } from '../../../src/collector/discovery/static.js';
 import { silentLogger } from '../../../src/collector/logger.js';
 import type { StreamWorker } from '../../../src/collector/stream-worker.js';
 import { createKvIndex } from '../../../src/index/index.js';
-import type { KvIndex } from '../../../src/index/kv-index.js';
+import type { KvIndex } from '../../../src/index/index.js';
 import { waitFor } from '../../helpers/ports.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
