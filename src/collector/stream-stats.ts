@@ -1,3 +1,4 @@
+// Per-stream counters (clears, replays, handoffs, drops) for /metrics, and rate-limited drop logging.
 import type { DecodeErrorReason, InvalidEventReason } from './events.js';
 import { newMapperCounters, type MapperCounters } from './key-mapper.js';
 import type { Logger } from './logger.js';

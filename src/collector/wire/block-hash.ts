@@ -1,3 +1,4 @@
+// vLLM's block hashes (bytes or int) normalised to one string type; a falsy parent means no parent.
 import type { VllmBlockHash } from '../../core/types.js';
 
 const HEX: string[] = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
