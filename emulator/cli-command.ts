@@ -1,3 +1,4 @@
+// Registers `kinference emulator` (serve a fleet file's pods as emulated vLLM) with the CLI.
 import type { Command } from 'commander';
 import { failedListenAddress, listenError } from '../src/util/listen-failure.js';
 import type { RunEmulatorOptions } from './run.js';

@@ -1,3 +1,4 @@
+// Hardware/model presets of the emulated engine (L40S, H100 with a ~27B FP8 model), by name.
 import type { EngineOptions } from './engine/engine.js';
 import type { StepCostModel } from './engine/step-time.js';
 

@@ -1,3 +1,4 @@
+// `kinference emulator`: starts the emulated fleet, prints where each pod listens, stops on a signal.
 import { loadFleetConfig } from '../src/config/fleet-config.js';
 import type { EmulatorSection } from '../src/config/emulator-section.js';
 import { startEmulatorFleet } from './server/fleet.js';

@@ -1,3 +1,4 @@
+// Starts a private Redis Cluster of redis-server children on free ports, for tests and benchmarks.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

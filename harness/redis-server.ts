@@ -1,3 +1,4 @@
+// Starts a private redis-server on a free loopback port (demo, benchmarks, tests); free-port helpers.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';

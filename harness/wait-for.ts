@@ -1,3 +1,4 @@
+// waitFor: polls until a condition holds or a timeout passes, for readiness in tests, benches and the demo.
 /**
  * Polls `check` until it resolves truthy, or throws after `timeoutMs` (an error `check` threw is quoted).
  * For readiness (a server started, a cluster agreed), never for sleeping.

@@ -1,3 +1,4 @@
+// Command-line options every benchmark command takes (fleet, rates, client), applied to a schedule.
 import { getProfile, PROFILES } from '../../emulator/profiles.js';
 import { benchArgs, numberArg, UsageError } from './cli.js';
 import type { BenchSchedule } from './schedule.js';

@@ -1,3 +1,4 @@
+// The benchmark scripts' command-line helpers: usage errors (exit 2) and checked numeric flags.
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 
 type Options = NonNullable<ParseArgsConfig['options']>;

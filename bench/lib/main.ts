@@ -1,3 +1,4 @@
+// Runs a benchmark schedule and writes bench/results/<name>.{json,md} and charts (bench:seed, bench:des).
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -1,3 +1,4 @@
+// The benchmark's seeded PRNG (sfc32 from one seed): exponential and Poisson draws, derived streams.
 import { Sfc32, splitmixWords } from '../../harness/sfc32.js';
 
 /** Largest mean Knuth's method draws at once: e^−30 ≈ 9e−14 is still a normal double with room to spare. */

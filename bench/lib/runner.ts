@@ -1,3 +1,4 @@
+// Runs every cell of a schedule in virtual time, in worker processes, with a progress bar.
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import cliProgress from 'cli-progress';

@@ -1,3 +1,4 @@
+// BenchSchedule: everything that defines a run (arms, workloads, profiles, trials); the seed and smoke ones.
 import type { FleetSpec } from './des/cell-setup.js';
 import type { ArmName, ArrivalProcess, Profile, RandomRouting, WorkloadName } from './types.js';
 import { ARM_NAMES, GUIDELLM_WORKERS, WORKLOAD_NAMES } from './types.js';

@@ -1,3 +1,4 @@
+// The benchmark's served model (the real Qwen3 tokenizer) and its token-exact text synthesis.
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { getProfile, type EngineProfile } from '../../emulator/profiles.js';

@@ -1,3 +1,4 @@
+// The study's SLOs: idle uncached TTFT plus padding per workload, and an ITL bound.
 import { fleetOf } from './des/fleet.js';
 import { idleUncachedTtftMs } from './des/idle-ttft.js';
 import type { BenchSchedule } from './schedule.js';

@@ -1,3 +1,4 @@
+// The emulated engine's own block hash, modelled on vLLM's sha256_cbor prefix-caching hash.
 import { createHash, randomBytes } from 'node:crypto';
 import type { EngineBlockHash, ExtraKeys } from './types.js';
 

@@ -1,3 +1,4 @@
+// vLLM V1's BlockPool for the emulator: KV blocks, the LRU free queue, the prefix-cache hash map.
 import type { EngineBlockHash, KvCacheEvent } from './types.js';
 
 /**

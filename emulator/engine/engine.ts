@@ -1,3 +1,4 @@
+// The emulated vLLM V1 engine core: scheduler, KV cache and step timing on a virtual clock.
 import { noneHashFromSeed } from './block-hash.js';
 import { KvCacheManager } from './kv-cache-manager.js';
 import { EngineRequest } from './request.js';

@@ -1,3 +1,4 @@
+// vLLM V1's KVCacheManager for the emulator: per-request block tables, prefix hits, KV events.
 import { BlockPool, type KvBlock } from './block-pool.js';
 import type { EngineRequest } from './request.js';
 import type { BlockStoredEvent, EngineBlockHash, ExtraKeys, KvCacheEvent } from './types.js';

@@ -1,3 +1,4 @@
+// EngineRequest: the emulated engine's per-request state (tokens, status, computed and output counts).
 import { RequestBlockHasher } from './block-hash.js';
 import type { Rng } from './rng.js';
 import type { EngineRequestInput } from './types.js';

@@ -1,3 +1,4 @@
+// The emulated engine's seeded PRNG (sfc32 from several integers) and a string hash to seed from names.
 import { GOLDEN32, mix32, Sfc32, splitmixWords } from '../../harness/sfc32.js';
 
 /**

@@ -1,3 +1,4 @@
+// The emulator's cost model of one engine step: compute- or memory-bound forward pass over its work.
 import type { ScheduledWork } from './types.js';
 
 /**

@@ -1,3 +1,4 @@
+// Starts every selected pod of a fleet file as an emulated vLLM pod at its configured addresses.
 import { EmulatorSectionSchema, type EmulatorSection } from '../../src/config/emulator-section.js';
 import type { FleetConfig } from '../../src/config/fleet-config.js';
 import { defaultTemplateKwargs } from '../../src/config/plugin-config.js';

@@ -1,3 +1,4 @@
+// The emulator's HTTP plumbing: POST bodies read as vLLM's FastAPI app reads them, JSON replies.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { withPythonNumbers } from '../../src/core/request.js';
 import { isRecord } from '../../src/core/is-record.js';

@@ -1,3 +1,4 @@
+// vLLM's ZmqEventPublisher for one emulated engine core: KV-event batches on PUB, replay on ROUTER.
 import { Publisher, Router } from 'zeromq';
 import type { KvCacheEvent } from '../engine/types.js';
 import { encodeKvEventBatch, type KvEventsFormat, type KvEventsHashForm } from '../wire/kv-event-batch.js';

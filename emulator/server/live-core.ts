@@ -1,3 +1,4 @@
+// Drives one emulated engine core (one DP rank) in wall time through the time scale, for live serving.
 import { performance } from 'node:perf_hooks';
 import type { Engine } from '../engine/engine.js';
 import type {

@@ -1,3 +1,4 @@
+// What the emulated model writes: single-token words of its tokenizer, and its end-of-turn token.
 import type { Tokenizer } from '../../src/tokenize/types.js';
 
 /**

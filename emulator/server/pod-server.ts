@@ -1,3 +1,4 @@
+// One emulated vLLM pod: the OpenAI-compatible API, /metrics, /tokenize, /health, engine cores per DP rank.
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -1,3 +1,4 @@
+// vLLM's Prometheus metrics for one emulated pod: same names, labels, help texts and buckets.
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { EngineOutcome, FinishedRequest } from '../engine/types.js';
 

@@ -1,3 +1,4 @@
+// Encodes a KVEventBatch exactly as vLLM's msgspec encoder does, in map or array form.
 import { blockHashToBytes, blockHashToU64 } from '../engine/block-hash.js';
 import type { EngineBlockHash, KvCacheEvent } from '../engine/types.js';
 import { MsgpackWriter } from './msgpack-writer.js';

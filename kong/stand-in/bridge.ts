@@ -1,3 +1,4 @@
+// Kong's bridge loop: HandleEvent, then every PDK call the plugin makes answered as Kong would.
 import { MsgpackRpcClient, RpcError } from './rpc-client.js';
 
 /**

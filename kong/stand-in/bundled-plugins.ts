@@ -1,3 +1,4 @@
+// Kong's own (Lua) plugins the stand-in runs in-process (file-log), as Kong 3.9 defines them.
 import { closeSync, openSync, writeSync } from 'node:fs';
 import { KinferenceError } from '../../src/core/errors.js';
 import type { Phase } from './pdk.js';

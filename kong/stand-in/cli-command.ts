@@ -1,3 +1,4 @@
+// Registers `kinference gateway` (the Kong stand-in) with the CLI; the implementation loads when run.
 import type { Command } from 'commander';
 
 /** `kinference gateway`: registered by the composition root (cli/main.ts); the implementation loads only when run. */

@@ -1,3 +1,4 @@
+// `kinference gateway`: runs the Kong stand-in on a declarative config (SIGHUP reloads it) until stopped.
 import { KinferenceError } from '../../src/core/errors.js';
 import { listenError } from '../../src/util/listen-failure.js';
 import { startGateway, stderrLogger } from './gateway.js';

@@ -1,3 +1,4 @@
+// The subset of Kong's declarative config (format 3.0) the stand-in serves, parsed and checked.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';

@@ -1,3 +1,4 @@
+// One external plugin as Kong's plugin-server runtime drives it: instances, events, failing open.
 import { runEvent, type EventResult, type PdkHandler } from './bridge.js';
 import type { PluginEntity } from './declarative.js';
 import type { Logger, PluginInfo, PluginServerProcess } from './plugin-server.js';

@@ -1,3 +1,4 @@
+// The Kong stand-in's HTTP gateway: route match, plugin phases over the real RPC, proxy, log phase.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';

@@ -1,3 +1,4 @@
+// The environment nginx leaves its workers, and so the plugin server Kong spawns (nginx_main_env).
 /**
  * The environment nginx leaves its worker processes, and so the plugin server Kong spawns from worker 0
  * (ngx.pipe, kong.md §4.1): nginx removes every inherited variable but TZ and those its `env` directives

@@ -1,3 +1,4 @@
+// Kong's PDK functions on the stand-in's side of the bridge, with Kong's argument and phase checks.
 import { STATUS_CODES } from 'node:http';
 import type { PdkHandler, PdkOutcome } from './bridge.js';
 import type { PluginEntity } from './declarative.js';

@@ -1,3 +1,4 @@
+// Where the stand-in's plugin servers come from: Kong's env keys, else the bundled kinference plugin.
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';

@@ -1,3 +1,4 @@
+// Kong's plugin-server supervision: the query command at start, the start command restarted on exit.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { KinferenceError } from '../../src/core/errors.js';

@@ -1,3 +1,4 @@
+// What Kong does to a plugin's config before the plugin server sees it: schema validation, defaults.
 import type { KongField, KongFieldEntry } from '../../src/config/to-kong-schema.js';
 import { luaMatches } from './lua-pattern.js';
 import { isRecord as isObj } from '../../src/core/is-record.js';

@@ -1,3 +1,4 @@
+// The proxying half of Kong: the request to the balancer target, the response streamed back (SSE).
 import {
   request as httpRequest,
   type IncomingMessage,

@@ -1,3 +1,4 @@
+// Everything Kong keeps about one request (ngx.var, ngx.ctx, balancer data) that the PDK reads.
 import type { RouteEntity, ServiceEntity } from './declarative.js';
 
 /** Lower-cased header name → values in arrival order (ngx.req.get_headers keeps repeats). */

@@ -1,3 +1,4 @@
+// Route matching as Kong's router does it (prefixes, regex paths, methods) and the upstream path.
 import type { DeclarativeConfig, RouteEntity, ServiceEntity } from './declarative.js';
 
 /**

@@ -1,3 +1,4 @@
+// Kong's side of the MessagePack-RPC to a plugin server over its unix socket.
 import { connect, type Socket } from 'node:net';
 import { decode, encode } from '@msgpack/msgpack';
 

@@ -1,3 +1,4 @@
+// The plugin's access phase: read the body when allowed, route, set the target; fallbacks reported.
 import { randomBytes } from 'node:crypto';
 import type { PluginConfig } from '../../src/config/plugin-config.js';
 import type { FallbackReason } from '../../src/core/fallback.js';

@@ -1,3 +1,4 @@
+// Whether the access phase may fetch the body, from the request headers alone (size known, not compressed).
 import type { FallbackReason } from '../../src/core/fallback.js';
 import { MAX_REQUEST_HEADERS, type RequestHeaders } from './pdk.js';
 

@@ -1,3 +1,4 @@
+// Workarounds for kong-pdk 0.6.0: no debug JSON of binary bodies, no event left behind by an exit or a "ret".
 import { createRequire } from 'node:module';
 
 /**

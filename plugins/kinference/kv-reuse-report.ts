@@ -1,3 +1,4 @@
+// Asks vLLM to report the prefix-cache blocks a request reuses, by splicing a member into the body.
 /**
  * The request body with `"vllm_xargs":{"kv_cache_report_mode":"full"}` added as its first member: vLLM
  * (PR #45261) then announces the prefix-cache blocks the request reuses as BlockStored events, so a pod's

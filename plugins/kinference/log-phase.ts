@@ -1,3 +1,4 @@
+// The plugin's log phase: the measured TTFT and the upstream's answer fed back to the router.
 import * as A from '../../src/telemetry/attributes.js';
 import type { UpstreamReport } from '../../src/router/router.js';
 import { CTX_DECISION_KEY, type PhaseDeps } from './access.js';

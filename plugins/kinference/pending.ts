@@ -1,3 +1,4 @@
+// Decisions kept in memory between the access and log phases, keyed by an id that reaches the log phase.
 import type { SpanRef } from '../../src/telemetry/index.js';
 import type { RouteOutcome } from '../../src/router/index.js';
 

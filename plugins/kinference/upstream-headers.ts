@@ -1,3 +1,4 @@
+// The x-kinference-* debugging headers (expose_headers) and the 429 answer when shedding.
 import type { RouteOutcome } from '../../src/router/index.js';
 
 /** The x-kinference-* debugging headers (only with expose_headers): what was chosen and why. */

@@ -1,3 +1,4 @@
+// Starts the whole system for end-to-end specs: emulated pods, collector, Redis, plugin behind Kong.
 import type { Gateway } from '../../kong/stand-in/index.js';
 import type { EmulatorSection } from '../../src/config/emulator-section.js';
 import type { Collector } from '../../src/collector/collector.js';

@@ -1,3 +1,4 @@
+// The real Qwen3 tokenizer and template for specs, and a router config over the in-memory index.
 import { fileURLToPath } from 'node:url';
 import { PluginConfigSchema, type PluginConfig } from '../../src/config/plugin-config.js';
 import { validateConfig } from '../../src/config/validate.js';

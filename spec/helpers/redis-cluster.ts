@@ -1,3 +1,4 @@
+// A private Redis Cluster for specs that knows where a model's keys live; Redis or Cluster by flag.
 import { modelKeyBase } from '../../src/index/index.js';
 import {
   startRedisCluster as startProcesses,

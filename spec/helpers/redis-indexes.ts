@@ -1,3 +1,4 @@
+// useRedisIndexes: one redis-server per suite and fresh indexes per test, for the index specs.
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { RedisKvIndex, type RedisKvIndexOptions } from '../../src/index/index.js';
 import { startRedis, type TestRedis } from './redis-server.js';

@@ -1,3 +1,4 @@
+// startRedis: a private redis-server with a client for specs (which may kill it to test faults).
 import { Redis } from 'ioredis';
 import { startRedisServer, type RedisServer } from '../../harness/redis-server.js';
 

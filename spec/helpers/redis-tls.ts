@@ -1,3 +1,4 @@
+// A private TLS-only redis-server with its own CA and client certificates, for the TLS specs.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -1,3 +1,4 @@
+// `kinference explain`: routes one body with the fleet file's router and prints the decision as JSON.
 import { readFileSync } from 'node:fs';
 import { loadFleetConfig, resolveModel } from '../config/fleet-config.js';
 import { KinferenceError } from '../core/errors.js';

@@ -1,3 +1,4 @@
+// The `kinference` commander program (name, version) and runProgram, which maps errors to exit codes.
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { isKinferenceError } from '../core/errors.js';

@@ -1,3 +1,4 @@
+// `kinference verify-tokenizer`: renders and tokenizes sample chats, compares with each pod's /tokenize.
 import { readFileSync } from 'node:fs';
 import { boundedDetail } from '../core/bounded-detail.js';
 import { KinferenceError } from '../core/errors.js';

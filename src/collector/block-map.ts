@@ -1,3 +1,4 @@
+// The per-pod map from vLLM block hash to our block key and per-tier store counts, LRU-bounded.
 import type { BlockKey, Tier, VllmBlockHash } from '../core/types.js';
 
 /**

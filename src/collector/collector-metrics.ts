@@ -1,3 +1,4 @@
+// The collector's own Prometheus /metrics: per-pod counters, calibration gauges, write histograms.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Calibration, DecodeSteps } from '../core/types.js';
 import type { PrefillSource } from './metrics/calibration.js';

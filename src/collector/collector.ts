@@ -1,3 +1,4 @@
+// The collector: one runner (event streams + metrics scraper) per discovered pod, started and stopped.
 import type { CollectorSection } from '../config/collector-section.js';
 import {
   LeaseLostError,

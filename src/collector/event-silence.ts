@@ -1,3 +1,4 @@
+// Notices a KV-event stream that stays silent while its engine computes prompts (wrong topic or endpoint).
 import type { EngineMetrics } from './metrics/vllm-metrics.js';
 
 /**

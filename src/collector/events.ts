@@ -1,3 +1,4 @@
+// The validated KV-cache events (stored, removed, all cleared) the wire decoder hands the key mapper.
 import type { Tier, VllmBlockHash } from '../core/types.js';
 
 /**

@@ -1,3 +1,4 @@
+// The record a cleanly stopping collector leaves per stream so the next one resumes instead of clearing.
 import { REFCOUNT_MAX } from '../index/index.js';
 import type { MapperSnapshot } from './key-mapper.js';
 

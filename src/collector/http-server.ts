@@ -1,3 +1,4 @@
+// The collector's HTTP server: GET /metrics and GET /healthz.
 import { createServer, type Server } from 'node:http';
 import { listenError } from '../util/listen-failure.js';
 import type { Collector } from './collector.js';

@@ -1,3 +1,4 @@
+// Maps vLLM KV events to index ops on our block keys, per pod; skips (and counts) what it cannot key.
 import { blockKeys, keySeed } from '../core/block-keys.js';
 import { TIERS, type BlockKey, type Tier, type VllmBlockHash } from '../core/types.js';
 import type { IndexOp } from '../index/index.js';

@@ -1,3 +1,4 @@
+// The pods the collector follows and their event streams, one per DP rank (vLLM's port offsets).
 import { dataParallelPodId, type PodId } from '../core/types.js';
 
 /** A pod to follow, from the static list or from Kubernetes. */

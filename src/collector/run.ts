@@ -1,3 +1,4 @@
+// `kinference collector --config`: the collector process (index, lease, /metrics, /healthz, clean stop).
 import { validateConfig } from '../config/validate.js';
 import { CollectorSectionSchema } from '../config/collector-section.js';
 import { loadFleetConfig } from '../config/fleet-config.js';

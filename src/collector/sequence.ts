@@ -1,3 +1,4 @@
+// Sequence-number rules for one vLLM publisher: next, gap, duplicate, out of order or a restarted process.
 import { createHash } from 'node:crypto';
 
 /**

@@ -1,3 +1,4 @@
+// Per-stream counters (clears, replays, handoffs, drops) for /metrics, and rate-limited drop logging.
 import {
   DECODE_ERROR_REASONS,
   INVALID_EVENT_REASONS,

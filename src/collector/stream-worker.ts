@@ -1,3 +1,4 @@
+// Follows one pod's (DP rank's) KV-event stream: subscribe, order, replay gaps, map and apply to the index.
 import {
   LeaseLostError,
   type HandoffStore,

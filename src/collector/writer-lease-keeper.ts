@@ -1,3 +1,4 @@
+// The collector's side of the writer lease: stands by until it holds every model's lease, then renews.
 import { isKinferenceError } from '../core/errors.js';
 import {
   describeLeaseHolder,

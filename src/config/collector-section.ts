@@ -1,3 +1,4 @@
+// The fleet YAML's `collector:` section: its TypeBox schema and cross-field checks, owned by the collector.
 import { Type, type Static } from '@sinclair/typebox';
 import { LISTEN_PATTERN } from './addresses.js';
 

@@ -1,3 +1,4 @@
+// The fleet YAML's `emulator:` section: its TypeBox schema, owned by the emulator.
 import { Type, type Static } from '@sinclair/typebox';
 
 /** `emulator:` section of the fleet YAML. Owned by the emulator (docs/emulator.md). */

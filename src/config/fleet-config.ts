@@ -1,3 +1,4 @@
+// The fleet YAML (models, pods, kubernetes, router, sections): its schema and parseFleetConfig.
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { Type, type Static } from '@sinclair/typebox';

@@ -1,3 +1,4 @@
+// The plugin configuration's one source: TypeBox schema, cross-field problems, derived settings.
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 
 /**

@@ -1,3 +1,4 @@
+// Kong's plugin schema derived from the TypeBox plugin config, regexes translated to Lua patterns.
 import { Kind, type TObject, type TSchema } from '@sinclair/typebox';
 import { KinferenceError } from '../core/errors.js';
 

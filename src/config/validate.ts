@@ -1,3 +1,4 @@
+// Checks config against a TypeBox schema: defaults filled, errors naming each bad field (and likely typos).
 import type { TSchema, Static } from '@sinclair/typebox';
 import { Value, ValueErrorType, type ValueError } from '@sinclair/typebox/value';
 import { KinferenceError } from '../core/errors.js';

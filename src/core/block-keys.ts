@@ -1,3 +1,4 @@
+// The chained 64-bit block keys the router and the collector both compute from token ids.
 import type { BlockKey } from './types.js';
 
 /**

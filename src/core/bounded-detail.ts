@@ -1,3 +1,4 @@
+// Bounded one-line details of what went wrong, for log lines, span attributes and fallback details.
 import { isKinferenceError } from './errors.js';
 
 /** The most characters of one detail (an error message, a list of pods) a log line or span attribute carries. */

@@ -1,3 +1,4 @@
+// Picks the pod to route to from the per-pod TTFT predictions (healthy first, a total order on ties).
 import type { FallbackReason } from './fallback.js';
 import type { Prediction } from './predictor.js';
 

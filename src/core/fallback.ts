@@ -1,3 +1,4 @@
+// The closed list of fallback reasons: why a request was routed on load alone or left to Kong.
 /** Reasons for which the body was not read as a chat request (not read at all, not JSON, not chat). */
 const NOT_READ_AS_CHAT_REASONS = [
   'body_too_large',

@@ -1,3 +1,4 @@
+// The ITL guard: whether a pod can take one more request without its decodes missing the ITL bound.
 import type { DecodeSteps } from './types.js';
 
 /**

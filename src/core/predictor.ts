@@ -1,3 +1,4 @@
+// The TTFT model: each pod's predicted time to first token from its cached prefix, queue and calibration.
 import type { Calibration, PodLookup, Reservation } from './types.js';
 
 /**

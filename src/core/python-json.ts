@@ -1,3 +1,4 @@
+// JSON numbers as vLLM's Python reads and prints them (1.0, big ints), so templates render them the same.
 import { parse } from 'lossless-json';
 
 /**

@@ -1,3 +1,4 @@
+// Parses a chat-completions body as vLLM validates it: the messages, tools and options its template renders.
 import { mayHavePythonNumbers, parsePythonJson } from './python-json.js';
 import type { FallbackReason } from './fallback.js';
 import { isRecord } from './is-record.js';

@@ -1,3 +1,4 @@
+// Apply ids (writer id, rising seq) and the per-pod apply record that makes an apply's retry count once.
 import { randomBytes } from 'node:crypto';
 import { KinferenceError } from '../core/errors.js';
 import type { ApplyId, IndexLossReason } from './kv-index.js';

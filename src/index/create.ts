@@ -1,3 +1,4 @@
+// createKvIndex: the one way the router, the collector and the tools obtain an index (Redis or in-memory).
 import type { KvIndex } from './kv-index.js';
 import { MemoryKvIndex } from './memory-index.js';
 import type { IndexLog, RedisTlsSettings } from './redis-connection.js';

@@ -1,3 +1,4 @@
+// The index port: ops, pod state, lookups and the four roles (reader, writer, reservations, handoff).
 import type { BlockKey, LookupResult, PodId, PodState, Tier } from '../core/types.js';
 
 /** One write applied to one pod, in order. */

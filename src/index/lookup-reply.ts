@@ -1,3 +1,4 @@
+// Parses the Lua lookup script's reply into a LookupResult sorted by pod id.
 import { KinferenceError } from '../core/errors.js';
 import type { LookupResult, PodLookup } from '../core/types.js';
 import { comparePodIds } from './pod-order.js';

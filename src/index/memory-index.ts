@@ -1,3 +1,4 @@
+// MemoryKvIndex, the in-process reference index: the conformance oracle, also for tests and tools.
 import { TIERS, tierRank, type BlockKey, type LookupResult, type PodState } from '../core/types.js';
 import {
   REFCOUNT_MAX,

@@ -1,3 +1,4 @@
+// PodState ↔ the flat field/value list of its Redis record (encode a patch, decode a record).
 import { KinferenceError } from '../core/errors.js';
 import type { Calibration, DecodeSteps, PodState } from '../core/types.js';
 import { defaultPodState, type PodRef } from './kv-index.js';

@@ -1,3 +1,4 @@
+// The longest-cached-prefix search per tier, shared by MemoryKvIndex and mirrored in the Lua lookup.
 import type { PrefixBlocks } from '../core/types.js';
 
 /**

@@ -1,3 +1,4 @@
+// The index's Redis connection (ioredis, standalone or Cluster): TLS, reconnect backoff, deadlines, logs.
 import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';

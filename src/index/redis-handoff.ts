@@ -1,3 +1,4 @@
+// HandoffStore on Redis: saves and takes collector handoff records in pieces (lua/handoff.ts).
 import { randomBytes } from 'node:crypto';
 import { KinferenceError } from '../core/errors.js';
 import { formatApplyRecord, type ApplyRecord } from './apply-id.js';

@@ -1,3 +1,4 @@
+// What the Redis index's roles share: the connection, the settings, model key bases, script runs.
 import { notLeaseHolderReply } from './lua/fence.js';
 import {
   RedisConnection,

@@ -1,3 +1,4 @@
+// IndexReader on Redis: lookup and listPods, both the lookup script in one round trip.
 import type { BlockKey, LookupResult, PodState } from '../core/types.js';
 import type { IndexReader } from './kv-index.js';
 import { parseLookupReply } from './lookup-reply.js';

@@ -1,3 +1,4 @@
+// IndexWriter on Redis: apply, upsertPodState and removePod as fenced, exactly-once script calls.
 import { KinferenceError } from '../core/errors.js';
 import { nextApplyId, type ApplyRecord } from './apply-id.js';
 import type { ApplyId, IndexLossReason, IndexOp, IndexWriter, PodRef } from './kv-index.js';

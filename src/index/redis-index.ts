@@ -1,3 +1,4 @@
+// RedisKvIndex: the KvIndex in Redis, its four roles on one shared connection, and its defaults.
 import { KinferenceError } from '../core/errors.js';
 import type { BlockKey, LookupResult, PodState } from '../core/types.js';
 import type {

@@ -1,3 +1,4 @@
+// Every Redis key of the index, spelled once: prefix, model tag and the per-model suffixes.
 import { createHash } from 'node:crypto';
 import { KinferenceError } from '../core/errors.js';
 

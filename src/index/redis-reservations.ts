@@ -1,3 +1,4 @@
+// ReservationStore on Redis: the routers' shared reservations, one sorted set per model.
 import { KinferenceError } from '../core/errors.js';
 import type { ReservationStore, SharedReservation } from './kv-index.js';
 import type { RedisIndexContext } from './redis-index-context.js';

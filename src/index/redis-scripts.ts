@@ -1,3 +1,4 @@
+// The index's Lua scripts, each loaded on a connection's first use of it.
 import { APPLY_LUA } from './lua/apply.js';
 import { SAVE_HANDOFF_LUA, TAKE_HANDOFF_LUA } from './lua/handoff.js';
 import { LOOKUP_LUA } from './lua/lookup.js';

@@ -1,3 +1,4 @@
+// Detects lost index writes (a flushed or failed-over Redis) by checking confirmed apply records.
 import { compareApplyRecords, lossReason, parseApplyRecord, type ApplyRecord } from './apply-id.js';
 import type { IndexLossReason, PodRef } from './kv-index.js';
 import type { RedisIndexContext } from './redis-index-context.js';

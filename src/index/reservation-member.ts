@@ -1,3 +1,4 @@
+// A shared reservation as a member string of the model's reservations sorted set, and back.
 import { KinferenceError } from '../core/errors.js';
 import type { SharedReservation } from './kv-index.js';
 

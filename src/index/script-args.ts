@@ -1,3 +1,4 @@
+// Pure KEYS/ARGV builders for the Lua scripts (packed block keys, apply split into bounded calls).
 import { KinferenceError } from '../core/errors.js';
 import { tierRank, type BlockKey } from '../core/types.js';
 import { checkApplyId, formatApplyRecord, type ApplyRecord } from './apply-id.js';

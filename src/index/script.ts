@@ -1,3 +1,4 @@
+// RedisScript: runs a Lua script by SHA1, and by its source once on NOSCRIPT.
 import { createHash } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 

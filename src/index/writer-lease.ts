@@ -1,3 +1,4 @@
+// The writer lease: one collector process at a time writes a model's index, via a Redis key with a TTL.
 import { hostname } from 'node:os';
 import { KinferenceError } from '../core/errors.js';
 import { processWriterId } from './apply-id.js';

@@ -1,3 +1,4 @@
+// Pod addresses Kong can target: "host:port" parsing and whether a pod is routable at all.
 import type { PodState } from '../core/types.js';
 
 /** "host:port" or "[v6]:port" → its parts, or null when it names no port Kong can connect to. */

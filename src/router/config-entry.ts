@@ -1,3 +1,4 @@
+// configEntry: a config map looked up by a request-supplied name without reaching Object.prototype.
 /**
  * `rec[key]` for config maps keyed by request-supplied names: a model named "constructor" or "__proto__"
  * must not find Object.prototype's members (a function as the base model, `.map` of a function).

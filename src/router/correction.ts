@@ -1,3 +1,4 @@
+// TtftCorrection: per-pod online correction of predicted TTFT from the latencies the log phase observes.
 import type { PodId } from '../core/types.js';
 
 const ALPHA = 0.1;

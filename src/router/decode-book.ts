@@ -1,3 +1,4 @@
+// DecodeBook: this router's requests per pod still prefilling or decoding, for the ITL guard.
 import type { PrefillWork } from '../core/itl-guard.js';
 import type { PodId } from '../core/types.js';
 

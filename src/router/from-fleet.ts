@@ -1,3 +1,4 @@
+// The plugin config equivalent to a fleet YAML for one model (explain, the demo and the benchmark).
 import type { FleetConfig } from '../config/fleet-config.js';
 import { PluginConfigSchema, type PluginConfig } from '../config/plugin-config.js';
 import { validateConfig } from '../config/validate.js';

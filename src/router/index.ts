@@ -1,3 +1,4 @@
+// The router's public surface: createRouter, its outcome types, per-config routers and requestKeys.
 export {
   createRouter,
   emptyOutcome,

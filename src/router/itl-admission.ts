@@ -1,3 +1,4 @@
+// The router's side of the ITL guard: what it sent to each pod, and the guard's verdict per candidate.
 import { itlVerdict, measuredItlModel, type ItlModel, type ItlVerdict } from '../core/itl-guard.js';
 import { DEFAULT_CALIBRATION, type Prediction } from '../core/predictor.js';
 import type { PodLookup, Reservation } from '../core/types.js';

@@ -1,3 +1,4 @@
+// RouterMemory: what a router keeps between requests (reservations, correction, health, sends).
 import type { PodState } from '../core/types.js';
 import type { PluginConfig } from '../config/plugin-config.js';
 import type { IndexReader, ReservationStore } from '../index/index.js';

@@ -1,3 +1,4 @@
+// What route() returns: target, decision, reservation, timings; emptyOutcome for a body never read.
 import type { Decision } from '../core/choose.js';
 import type { FallbackReason } from '../core/fallback.js';
 import { zeroTimings, type RouteTimings } from './stopwatch.js';

@@ -1,3 +1,4 @@
+// requestKeys: the block keys the router would compute for a body, with a recording index (no Redis).
 import type { PluginConfig } from '../config/plugin-config.js';
 import type { BlockKey, LookupResult } from '../core/types.js';
 import { defaultResources } from './resources.js';

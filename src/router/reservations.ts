@@ -1,3 +1,4 @@
+// ReservationBook: this router's recent assignments per pod, the work its metrics do not show yet.
 import type { BlockKey, PodId, Reservation } from '../core/types.js';
 
 const MAX_PER_POD = 10_000;

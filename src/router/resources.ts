@@ -1,3 +1,4 @@
+// Builds a router's resources per plugin config (index, tokenizer, template) and caches routers by config.
 import { createHash } from 'node:crypto';
 import {
   PluginConfigSchema,

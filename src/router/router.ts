@@ -1,3 +1,4 @@
+// createRouter and route(): the routing pipeline as its list of steps, plus the log-phase feedback.
 import { boundedDetail } from '../core/bounded-detail.js';
 import type { PluginConfig } from '../config/plugin-config.js';
 import type { IndexReader, KvIndex, ReservationStore } from '../index/index.js';

@@ -1,3 +1,4 @@
+// SendMemory: the prompts this router sent to each pod, as sampled block keys, bounded by the pod's KV.
 import type { BlockKey, PodId } from '../core/types.js';
 
 /** Every STRIDE-th block key of a prompt is remembered (and its last): credit is found to within 16 blocks. */

@@ -1,3 +1,4 @@
+// Reservations shared with the other Kong nodes' routers through the index (`share_reservations`).
 import { randomBytes } from 'node:crypto';
 import type { PodId, Reservation } from '../core/types.js';
 import type { ReservationStore, SharedReservation } from '../index/index.js';

@@ -1,3 +1,4 @@
+// Stopwatch: times each routing step into the outcome's RouteTimings, whether it returns or throws.
 import { performance } from 'node:perf_hooks';
 
 /** Where one routing decision spent its time, per step (ms); telemetry and `explain` report these. */

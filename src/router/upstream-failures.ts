@@ -1,3 +1,4 @@
+// Passive pod health from the log phase: pods kept out with backoff after upstream failures.
 import type { PodId } from '../core/types.js';
 
 /** First time a pod is kept out after an upstream failure; doubled per further failed try, up to the cap. */

@@ -1,3 +1,4 @@
+// Maps one routing decision to its span attributes (every candidate's terms, the choice, the timings).
 import type { Attributes } from '@opentelemetry/api';
 import type { Decision } from '../core/choose.js';
 import { NOT_READ_AS_CHAT, type FallbackReason } from '../core/fallback.js';

@@ -1,3 +1,4 @@
+// The plugin's OpenTelemetry tracing: lazy OTLP/HTTP providers per config, retired when idle.
 import {
   ROOT_CONTEXT,
   SpanKind,

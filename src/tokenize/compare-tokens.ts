@@ -1,3 +1,4 @@
+// compareTokens: where our token ids and a pod's first differ (verify-tokenizer's pure core).
 /** Where our token ids and a pod's first differ (pure; the core of `kinference verify-tokenizer`'s report). */
 export interface TokenComparison {
   match: boolean;

@@ -1,3 +1,4 @@
+// The `hf:` tokenizer: HF's native tokenizers library, with our JS BPE for plain text when it matches.
 import { readFileSync } from 'node:fs';
 import { Tokenizer as NativeTokenizer } from 'tokenizers';
 import { KinferenceError } from '../core/errors.js';

@@ -1,3 +1,4 @@
+// src/tokenize's public surface: tokenizer and template loaders, prompt tokenizer, segment cache.
 export type { ChatTemplate, PromptTokenizer, SpecialTokenFlags, TokenizeResult, Tokenizer } from './types.js';
 export { loadTokenizer } from './load-tokenizer.js';
 export { loadChatTemplate } from './load-chat-template.js';

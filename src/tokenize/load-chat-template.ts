@@ -1,3 +1,4 @@
+// loadChatTemplate: a chat template spec (chatml, harmony, llama3, none, hf:) → a compiled template, cached.
 import { resolve } from 'node:path';
 import { KinferenceError } from '../core/errors.js';
 import { restorePythonNumbers } from '../core/python-json.js';

@@ -1,3 +1,4 @@
+// loadTokenizer: a tokenizer spec (tiktoken:, hf:) → a tokenizer, one per spec for the process.
 import { resolve } from 'node:path';
 import { KinferenceError } from '../core/errors.js';
 import { createHfTokenizer } from './hf-tokenizer.js';

@@ -1,3 +1,4 @@
+// The prompt tokenizer: segment cache in front of a tokenizer, with bounded work for over-long prompts.
 import { SegmentCache, segmentKey, type SegmentCacheStats } from './segment-cache.js';
 import { createSpecialSplitter } from './special-splitter.js';
 import type { PromptTokenizer, TokenizeResult, Tokenizer } from './types.js';

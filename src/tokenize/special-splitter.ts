@@ -1,3 +1,4 @@
+// Splits prompt text on literal special tokens, so the text between them is tokenized (and cached) apart.
 import type { SpecialTokenFlags } from './types.js';
 
 /**

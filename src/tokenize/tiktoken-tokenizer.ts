@@ -1,3 +1,4 @@
+// The `tiktoken:` tokenizer (o200k_base, o200k_harmony, cl100k_base), gpt-oss specials as vLLM parses them.
 import { get_encoding, type Tiktoken, type TiktokenEncoding } from 'tiktoken';
 import type { ByteBpe } from './bpe/byte-bpe.js';
 import { byteBpeFromTiktoken } from './bpe/from-tiktoken.js';

@@ -1,3 +1,4 @@
+// src/tokenize's interfaces: Tokenizer, ChatTemplate, PromptTokenizer and their results.
 import type { ChatRequest } from '../core/request.js';
 
 /**

@@ -1,3 +1,4 @@
+// Turns listen/bind failures an operator can fix (port in use, bad address) into one-line config errors.
 import { KinferenceError } from '../core/errors.js';
 
 /** Listen/bind failures an operator fixes in the config or on the command line, in their words. */

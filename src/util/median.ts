@@ -1,3 +1,4 @@
+// The median of a list of numbers, for the collector's calibration pool and decode fit.
 /** The median (the mean of the middle two for an even count); NaN for none. */
 export function median(xs: readonly number[]): number {
   const s = [...xs].sort((a, b) => a - b);

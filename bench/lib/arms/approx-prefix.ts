@@ -1,3 +1,4 @@
+// The "approximate prefix" arm (GIE / llm-d): routing on the router's own past decisions, no engine events.
 import { blockKeys, keySeed } from '../../../src/core/block-keys.js';
 import type { BlockKey } from '../../../src/core/types.js';
 import type { Arm, PodView } from './types.js';

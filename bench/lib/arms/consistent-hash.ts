@@ -1,3 +1,4 @@
+// The consistent-hash arm: Kong's consistent hashing on the prompt's prefix, a ring of virtual nodes.
 import { crc32 } from 'node:zlib';
 import type { Arm } from './types.js';
 

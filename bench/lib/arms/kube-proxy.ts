@@ -1,3 +1,4 @@
+// The kube-proxy arm: a random pod per keep-alive TCP connection, as the published study's service arm ran.
 import type { Rng } from '../rng.js';
 import type { Arm, ArmDecision, ArmRequest } from './types.js';
 

@@ -1,3 +1,4 @@
+// The latency-EWMA arm: Kong's `latency` balancer algorithm (EWMA of response time, decayed with time).
 import type { Arm } from './types.js';
 
 /** Kong kong/runloop/balancer/latency.lua: DECAY_TIME = 10 s. */

@@ -1,3 +1,4 @@
+// The simple arms: random, Kong's round-robin and least-connections.
 import type { Rng } from '../rng.js';
 import type { Arm, ArmDecision, PodView } from './types.js';
 

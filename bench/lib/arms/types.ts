@@ -1,3 +1,4 @@
+// The benchmark's routing-arm interface: what an arm sees of pods and requests, and what it decides.
 import type { ArmName } from '../types.js';
 
 /** What every arm may know about a pod: the gateway's own view, plus scraped metrics where an arm uses them. */

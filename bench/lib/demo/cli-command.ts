@@ -1,3 +1,4 @@
+// Registers `kinference demo` with the CLI; the demo loads only when run.
 import type { Command } from 'commander';
 import { KinferenceError } from '../../../src/core/errors.js';
 import type { DemoOptions } from './run-demo.js';

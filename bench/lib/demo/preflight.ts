@@ -1,3 +1,4 @@
+// The demo's up-front checks (the built plugin, a Redis), so a missing piece is a sentence.
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

@@ -1,3 +1,4 @@
+// `kinference demo`: random routing against kinference on the live stack, shared-prefix chats, a table.
 import cliProgress from 'cli-progress';
 import { fileURLToPath } from 'node:url';
 import { percentile } from '../stats/percentile.js';

@@ -1,3 +1,4 @@
+// Builds one discrete-event cell's pods, index and arm (the same engine seeds for every arm of a trial).
 import type { PluginConfig } from '../../../src/config/plugin-config.js';
 import { MemoryKvIndex } from '../../../src/index/index.js';
 import { SEGMENT_CACHE_BYTES } from '../../../src/router/resources.js';

@@ -1,3 +1,4 @@
+// CollectorFeed: the collector's write path in virtual time, the emulator's KV events into the index.
 import type { KvCacheEvent } from '../../../emulator/engine/types.js';
 import { encodeKvEventBatch } from '../../../emulator/wire/kv-event-batch.js';
 import { KeyMapper, newMapperCounters, type MapperCounters } from '../../../src/collector/key-mapper.js';

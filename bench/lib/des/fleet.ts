@@ -1,3 +1,4 @@
+// fleetOf: the emulated fleet a benchmark schedule describes.
 import type { BenchSchedule } from '../schedule.js';
 import { engineProfile, type ModelSetup } from '../setup.js';
 import type { FleetSpec } from './cell-setup.js';

@@ -1,3 +1,4 @@
+// The engine-only TTFT of one uncached request on an idle emulated pod (for the SLO).
 import { SimPod, type PodSpec } from './pod.js';
 
 /** TTFT of one uncached request of `promptTokens` on an idle pod, engine time only (virtual ms). */

@@ -1,3 +1,4 @@
+// The kinference arm: the real router over an index fed only by the pods' KV events, in virtual time.
 import { createRouter, type RouteOutcome, type Router } from '../../../src/router/router.js';
 import type { PluginConfig } from '../../../src/config/plugin-config.js';
 import type { KvIndex } from '../../../src/index/index.js';

@@ -1,3 +1,4 @@
+// The oracle arm: each request to the pod with the lowest exact TTFT, from the engines' true state.
 import { RequestBlockHasher } from '../../../emulator/engine/block-hash.js';
 import { capLongPrefill } from '../../../emulator/engine/engine.js';
 import { stepCost } from '../../../emulator/engine/step-time.js';

@@ -1,3 +1,4 @@
+// SimPod: one emulated vLLM pod in virtual time, the emulator's engine plus the runner's bookkeeping.
 import { ENGINE_HASH_ALGO } from '../../../emulator/engine/block-hash.js';
 import { Engine } from '../../../emulator/engine/engine.js';
 import type { EngineProfile } from '../../../emulator/profiles.js';

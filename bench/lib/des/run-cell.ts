@@ -1,3 +1,4 @@
+// Runs one benchmark cell in virtual time: one arm, workload, load profile and trial, GuideLLM's client.
 import { RequestBlockHasher } from '../../../emulator/engine/block-hash.js';
 import type { StepOutcome } from '../../../emulator/engine/types.js';
 import type { Arm, ArmDecision, ArmRequest, PodView } from '../arms/types.js';

@@ -1,3 +1,4 @@
+// Runs discrete-event cells, in this process or in a child process fed by the parent over IPC.
 import { loadModelSetup, type ModelSetup } from '../setup.js';
 import { sloFor } from '../slo.js';
 import { fleetOf } from './fleet.js';

@@ -1,3 +1,4 @@
+// The collector as a child process for the frame fuzz, with its /metrics, /healthz and memory.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

@@ -1,3 +1,4 @@
+// The frame fuzz's generator: prompt chains, valid vLLM KV-event batches, and the mutations sent beside them.
 import type { Rng } from '../rng.js';
 import { arrayHeader, encode, F64, Raw, type Value } from './msgpack-writer.js';
 

@@ -1,3 +1,4 @@
+// A stand-in for vLLM's ZmqEventPublisher (PUB + replay ROUTER) that can also send forged frames.
 import { Publisher, Router } from 'zeromq';
 
 const END = Buffer.alloc(8, 0xff);

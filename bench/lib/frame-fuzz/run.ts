@@ -1,3 +1,4 @@
+// runFrameFuzz: a seeded frame fuzz against a real collector, ZeroMQ and Redis, and its report.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

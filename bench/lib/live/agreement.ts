@@ -1,3 +1,4 @@
+// Whether a cell's live and discrete-event runs agree per arm: TTFT median, p95 and mean, bootstrap CIs.
 import { bootstrapChange, meanOf, percentileOf, type StatChange } from '../stats/bootstrap.js';
 import {
   inMeasureWindow,

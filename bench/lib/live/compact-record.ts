@@ -1,3 +1,4 @@
+// The compact per-request record bench:live keeps of each mode, enough to pair and diff them.
 import type { RequestRecord } from '../types.js';
 
 /** One request of a live or DES run, as bench:live keeps it: enough to pair and diff the two modes. */

@@ -1,3 +1,4 @@
+// Drives one GuideLLM profile (Poisson or N streams) against real endpoints, as the DES client does.
 import { setMaxListeners } from 'node:events';
 import {
   GUIDELLM_WORKERS,

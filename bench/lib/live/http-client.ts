@@ -1,3 +1,4 @@
+// streamChat: POSTs a streaming chat completion and times its SSE stream as GuideLLM does.
 import { Agent, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 

@@ -1,3 +1,4 @@
+// A Kubernetes Service as kube-proxy's iptables mode makes it: a random backend per TCP connection.
 import { connect, createServer, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 

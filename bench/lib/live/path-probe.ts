@@ -1,3 +1,4 @@
+// Measures each route's fixed latency around the engine on the running stack, for the DES.
 import { idleUncachedTtftMs } from '../des/idle-ttft.js';
 import type { PodSpec } from '../des/pod.js';
 import { Rng } from '../rng.js';

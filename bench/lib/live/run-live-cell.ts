@@ -1,3 +1,4 @@
+// Runs one benchmark cell against real processes (random or kinference), driven as the DES client.
 import { Rng } from '../rng.js';
 import type { ModelSetup } from '../setup.js';
 import { clientRandomRouter, kubeProxyArm } from '../arms/kube-proxy.js';

@@ -1,3 +1,4 @@
+// The live fleet on loopback: Redis, emulated pods, collector, Kong stand-in with the plugin.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';

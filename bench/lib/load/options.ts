@@ -1,3 +1,4 @@
+// bench:load's options and usage: one run against any OpenAI-compatible endpoint, or a comparison.
 import { UsageError } from '../cli.js';
 import { randomBytes } from 'node:crypto';
 import { validateHeaderName, validateHeaderValue } from 'node:http';

@@ -1,3 +1,4 @@
+// bench:load's results: per-profile summaries, the JSON file and the markdown table, comparisons.
 import {
   bootstrapChange,
   bootstrapRateRatio,

@@ -1,3 +1,4 @@
+// bench:load's runs: the SLO measured on an idle fleet, then trials with fresh prompts and connections.
 import { setMaxListeners } from 'node:events';
 import { Agent } from 'node:http';
 import { Agent as HttpsAgent } from 'node:https';

@@ -1,3 +1,4 @@
+// Analyses a benchmark run: per-cell comparisons with the random arm, goodput, checks against targets.
 import {
   bootstrapQuantileChange,
   bootstrapRateRatio,

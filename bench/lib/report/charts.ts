@@ -1,3 +1,4 @@
+// The benchmark's SVG charts: TTFT CDF per arm and goodput against concurrency (vega-lite).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as vega from 'vega';

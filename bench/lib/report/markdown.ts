@@ -1,3 +1,4 @@
+// The benchmark's markdown report, laid out as the published table.
 import { profileLabel, type ArmName, type WorkloadName } from '../types.js';
 import { latencyProfile } from '../schedule.js';
 import { ratioText, type BenchResults } from './analyze.js';

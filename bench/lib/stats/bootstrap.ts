@@ -1,3 +1,4 @@
+// Paired hierarchical bootstrap (runs, then clusters) for CIs on arm-vs-arm changes.
 import { Rng } from '../rng.js';
 import type { RequestRecord } from '../types.js';
 import { nearestRankSorted, percentileSorted } from './percentile.js';

@@ -1,3 +1,4 @@
+// Goodput: the SLO-meeting requests completed in the measure window, per minute.
 import type { RequestRecord } from '../types.js';
 import { requestMetrics } from './metrics.js';
 

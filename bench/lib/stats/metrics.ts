@@ -1,3 +1,4 @@
+// GuideLLM's per-request metrics (TTFT, ITL, latency), its measure-window rule and summaries.
 import type { RequestRecord } from '../types.js';
 import { summarize, type DistributionSummary } from './percentile.js';
 

@@ -1,3 +1,4 @@
+// Open-loop arrivals: Poisson slots, and GuideLLM's own poisson strategy as it runs.
 import MersenneTwister from 'mersenne-twister';
 import { Rng } from '../rng.js';
 import type { ArrivalProcess } from '../types.js';

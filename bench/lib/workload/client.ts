@@ -1,3 +1,4 @@
+// ConversationClient: GuideLLM's client-side multi-turn logic (a turn waits for the previous reply).
 import type { ChatMessage, Conversation, WorkloadFactory } from './workloads.js';
 
 /** One turn ready to send: the full history plus the new user message. */

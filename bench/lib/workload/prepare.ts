@@ -1,3 +1,4 @@
+// A turn ready for the wire: GuideLLM's chat body and the prompt ids vLLM would compute.
 import type { ChatRequest } from '../../../src/core/request.js';
 import type { ChatTemplate, PromptTokenizer } from '../../../src/tokenize/types.js';
 import type { Turn } from './client.js';

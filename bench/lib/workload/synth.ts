@@ -1,3 +1,4 @@
+// TextSynth: token-exact prompt text, GuideLLM style (unique tag, single-token filler words).
 import type { Rng } from '../rng.js';
 import type { Tokenizer } from '../../../src/tokenize/types.js';
 import type { WordVocab } from './vocab.js';

@@ -1,3 +1,4 @@
+// Words that are exactly one token with a leading space, read from a byte-level tokenizer.json.
 import { readFileSync } from 'node:fs';
 import type { Tokenizer } from '../../../src/tokenize/types.js';
 

@@ -1,3 +1,4 @@
+// The three published workloads (control, shared-prefix, multiturn): shapes and conversations.
 import { Rng } from '../rng.js';
 import type { WorkloadName } from '../types.js';
 import type { TextSynth } from './synth.js';

@@ -1,3 +1,4 @@
+// The collector specs' harness: a collector with fast settings, vLLM chains published, waits on the index.
 import { Collector } from '../../../src/collector/collector.js';
 import { StaticDiscovery } from '../../../src/collector/discovery/static.js';
 import { silentLogger, createLogger } from '../../../src/collector/logger.js';

@@ -1,3 +1,4 @@
+// FakeVllmPublisher: a real ZMQ PUB + replay ROUTER sending vLLM-shaped KV-event frames, for tests.
 import { Publisher, Router } from 'zeromq';
 import { freePort } from '../ports.js';
 import { encodeBatch, liveFrames, seqFrame, type BatchOptions, type EventSpec } from './vllm-frames.js';

@@ -1,3 +1,4 @@
+// Reads the collector specs' vLLM fixtures (.hex byte dumps, JSON) from spec/fixtures/vllm.
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 

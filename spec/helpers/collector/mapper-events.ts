@@ -1,3 +1,4 @@
+// storedEvent: a decoded GPU BlockStored event as the KeyMapper receives it, for the key-mapper specs.
 import type { BlockStoredEvent } from '../../../src/collector/events.js';
 
 /** A decoded GPU BlockStored of full-attention blocks of `blockSize`, as the KeyMapper receives it. */

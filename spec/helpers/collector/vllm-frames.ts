@@ -1,3 +1,4 @@
+// Builds vLLM KvEventBatch payloads and ZMQ frames as vLLM and msgspec produce them, per version.
 import { f64, OrderedMap, encodeMsgspec, type MsgValue } from './msgspec-encoder.js';
 
 /**

@@ -1,3 +1,4 @@
+// vLLM /metrics text for the collector specs, as prometheus_client exposes it.
 /** As prometheus_client exposes vLLM's metrics: sorted labels, _total counters, histograms (docs/emulator.md). */
 export function vllmExposition(e: Record<string, Partial<Record<string, number>>>, extra = ''): string {
   const lines: string[] = [];

@@ -1,3 +1,4 @@
+// Registers `kinference collector` (follow the fleet's KV events and metrics into the index).
 import type { Command } from 'commander';
 
 export function registerCollector(program: Command): void {

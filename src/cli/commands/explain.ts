@@ -1,3 +1,4 @@
+// Registers `kinference explain` (the routing decision the plugin would make for a body).
 import type { Command } from 'commander';
 
 export function registerExplain(program: Command): void {

@@ -1,3 +1,4 @@
+// Registers `kinference verify-tokenizer` (our token ids against each pod's vLLM /tokenize).
 import { Option, type Command } from 'commander';
 
 export function registerVerifyTokenizer(program: Command): void {

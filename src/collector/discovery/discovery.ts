@@ -1,3 +1,4 @@
+// The Discovery interface: where the collector's pod list comes from and how it hears of changes.
 import type { PodSpec } from '../pods.js';
 
 /** Source of the pod list. `onChange` receives the whole current list each time it changes. */

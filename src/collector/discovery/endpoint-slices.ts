@@ -1,3 +1,4 @@
+// Kubernetes EndpointSlices of a Service → the pods the collector follows (terminating ones left out).
 import type { V1EndpointSlice } from '@kubernetes/client-node';
 import type { Static } from '@sinclair/typebox';
 import type { KubernetesSchema } from '../../config/fleet-config.js';

@@ -1,3 +1,4 @@
+// Pod discovery from Kubernetes: kubeconfig loading, list and watch of EndpointSlices, retries.
 import { DiscoveryV1Api, KubeConfig, ListWatch, Watch, type V1EndpointSlice } from '@kubernetes/client-node';
 import { existsSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';

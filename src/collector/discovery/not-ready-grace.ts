@@ -1,3 +1,4 @@
+// How long a pod failing its readiness probe stays followed before discovery drops it.
 import type { PodSpec } from '../pods.js';
 
 /**

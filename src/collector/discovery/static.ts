@@ -1,3 +1,4 @@
+// Pod discovery from the fleet YAML's static `pods:` list.
 import type { PodConfig } from '../../config/fleet-config.js';
 import type { PodSpec } from '../pods.js';
 import type { Discovery } from './discovery.js';

@@ -1,3 +1,4 @@
+// Pools calibration and decode steps across like pods (same model and KV geometry) by their median.
 import type { Calibration, DecodeSteps } from '../../core/types.js';
 import { median } from '../../util/median.js';
 

@@ -1,3 +1,4 @@
+// Estimates a pod's prefill cost per token and decode step from its /metrics counters, per scrape window.
 import type { CollectorSection } from '../../config/collector-section.js';
 import { DEFAULT_CALIBRATION } from '../../core/predictor.js';
 import type { Calibration, DecodeSteps } from '../../core/types.js';

@@ -1,3 +1,4 @@
+// Fits a pod's decode step against its batch's context (d = d0 + k·Σcontext) from scraped metrics.
 import type { DecodeSteps } from '../../core/types.js';
 import { median } from '../../util/median.js';
 import { metricDelta as delta, type EngineMetrics } from './vllm-metrics.js';

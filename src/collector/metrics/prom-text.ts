@@ -1,3 +1,4 @@
+// Prometheus text exposition → flat samples (name with suffix, labels, value).
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 
 /** One exposed series: its full name (with _total/_sum/_count/_bucket suffix), labels and value. */

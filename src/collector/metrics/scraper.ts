@@ -1,3 +1,4 @@
+// Polls one pod's vLLM /metrics: load, queued prefill work, calibration and health, per DP rank.
 import type { Logger } from '../logger.js';
 import type { PodStatePatch } from '../ops/pod-state-writer.js';
 import { CalibrationEstimator, type CalibrationOptions, type Estimate } from './calibration.js';

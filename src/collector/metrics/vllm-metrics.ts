@@ -1,3 +1,4 @@
+// The vLLM /metrics series the collector reads, picked out of a scrape per engine (DP rank).
 import type { PromSample } from './prom-text.js';
 
 /**

@@ -1,3 +1,4 @@
+// A pod's ordered write queue to the index: one apply() in flight, later batches merged, retries.
 import {
   LeaseLostError,
   nextApplyId,

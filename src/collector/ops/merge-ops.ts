@@ -1,3 +1,4 @@
+// Concatenates index op lists, merging neighbours of the same kind and tier; counts ops.
 import type { IndexOp } from '../../index/index.js';
 
 /** Concatenates op lists in order, merging neighbours of the same kind and tier (order is preserved). */

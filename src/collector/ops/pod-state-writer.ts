@@ -1,3 +1,4 @@
+// Coalesces a pod's state updates into at most one upsertPodState in flight, with retries.
 import { LeaseLostError, type IndexWriter, type PodRef, type PodStatePatch } from '../../index/index.js';
 
 export type { PodStatePatch };

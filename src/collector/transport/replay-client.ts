@@ -1,3 +1,4 @@
+// Asks a vLLM replay ROUTER for the batches buffered since a sequence number (DEALER, fresh socket).
 import { Dealer } from 'zeromq';
 import { encodeSeq, parseReplayFrames, type SequencedPayload } from '../wire/frames.js';
 

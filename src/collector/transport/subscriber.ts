@@ -1,3 +1,4 @@
+// ZMQ SUB to one vLLM KV-event publisher, with heartbeats; messages handed over in order.
 import { Subscriber } from 'zeromq';
 import { KinferenceError } from '../../core/errors.js';
 

@@ -1,3 +1,4 @@
+// vLLM's block hashes (bytes or int) normalised to one string type; a falsy parent means no parent.
 import type { VllmBlockHash } from '../../core/types.js';
 
 const INT64_MIN = -(2n ** 63n);

@@ -1,3 +1,4 @@
+// The one msgpack decoder for vLLM payloads (64-bit ints as BigInt, so no block hash is rounded).
 import { Unpackr } from 'msgpackr';
 
 /**

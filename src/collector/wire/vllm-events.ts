@@ -1,3 +1,4 @@
+// Decodes one vLLM KV-event payload into validated domain events; never throws.
 import type { Tier, VllmBlockHash } from '../../core/types.js';
 import type {
   BlockExtraKeys,

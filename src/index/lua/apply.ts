@@ -1,3 +1,4 @@
+// The apply Lua script: one pod's block ops in one call, exactly once per apply id, fenced by the lease.
 import { KEY_SUFFIX } from '../redis-keys.js';
 import { LUA_ENTRY } from './entry.js';
 import { NOT_LEASE_HOLDER, luaFence } from './fence.js';

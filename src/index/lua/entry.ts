@@ -1,3 +1,4 @@
+// A block's Redis value: one packed entry per holding pod (epoch, refcount per tier), in Lua and TypeScript.
 import { REFCOUNT_MAX } from '../kv-index.js';
 
 /**

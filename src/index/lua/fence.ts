@@ -1,3 +1,4 @@
+// The writer fence the Lua write scripts start with, and its NOT_LEASE_HOLDER reply.
 /**
  * Reply of a fenced write script run by a process that does not hold the model's writer lease:
  * {NOT_LEASE_HOLDER, the lease key's value}. Nothing was written. Also in APPLY_REPLY (apply.ts).

@@ -1,3 +1,4 @@
+// The save-handoff and take-handoff Lua scripts: a stopping collector's per-pod record for the next one.
 import { KEY_SUFFIX } from '../redis-keys.js';
 import { LUA_ENTRY } from './entry.js';
 import { luaFence } from './fence.js';

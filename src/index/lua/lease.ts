@@ -1,3 +1,4 @@
+// The writer lease's Lua scripts (take or renew, release) and their replies.
 /** Replies of the lease-take script (first element of its reply). */
 export const LEASE_REPLY = {
   /** Another holder's value is there: nothing changed. Reply {held, holder, PTTL in ms}. */

@@ -1,3 +1,4 @@
+// The lookup Lua script: every pod's longest cached prefix per tier and its state, in one EVALSHA.
 import { KEY_SUFFIX } from '../redis-keys.js';
 import { LUA_ENTRY } from './entry.js';
 

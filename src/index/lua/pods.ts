@@ -1,3 +1,4 @@
+// The upsert-pod and remove-pod Lua scripts: a pod's state record, its registration and its removal.
 import { KEY_SUFFIX } from '../redis-keys.js';
 import { LUA_ENTRY } from './entry.js';
 import { luaFence } from './fence.js';

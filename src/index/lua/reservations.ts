@@ -1,3 +1,4 @@
+// The shared-reservations Lua script: the routers' newest reservations of a model, less the reader's own.
 /**
  * shared-reservations: the newest shared reservations of a model made at or after a time, less the
  * reader's own (src/router/shared-reservations.ts).

@@ -1,3 +1,4 @@
+// The book step: the chosen pod as Kong's target, its work reserved, the request's flight recorded.
 import { dataParallelRankOf, type BlockKey } from '../../core/types.js';
 import { splitAddress } from '../address.js';
 import type { RouterMemory } from '../memory.js';

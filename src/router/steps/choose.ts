@@ -1,3 +1,4 @@
+// The choose step: the healthy pod with the lowest predicted TTFT, or none with `fallback: kong-default`.
 import { boundedDetail } from '../../core/bounded-detail.js';
 import { choose, type Decision } from '../../core/choose.js';
 import type { FallbackReason } from '../../core/fallback.js';

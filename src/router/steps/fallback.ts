@@ -1,3 +1,4 @@
+// Routing without cache knowledge: a fallback ranks the model's pods on load alone, or leaves Kong's target.
 import { boundedDetail, DETAIL_MAX_CHARS } from '../../core/bounded-detail.js';
 import { choose, type Decision } from '../../core/choose.js';
 import type { FallbackReason } from '../../core/fallback.js';

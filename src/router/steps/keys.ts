@@ -1,3 +1,4 @@
+// The keys step: the prompt's chained block keys from a seed of model, adapter and cache salt.
 import { blockKeys, keySeed, type KeySeedInput } from '../../core/block-keys.js';
 import type { BlockKey } from '../../core/types.js';
 

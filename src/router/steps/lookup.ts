@@ -1,3 +1,4 @@
+// The lookup step: one index round trip for the prompt's keys under the router's deadline.
 import { boundedDetail } from '../../core/bounded-detail.js';
 import { isKinferenceError } from '../../core/errors.js';
 import type { BlockKey, LookupResult, PodLookup, Reservation } from '../../core/types.js';

@@ -1,3 +1,4 @@
+// The parse step: the body as a chat request, and the served base model and LoRA adapter it names.
 import type { FallbackReason } from '../../core/fallback.js';
 import { parseChatBody, type ChatRequest } from '../../core/request.js';
 import type { PluginConfig } from '../../config/plugin-config.js';

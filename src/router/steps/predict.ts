@@ -1,3 +1,4 @@
+// The predict step: each pod's predicted TTFT with credit, reservations, correction and the ITL guard.
 import { predictTtft, type Prediction } from '../../core/predictor.js';
 import type { BlockKey, PodLookup, Reservation } from '../../core/types.js';
 import type { PluginConfig } from '../../config/plugin-config.js';

@@ -1,3 +1,4 @@
+// The render step: the prompt text vLLM would tokenize, from the config's chat template.
 import { boundedDetail } from '../../core/bounded-detail.js';
 import type { ChatRequest } from '../../core/request.js';
 import type { ChatTemplate } from '../../tokenize/types.js';

@@ -1,3 +1,4 @@
+// The shed step (opt-in): a 429 with Retry-After when the chosen pod is overloaded.
 import type { Prediction } from '../../core/predictor.js';
 import type { RouteOutcome } from '../outcome.js';
 import type { RouterMemory } from '../memory.js';

@@ -1,3 +1,4 @@
+// StepFallback: what a step returns when the request cannot go on down the pipeline.
 import type { FallbackReason } from '../../core/fallback.js';
 
 /**

@@ -1,3 +1,4 @@
+// The tokenize step: the prompt's tokens through the segment-cached tokenizer, cut at max_prompt_tokens.
 import { boundedDetail } from '../../core/bounded-detail.js';
 import type { PromptTokenizer, TokenizeResult } from '../../tokenize/types.js';
 import { StepFallback } from './step-fallback.js';

@@ -1,3 +1,4 @@
+// ByteBpe: our plain-JavaScript byte-level BPE tokenizer (regex pre-tokenizer, word cache, merges).
 import { mergeWord, type PairLookup } from './merge.js';
 import { utf8Bytes } from './byte-level.js';
 

@@ -1,3 +1,4 @@
+// Byte-level BPE's input side: GPT-2's printable byte alphabet and a string's UTF-8 bytes.
 /**
  * GPT-2's byte-level alphabet (HF ByteLevel pre-tokenizer): every byte is shown as a printable character;
  * bytes that are printable Latin-1 stand for themselves, the others map to U+0100 onwards, in byte order.

@@ -1,3 +1,4 @@
+// Builds our JS BPE engine from a HF tokenizer.json, when its pipeline is one the engine reproduces exactly.
 import { byteLevelAlphabet } from './byte-level.js';
 import { ByteBpe } from './byte-bpe.js';
 import { PACK } from './merge.js';

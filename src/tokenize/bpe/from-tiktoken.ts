@@ -1,3 +1,4 @@
+// Builds our JS BPE engine from a tiktoken encoding's rank files.
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { ByteBpe } from './byte-bpe.js';

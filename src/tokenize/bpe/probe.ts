@@ -1,3 +1,4 @@
+// The probe text our JS BPE engine must encode exactly as the native library before it is used.
 import type { ByteBpe } from './byte-bpe.js';
 
 /**

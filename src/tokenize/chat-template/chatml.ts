@@ -1,3 +1,4 @@
+// The built-in `chatml` chat template (Qwen-style ChatML, text only).
 import type { ChatRequest } from '../../core/request.js';
 import type { ChatTemplate } from '../types.js';
 import { templateConversation } from './vllm-conversation.js';

@@ -1,3 +1,4 @@
+// A message's text as vLLM's "string" content format joins its parts.
 import type { ChatMessage } from '../../core/request.js';
 
 /**

@@ -1,3 +1,4 @@
+// The built-in `harmony` template: gpt-oss prompts as vLLM's chat endpoint renders them.
 import type { ChatMessage, ChatRequest, ContentPart } from '../../core/request.js';
 import { KinferenceError } from '../../core/errors.js';
 import type { ChatTemplate } from '../types.js';

@@ -1,3 +1,4 @@
+// `hf:` chat templates: a model's Jinja template rendered with vLLM's inputs, kwargs and content format.
 import { readFileSync } from 'node:fs';
 import { Environment, parse, tokenize } from '@huggingface/jinja';
 import type { ChatRequest } from '../../core/request.js';

@@ -1,3 +1,4 @@
+// The built-in `llama3` chat template (Meta Llama 3.0).
 import type { ChatRequest } from '../../core/request.js';
 import type { ChatTemplate } from '../types.js';
 import { templateConversation } from './vllm-conversation.js';

@@ -1,3 +1,4 @@
+// The built-in `none` chat template: the messages' text concatenated.
 import type { ChatRequest } from '../../core/request.js';
 import type { ChatTemplate } from '../types.js';
 import { messageText } from './content.js';

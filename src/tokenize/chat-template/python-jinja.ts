@@ -1,3 +1,4 @@
+// @huggingface/jinja's interpreter made to print and strip values as Python's jinja2 does.
 import { Environment, Interpreter } from '@huggingface/jinja';
 import { isPythonNumberMarker } from '../../core/python-json.js';
 import { pyStrip, pyStrRepr } from '../../core/python-str.js';

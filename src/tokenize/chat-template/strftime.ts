@@ -1,3 +1,4 @@
+// Python's strftime for the directives chat templates use (C locale), for strftime_now and harmony's date.
 const DAYS = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday'];
 const MONTHS = [
   'January',

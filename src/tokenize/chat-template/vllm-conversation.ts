@@ -1,3 +1,4 @@
+// The messages and tools vLLM hands a Jinja chat template, shaped as vLLM's chat_utils builds them.
 import type { ChatMessage, ChatRequest } from '../../core/request.js';
 import { messageText } from './content.js';
 import { isRecord } from '../../core/is-record.js';
