@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 /**
- * `kinference collector --config <file>` as a child process: built (dist/src/cli/main.js) when this file
+ * `kinference collector --config <file>` as a child process: built (dist/cli/main.js) when this file
  * runs from dist/, else from source through tsx. Its /metrics and /healthz, and its memory from /proc.
  */
 export class CollectorProcess {
@@ -20,8 +20,8 @@ export class CollectorProcess {
     const built = /\/dist\/$/.test(here);
     const root = built ? here.replace(/dist\/$/, '') : here;
     const args = built
-      ? [`${here}src/cli/main.js`, 'collector', '--config', configPath]
-      : ['--import', 'tsx', `${root}src/cli/main.ts`, 'collector', '--config', configPath];
+      ? [`${here}cli/main.js`, 'collector', '--config', configPath]
+      : ['--import', 'tsx', `${root}cli/main.ts`, 'collector', '--config', configPath];
     this.proc = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'ignore', 'pipe'] });
     this.proc.stderr!.on('data', (d: Buffer) => {
       // Keep the tail only: a long fuzz logs a lot.

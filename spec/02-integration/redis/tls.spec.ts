@@ -182,7 +182,7 @@ describe('Redis over TLS with its own CA, client certificates and an ACL user', 
       );
       const p = spawn(
         process.execPath,
-        ['--import', 'tsx', 'src/cli/main.ts', 'collector', '--config', file],
+        ['--import', 'tsx', 'cli/main.ts', 'collector', '--config', file],
         {
           stdio: ['ignore', 'ignore', 'pipe'],
         },
