@@ -61,13 +61,14 @@ describe('Redis over TLS with its own CA, client certificates and an ACL user', 
       const res = defaultResources(cfg);
       const router = createRouter(cfg, res);
       try {
+        // Keys first: loading the tokenizer on a busy machine must not age the pods' state past stale_after_ms.
+        const keys = await requestKeys(cfg, chat('warm'));
         const now = Date.now();
         for (const [i, podId] of ['pod-a', 'pod-b'].entries())
           await res.index.upsertPodState(
             { model: MODEL, podId },
             { address: `10.0.0.${i + 1}:8000`, lastScrapeAtMs: now, lastEventAtMs: now },
           );
-        const keys = await requestKeys(cfg, chat('warm'));
         await res.index.apply({ model: MODEL, podId: 'pod-b' }, [{ op: 'store', keys, tier: 'GPU' }]);
         const out = await router.route(chat('a question'));
         expect(out.fallbackReason).toBeNull();
