@@ -181,13 +181,9 @@ describe('Redis over TLS with its own CA, client certificates and an ACL user', 
           '',
         ].join('\n'),
       );
-      const p = spawn(
-        process.execPath,
-        ['--import', 'tsx', 'cli/main.ts', 'collector', '--config', file],
-        {
-          stdio: ['ignore', 'ignore', 'pipe'],
-        },
-      );
+      const p = spawn(process.execPath, ['--import', 'tsx', 'cli/main.ts', 'collector', '--config', file], {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
       procs.push(p);
       const out = { stderr: '', code: null as number | null, listen };
       p.stderr!.on('data', (d: Buffer) => (out.stderr += d.toString()));
