@@ -19,6 +19,7 @@ import { defaultPluginsDir, jsPluginServerDef, pluginServersFromEnv } from './pl
 import { PluginServerProcess, queryPlugin, type Logger, type PluginServerDef } from './plugin-server.js';
 import { KONG_VERSION_TAG, proxyToUpstream, sendKongError } from './proxy.js';
 import { matchRoute } from './route-match.js';
+import { splitRequestTarget } from './uri-args.js';
 import type { HeaderMap, RequestContext } from './request-context.js';
 
 /**
@@ -303,7 +304,10 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const startedAtPerf = performance.now();
     const startedAtMs = Date.now();
-    const url = new URL(req.url ?? '/', 'http://stand-in');
+    // nginx takes any target it accepted as it is; new URL(target, base) would read `//x` as a host and
+    // throw on some. The path is parsed under a fixed origin instead (never throws, always sendable).
+    const { rawPath, rawQuery } = splitRequestTarget(req.url ?? '/');
+    const url = new URL(`http://stand-in${rawPath.startsWith('/') ? '' : '/'}${rawPath}?${rawQuery}`);
     const path = url.pathname;
     const match = matchRoute(cfg, req.method ?? 'GET', req.headers.host, path);
     const body = await readBody(req);
@@ -318,7 +322,8 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
       startedAtPerf,
       method: req.method ?? 'GET',
       path,
-      rawQuery: url.search.slice(1),
+      rawPath,
+      rawQuery,
       scheme: 'http',
       host: (req.headers.host ?? '').replace(/:\d+$/, ''),
       port: listenPort,
