@@ -63,6 +63,11 @@ export interface GatewayOptions {
    * makes the plugin's pending PDK promise reject (real Kong never sends StepError today).
    */
   injectStepError?: (method: string, phase: Phase) => string | null;
+  /**
+   * Fault injection for tests: return true to skip a request's log phase, as Kong does when the worker that
+   * ran its access phase dies before the log timer fires.
+   */
+  dropLogPhase?: (requestId: string) => boolean;
 }
 
 export interface Gateway {
@@ -388,6 +393,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     if (!answered) await proxyToUpstream(ctx, res, listenPort);
     ctx.marks.end ??= performance.now() - startedAtPerf;
 
+    if (opts.dropLogPhase?.(ctx.id)) return;
     // Kong runs `log` in a timer after the response, with a snapshot of the request.
     const logging = (async () => {
       for (const b of chain) {

@@ -77,6 +77,19 @@ export class ReservationBook {
     return best;
   }
 
+  /** Reservations held (live or expired but not yet dropped). */
+  get size(): number {
+    return this.#byId.size;
+  }
+
+  /** Drops every pod's expired reservations, also of pods no request looks up any more. */
+  sweep(nowMs: number): void {
+    for (const [podId, list] of this.#byPod) {
+      this.active(podId, nowMs);
+      if (list.length === 0) this.#byPod.delete(podId);
+    }
+  }
+
   /** Drops one reservation (its response has been seen). Unknown or expired ids are ignored. */
   release(id: number): void {
     const r = this.#byId.get(id);

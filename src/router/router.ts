@@ -103,7 +103,19 @@ export interface Router {
    * keeps a failing pod out of the candidates for a while (passive health, upstream-failures.ts).
    */
   observe(outcome: RouteOutcome, actualTtftMs: number | null, upstream?: UpstreamReport | null): void;
+  /** Drops what has expired (reservations, shared reservations, ITL flights), also of pods no longer looked up. */
+  sweep(nowMs?: number): void;
+  /** What the router holds now, per structure (diagnostics, and the specs that check nothing leaks). */
+  stats(): RouterStats;
   close(): Promise<void>;
+}
+
+/** Entries a router holds: per request until its log phase (or TTL), and its bounded memories. */
+export interface RouterStats {
+  reservations: number;
+  sharedReservations: number;
+  flights: number;
+  sentKeys: number;
 }
 
 /**
@@ -617,6 +629,17 @@ export function createRouter(
   return {
     route,
     observe,
+    sweep(nowMs = clock()) {
+      reservations.sweep(nowMs);
+      shared?.sweep(nowMs);
+      itl?.sweep(nowMs);
+    },
+    stats: () => ({
+      reservations: reservations.size,
+      sharedReservations: shared?.size ?? 0,
+      flights: itl?.flights ?? 0,
+      sentKeys: sends.size,
+    }),
     close: () => resources.index.close(),
   };
 }
