@@ -3,6 +3,13 @@ import type { BlockKey, PodId, Reservation } from '../core/types.js';
 const MAX_PER_POD = 10_000;
 /** Only the newest reservations of a pod keep their prompt's block keys (bounds memory and lookup time). */
 export const MAX_KEYED_PER_POD = 256;
+/**
+ * Block keys all reservations keep together (~40 bytes each: ~10 MiB). A burst of long prompts kept up to
+ * 256 × 8192 keys per pod (~80 MiB) before; past this, the oldest reservations' keys go first.
+ */
+export const MAX_KEYS_KEPT = 262_144;
+/** A reservation keeps at most this prefix of its keys (credit is found on the prefix; the rest is rare). */
+export const MAX_KEYS_PER_RESERVATION = MAX_KEYS_KEPT / 16;
 
 /**
  * The router's own recent assignments per pod: work the pod's metrics do not show yet (they lag by a scrape
@@ -17,6 +24,8 @@ export class ReservationBook {
   readonly #keys = new Map<Reservation, readonly BlockKey[]>();
   readonly #ttlMs: number;
   #nextId = 1;
+  /** Keys held in #keys, summed. */
+  #keyCount = 0;
 
   constructor(ttlMs: number) {
     this.#ttlMs = ttlMs;
@@ -28,8 +37,17 @@ export class ReservationBook {
     let list = this.#byPod.get(r.podId);
     if (!list) this.#byPod.set(r.podId, (list = []));
     list.push(r);
-    if (keys.length > 0) this.#keys.set(r, keys);
-    if (list.length > MAX_KEYED_PER_POD) this.#keys.delete(list[list.length - 1 - MAX_KEYED_PER_POD]!);
+    if (keys.length > 0) {
+      const kept = keys.length > MAX_KEYS_PER_RESERVATION ? keys.slice(0, MAX_KEYS_PER_RESERVATION) : keys;
+      this.#keys.set(r, kept);
+      this.#keyCount += kept.length;
+    }
+    if (list.length > MAX_KEYED_PER_POD) this.#dropKeys(list[list.length - 1 - MAX_KEYED_PER_POD]!);
+    // #keys iterates in insertion order: the oldest reservations' keys go first.
+    for (const old of this.#keys.keys()) {
+      if (this.#keyCount <= MAX_KEYS_KEPT) break;
+      this.#dropKeys(old);
+    }
     for (const dropped of list.length > MAX_PER_POD ? list.splice(0, list.length - MAX_PER_POD) : [])
       this.#forget(dropped);
     const id = this.#nextId++;
@@ -38,8 +56,20 @@ export class ReservationBook {
     return id;
   }
 
-  #forget(r: Reservation): void {
+  #dropKeys(r: Reservation): void {
+    const k = this.#keys.get(r);
+    if (k === undefined) return;
     this.#keys.delete(r);
+    this.#keyCount -= k.length;
+  }
+
+  /** Block keys held (the memory the book's byte bound is about). */
+  get keyCount(): number {
+    return this.#keyCount;
+  }
+
+  #forget(r: Reservation): void {
+    this.#dropKeys(r);
     const id = this.#idOf.get(r);
     if (id !== undefined) this.#byId.delete(id);
     this.#idOf.delete(r);
@@ -96,7 +126,7 @@ export class ReservationBook {
     if (!r) return;
     this.#byId.delete(id);
     this.#idOf.delete(r);
-    this.#keys.delete(r);
+    this.#dropKeys(r);
     const list = this.#byPod.get(r.podId);
     const i = list ? list.indexOf(r) : -1;
     if (list && i >= 0) list.splice(i, 1);
