@@ -32,6 +32,8 @@ export interface BodyFuzzOptions {
   /** Every class once, in order, before the random cases (the CI spec's coverage). */
   everyClassFirst?: boolean;
   caseOptions?: Partial<Omit<CaseOptions, 'model'>>;
+  /** Extra environment of the plugin server (e.g. MALLOC_ARENA_MAX, to tell allocator retention apart). */
+  pluginServerEnv?: Record<string, string>;
   /** Per request; longer counts as a hang. */
   timeoutMs?: number;
   onProgress?: (done: number, total: number) => void;
@@ -162,7 +164,7 @@ interface Stack {
   close(): Promise<void>;
 }
 
-async function startStack(pluginsDir: string): Promise<Stack> {
+async function startStack(pluginsDir: string, extraEnv: Record<string, string> = {}): Promise<Stack> {
   const dir = qwen3TokenizerDir();
   const [http, pub, replay] = [await freePort(), await freePort(), await freePort()];
   const address = `127.0.0.1:${http}`;
@@ -238,7 +240,7 @@ async function startStack(pluginsDir: string): Promise<Stack> {
       pluginServers: [
         jsPluginServerDef('kinference', pluginsDir, prefix, {
           nodeArgs: ['--expose-gc'],
-          env: { KINFERENCE_DEBUG_STATE: stateFile },
+          env: { ...extraEnv, KINFERENCE_DEBUG_STATE: stateFile },
         }),
       ],
       // A deployment raises nginx's buffer to its largest body (docs/plugin.md).
@@ -304,7 +306,7 @@ export async function runBodyFuzz(options: BodyFuzzOptions): Promise<BodyFuzzRep
     ...options.caseOptions,
   };
   const timeoutMs = options.timeoutMs ?? 120_000;
-  const stack = await startStack(options.pluginsDir ?? defaultPluginsDir());
+  const stack = await startStack(options.pluginsDir ?? defaultPluginsDir(), options.pluginServerEnv);
   const { gw } = stack;
   try {
     // The plugin server loads the plugin on its first event: RSS "at start" is after one request.
