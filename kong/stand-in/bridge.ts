@@ -13,7 +13,7 @@ import { MsgpackRpcClient, RpcError } from './rpc-client.js';
 export type PdkOutcome =
   | { kind: 'value'; value: unknown }
   | { kind: 'raw'; value: Uint8Array }
-  | { kind: 'multimap'; value: Record<string, string | string[] | true> }
+  | { kind: 'multimap'; value: Record<string, string | (string | true)[] | true> }
   | { kind: 'exit'; status: number; body: Uint8Array | null; headers: Record<string, string[]> }
   | { kind: 'error'; message: string }
   /** Not something Kong does today (it never sends StepError); tests use it to make a PDK call reject. */
@@ -60,8 +60,10 @@ export function stepMethodFor(pdkMethod: string): string {
 }
 
 /** fix_mmap: every value an array (`"v"` → `["v"]`, `true` → `[]`); an empty table is an empty map. */
-export function fixMultiMap(m: Record<string, string | string[] | true>): Record<string, string[]> {
-  const out: Record<string, string[]> = {};
+export function fixMultiMap(
+  m: Record<string, string | (string | true)[] | true>,
+): Record<string, (string | true)[]> {
+  const out: Record<string, (string | true)[]> = {};
   for (const [k, v] of Object.entries(m)) out[k] = v === true ? [] : typeof v === 'string' ? [v] : v;
   return out;
 }

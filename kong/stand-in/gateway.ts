@@ -20,6 +20,7 @@ import { defaultPluginsDir, jsPluginServerDef, pluginServersFromEnv } from './pl
 import { PluginServerProcess, queryPlugin, type Logger, type PluginServerDef } from './plugin-server.js';
 import { KONG_VERSION_TAG, proxyToUpstream, sendKongError } from './proxy.js';
 import { matchRoute } from './route-match.js';
+import { splitRequestTarget } from './uri-args.js';
 import type { HeaderMap, RequestContext } from './request-context.js';
 
 /**
@@ -63,6 +64,11 @@ export interface GatewayOptions {
    * makes the plugin's pending PDK promise reject (real Kong never sends StepError today).
    */
   injectStepError?: (method: string, phase: Phase) => string | null;
+  /**
+   * Fault injection for tests: return true to skip a request's log phase, as Kong does when the worker that
+   * ran its access phase dies before the log timer fires.
+   */
+  dropLogPhase?: (requestId: string) => boolean;
 }
 
 export interface Gateway {
@@ -304,7 +310,10 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const startedAtPerf = performance.now();
     const startedAtMs = Date.now();
-    const url = new URL(req.url ?? '/', 'http://stand-in');
+    // nginx takes any target it accepted as it is; new URL(target, base) would read `//x` as a host and
+    // throw on some. The path is parsed under a fixed origin instead (never throws, always sendable).
+    const { rawPath, rawQuery } = splitRequestTarget(req.url ?? '/');
+    const url = new URL(`http://stand-in${rawPath.startsWith('/') ? '' : '/'}${rawPath}?${rawQuery}`);
     const path = url.pathname;
     const match = matchRoute(cfg, req.method ?? 'GET', req.headers.host, path);
     const body = await readBody(req);
@@ -319,7 +328,8 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
       startedAtPerf,
       method: req.method ?? 'GET',
       path,
-      rawQuery: url.search.slice(1),
+      rawPath,
+      rawQuery,
       scheme: 'http',
       host: (req.headers.host ?? '').replace(/:\d+$/, ''),
       port: listenPort,
@@ -384,6 +394,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     if (!answered) await proxyToUpstream(ctx, res, listenPort);
     ctx.marks.end ??= performance.now() - startedAtPerf;
 
+    if (opts.dropLogPhase?.(ctx.id)) return;
     // Kong runs `log` in a timer after the response, with a snapshot of the request.
     const logging = (async () => {
       for (const b of chain) {

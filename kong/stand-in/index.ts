@@ -11,6 +11,7 @@ export { runEvent, type EventResult, type PdkHandler, type PdkOutcome, type PdkS
 export { PluginServerProcess, queryPlugin, type PluginInfo, type PluginServerDef } from './plugin-server.js';
 export {
   jsPluginServerDef,
+  type JsPluginServerOptions,
   defaultPluginsDir,
   kongJsPluginServerBin,
   packageRoot,

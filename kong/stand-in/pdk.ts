@@ -2,7 +2,8 @@
 import { STATUS_CODES } from 'node:http';
 import type { PdkHandler, PdkOutcome } from './bridge.js';
 import type { PluginEntity } from './declarative.js';
-import { headerFirst, headersAsLua, serialize, type RequestContext } from './request-context.js';
+import { headerFirst, headersAsLua, requestUri, serialize, type RequestContext } from './request-context.js';
+import { getUriArgs, normalizePath } from './uri-args.js';
 
 /**
  * Kong's PDK functions, run on the stand-in's side of the bridge, with Kong's argument checks (a bad argument
@@ -125,8 +126,11 @@ function exitOutcome(status: number, body: unknown, headers: unknown, fn: string
 const NO_REQUEST_IN_TIMER = new Set([
   'kong.request.get_method',
   'kong.request.get_path',
+  'kong.request.get_raw_path',
+  'kong.request.get_path_with_query',
   'kong.request.get_raw_query',
   'kong.request.get_query',
+  'kong.request.get_query_arg',
   'kong.request.get_scheme',
   'kong.request.get_host',
   'kong.request.get_port',
@@ -202,7 +206,29 @@ export class StandInPdk implements PdkHandler {
       case 'kong.request.get_method':
         return value(ctx.method);
       case 'kong.request.get_path':
-        return value(ctx.path);
+        return value(normalizePath(ctx.rawPath ?? ctx.path));
+      case 'kong.request.get_raw_path':
+        return value(ctx.rawPath ?? ctx.path);
+      case 'kong.request.get_path_with_query':
+        return value(requestUri(ctx));
+      case 'kong.request.get_query': {
+        const max = a[0];
+        if (max !== undefined && max !== null) {
+          if (typeof max !== 'number') throw new LuaError('max_args must be a number');
+          if (max < 1) throw new LuaError('max_args must be >= 1');
+          if (max > 1000) throw new LuaError('max_args must be <= 1000');
+        }
+        return {
+          kind: 'multimap',
+          value: getUriArgs(ctx.rawQuery, typeof max === 'number' ? max : undefined),
+        };
+      }
+      case 'kong.request.get_query_arg': {
+        const name = luaStr(a[0]);
+        if (name === undefined) throw new LuaError('query argument name must be a string');
+        const v = getUriArgs(ctx.rawQuery)[name];
+        return value(Array.isArray(v) ? v[0] : v);
+      }
       case 'kong.request.get_raw_query':
         return value(ctx.rawQuery);
       case 'kong.request.get_scheme':
@@ -366,7 +392,7 @@ export class StandInPdk implements PdkHandler {
         const name = luaStr(a[0]);
         const vars: Record<string, string | undefined> = {
           kong_request_id: ctx.id,
-          request_uri: ctx.path + (ctx.rawQuery ? `?${ctx.rawQuery}` : ''),
+          request_uri: requestUri(ctx),
           upstream_host: ctx.upstreamHost ?? undefined,
           request_method: ctx.method,
           remote_addr: ctx.clientIp,

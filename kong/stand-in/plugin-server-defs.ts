@@ -33,14 +33,29 @@ export function kongJsPluginServerBin(): string {
   return createRequire(import.meta.url).resolve('kong-pdk/bin/kong-js-pluginserver');
 }
 
+export interface JsPluginServerOptions {
+  /** Node flags for the server (e.g. --expose-gc for a memory measurement). */
+  nodeArgs?: string[];
+  /** Variables the started server gets (Kong passes only those nginx_main_env declares). */
+  env?: Record<string, string>;
+}
+
 /** Kong's start/query commands for one JS plugin directory (kong.md §4.1), run with this Node. */
-export function jsPluginServerDef(name: string, pluginsDir: string, prefix: string): PluginServerDef {
+export function jsPluginServerDef(
+  name: string,
+  pluginsDir: string,
+  prefix: string,
+  opts: JsPluginServerOptions = {},
+): PluginServerDef {
   const sockName = `${name}.sock`;
   const base = `${shellQuote(process.execPath)} ${shellQuote(kongJsPluginServerBin())} -d ${shellQuote(resolve(pluginsDir))}`;
+  const env = Object.entries(opts.env ?? {}).map(([k, v]) => `${k}=${shellQuote(v)}`);
+  const node = [shellQuote(process.execPath), ...(opts.nodeArgs ?? []).map(shellQuote)].join(' ');
+  const start = `${node} ${shellQuote(kongJsPluginServerBin())} -d ${shellQuote(resolve(pluginsDir))}`;
   return {
     name,
     socket: join(prefix, sockName),
-    startCmd: `${base} -p ${shellQuote(prefix)} --sock-name ${shellQuote(sockName)}`,
+    startCmd: `${env.length > 0 ? `env ${env.join(' ')} ` : ''}${start} -p ${shellQuote(prefix)} --sock-name ${shellQuote(sockName)}`,
     queryCmd: `${base} --dump-all-plugins`,
   };
 }

@@ -1,5 +1,6 @@
 // Everything Kong keeps about one request (ngx.var, ngx.ctx, balancer data) that the PDK reads.
 import type { RouteEntity, ServiceEntity } from './declarative.js';
+import { getUriArgs } from './uri-args.js';
 
 /** Lower-cased header name → values in arrival order (ngx.req.get_headers keeps repeats). */
 export type HeaderMap = Map<string, string[]>;
@@ -22,7 +23,11 @@ export interface RequestContext {
   startedAtMs: number;
   startedAtPerf: number;
   method: string;
+  /** The path routes match and proxying uses (WHATWG-parsed from the target, so always sendable). */
   path: string;
+  /** The path as the client sent it (kong.request.get_raw_path); `path` when not given. */
+  rawPath?: string;
+  /** nginx's $args: the query exactly as sent, escapes undecoded. */
   rawQuery: string;
   scheme: 'http' | 'https';
   /** Host the client asked for (Host header, without port) and Kong's listening port. */
@@ -102,28 +107,26 @@ export function headersAsLua(
   return out;
 }
 
+/** nginx's $request_uri: the target as the client sent it. */
+export function requestUri(ctx: RequestContext): string {
+  return (ctx.rawPath ?? ctx.path) + (ctx.rawQuery ? `?${ctx.rawQuery}` : '');
+}
+
 /** kong.log.serialize() (kong/pdk/log.lua), the fields plugins read: latencies, tries, status, ids. */
 export function serialize(ctx: RequestContext, workspaceId: string): Record<string, unknown> {
   const m = ctx.marks;
   const proxyLatency = m.accessEnd !== undefined ? (m.balancerEnd ?? m.accessEnd) : undefined;
   const waiting = m.headers !== undefined && m.balancerEnd !== undefined ? m.headers - m.balancerEnd : -1;
   const receive = m.end !== undefined && m.headers !== undefined ? m.end - m.headers : 0;
-  const query: Record<string, string | string[] | boolean> = {};
-  for (const part of ctx.rawQuery ? ctx.rawQuery.split('&') : []) {
-    const [k, v] = part.split('=', 2) as [string, string | undefined];
-    const key = decodeURIComponent(k);
-    const val = v === undefined ? true : decodeURIComponent(v.replace(/\+/g, ' '));
-    const prev = query[key];
-    query[key] = prev === undefined ? val : ([] as (string | boolean)[]).concat(prev, val).map(String);
-  }
   const requestHeaders = headersAsLua(ctx.headers);
   if ('authorization' in requestHeaders) requestHeaders.authorization = 'REDACTED';
   const out: Record<string, unknown> = {
     request: {
       id: ctx.id,
-      uri: ctx.path + (ctx.rawQuery ? `?${ctx.rawQuery}` : ''),
-      url: `${ctx.scheme}://${ctx.host}:${ctx.port}${ctx.path}${ctx.rawQuery ? `?${ctx.rawQuery}` : ''}`,
-      querystring: query,
+      uri: requestUri(ctx),
+      url: `${ctx.scheme}://${ctx.host}:${ctx.port}${requestUri(ctx)}`,
+      // kong.request.get_query(): never throws, whatever escapes the client sent (uri-args.ts).
+      querystring: getUriArgs(ctx.rawQuery),
       method: ctx.method,
       headers: requestHeaders,
       size: ctx.body.length,

@@ -138,7 +138,14 @@ export async function runAccess(pdk: AccessPdk, deps: PhaseDeps): Promise<void> 
     // reservation and ITL record.
     if (outcome.target || span) {
       pendingId = span ? span.ref.spanId : randomBytes(8).toString('hex');
-      deps.pending.put(pendingId, { outcome, span: span?.ref ?? null, accessEndMs: deps.now() });
+      const router = deps.router;
+      deps.pending.put(pendingId, {
+        outcome,
+        span: span?.ref ?? null,
+        accessEndMs: deps.now(),
+        // Without its log phase, the reservation and ITL record end when the decision is dropped.
+        release: () => router.observe(outcome, null),
+      });
       await pdk.ctxSharedSet(CTX_DECISION_KEY, pendingId);
       remembered = true;
     }

@@ -25,7 +25,8 @@ import { runAccess, type PhaseDeps } from './access.js';
 import { installBinaryJsonShortcut, installExitEventCleanup } from './kong-pdk-workaround.js';
 import { runLog } from './log-phase.js';
 import { logOnce, takeLogLines, writeStderr } from './log-once.js';
-import { PendingDecisions } from './pending.js';
+import { installStateDump, startHousekeeping } from './housekeeping.js';
+import { PENDING_MAX_ENTRIES, PENDING_TTL_MS, PendingDecisions } from './pending.js';
 import { wrapKong, type RawKong } from './pdk.js';
 
 export const Version: string = pkg.version;
@@ -33,7 +34,13 @@ export const Version: string = pkg.version;
 export const Priority = 780;
 export const Schema = toKongSchema(PluginConfigSchema);
 
-const pending = new PendingDecisions();
+/** KINFERENCE_PENDING_TTL_MS overrides the pending decisions' TTL (ms; tests, or requests known to be short). */
+function pendingTtlMs(): number {
+  const v = Number(process.env.KINFERENCE_PENDING_TTL_MS);
+  return Number.isFinite(v) && v > 0 ? v : PENDING_TTL_MS;
+}
+
+const pending = new PendingDecisions(PENDING_MAX_ENTRIES, pendingTtlMs());
 
 function describe(e: unknown): string {
   return e instanceof Error ? `${e.name}: ${e.message}` : String(e);
@@ -140,6 +147,8 @@ class KinferencePlugin {
   #phaseDeps(): PhaseDeps | null {
     if (this.#deps || !this.#config) return this.#deps;
     installBinaryJsonShortcut();
+    startHousekeeping(pending);
+    installStateDump(pending);
     const config = this.#config;
     if (config.otlp_endpoint) {
       watchExports(config.otlp_endpoint);

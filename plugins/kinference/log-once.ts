@@ -10,6 +10,8 @@
  */
 const INTERVAL_MS = 60_000;
 const MAX_QUEUED = 100;
+/** Keys can carry error text: past this many, the oldest key is forgotten (its next line is not held back). */
+const MAX_KEYS = 1000;
 const last = new Map<string, { atMs: number; suppressed: number }>();
 let queued: string[] = [];
 
@@ -29,9 +31,15 @@ export function logOnce(key: string, message: string, nowMs: number = Date.now()
     return false;
   }
   const extra = prev && prev.suppressed > 0 ? ` (${prev.suppressed} similar suppressed)` : '';
+  if (!prev && last.size >= MAX_KEYS) last.delete(last.keys().next().value!);
   last.set(key, { atMs: nowMs, suppressed: 0 });
   emit(`${message}${extra}`);
   return true;
+}
+
+/** Keys on record (diagnostics: the map is bounded by MAX_KEYS). */
+export function logOnceKeys(): number {
+  return last.size;
 }
 
 /** The lines waiting for Kong; the caller writes them (or, when Kong refuses, to stderr). */

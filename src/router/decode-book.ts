@@ -53,11 +53,7 @@ export class DecodeBook {
   /** Records a request sent to a pod; returns the id `end` takes. */
   add(podId: PodId, atMs: number, stallMs: number, contextTokens: number, outputTokens: number): number {
     // Pods that left the fleet are never looked up again: sweep every pod now and then.
-    if (this.#nextId % SWEEP_EVERY === 0)
-      for (const pod of [...this.#pods.keys()]) {
-        this.recentWork(pod, atMs);
-        this.inFlight(pod, atMs);
-      }
+    if (this.#nextId % SWEEP_EVERY === 0) this.sweep(atMs);
     const a = this.#account(podId);
     a.work.push({ atMs, stallMs });
     if (a.work.length > MAX_PER_POD) a.work.splice(0, a.work.length - MAX_PER_POD);
@@ -128,6 +124,19 @@ export class DecodeBook {
     for (const id of [...a.flights.keys()]) {
       if (excess-- <= 0) break;
       this.end(id);
+    }
+  }
+
+  /** Requests in flight on record, every pod's (for stats). */
+  get flights(): number {
+    return this.#podOf.size;
+  }
+
+  /** Drops every pod's old work and abandoned flights, also of pods no request looks up any more. */
+  sweep(nowMs: number): void {
+    for (const pod of [...this.#pods.keys()]) {
+      this.recentWork(pod, nowMs);
+      this.inFlight(pod, nowMs);
     }
   }
 

@@ -7,6 +7,14 @@ export {
   type RouteTarget,
   type RouteTimings,
   type RouterResources,
+  type RouterStats,
 } from './router.js';
-export { configRouter, closeAllRouters, routerCacheKey, defaultResources } from './resources.js';
+export {
+  configRouter,
+  closeAllRouters,
+  routerCacheKey,
+  defaultResources,
+  routerStats,
+  sweepRouters,
+} from './resources.js';
 export { requestKeys } from './request-keys.js';

@@ -116,4 +116,13 @@ export class ItlAdmission {
   end(id: number): void {
     this.#book.end(id);
   }
+
+  /** Requests recorded in flight (until their log phase or MAX_FLIGHT_MS). */
+  get flights(): number {
+    return this.#book.flights;
+  }
+
+  sweep(nowMs: number): void {
+    this.#book.sweep(nowMs);
+  }
 }

@@ -4,6 +4,13 @@ import type { BlockKey, PodId, Reservation } from '../core/types.js';
 const MAX_PER_POD = 10_000;
 /** Only the newest reservations of a pod keep their prompt's block keys (bounds memory and lookup time). */
 export const MAX_KEYED_PER_POD = 256;
+/**
+ * Block keys all reservations keep together (~40 bytes each: ~10 MiB). A burst of long prompts kept up to
+ * 256 × 8192 keys per pod (~80 MiB) before; past this, the oldest reservations' keys go first.
+ */
+export const MAX_KEYS_KEPT = 262_144;
+/** A reservation keeps at most this prefix of its keys (credit is found on the prefix; the rest is rare). */
+export const MAX_KEYS_PER_RESERVATION = MAX_KEYS_KEPT / 16;
 
 /**
  * The router's own recent assignments per pod: work the pod's metrics do not show yet (they lag by a scrape
@@ -18,6 +25,8 @@ export class ReservationBook {
   readonly #keys = new Map<Reservation, readonly BlockKey[]>();
   readonly #ttlMs: number;
   #nextId = 1;
+  /** Keys held in #keys, summed. */
+  #keyCount = 0;
 
   constructor(ttlMs: number) {
     this.#ttlMs = ttlMs;
@@ -29,8 +38,17 @@ export class ReservationBook {
     let list = this.#byPod.get(r.podId);
     if (!list) this.#byPod.set(r.podId, (list = []));
     list.push(r);
-    if (keys.length > 0) this.#keys.set(r, keys);
-    if (list.length > MAX_KEYED_PER_POD) this.#keys.delete(list[list.length - 1 - MAX_KEYED_PER_POD]!);
+    if (keys.length > 0) {
+      const kept = keys.length > MAX_KEYS_PER_RESERVATION ? keys.slice(0, MAX_KEYS_PER_RESERVATION) : keys;
+      this.#keys.set(r, kept);
+      this.#keyCount += kept.length;
+    }
+    if (list.length > MAX_KEYED_PER_POD) this.#dropKeys(list[list.length - 1 - MAX_KEYED_PER_POD]!);
+    // #keys iterates in insertion order: the oldest reservations' keys go first.
+    for (const old of this.#keys.keys()) {
+      if (this.#keyCount <= MAX_KEYS_KEPT) break;
+      this.#dropKeys(old);
+    }
     for (const dropped of list.length > MAX_PER_POD ? list.splice(0, list.length - MAX_PER_POD) : [])
       this.#forget(dropped);
     const id = this.#nextId++;
@@ -39,8 +57,20 @@ export class ReservationBook {
     return id;
   }
 
-  #forget(r: Reservation): void {
+  #dropKeys(r: Reservation): void {
+    const k = this.#keys.get(r);
+    if (k === undefined) return;
     this.#keys.delete(r);
+    this.#keyCount -= k.length;
+  }
+
+  /** Block keys held (the memory the book's byte bound is about). */
+  get keyCount(): number {
+    return this.#keyCount;
+  }
+
+  #forget(r: Reservation): void {
+    this.#dropKeys(r);
     const id = this.#idOf.get(r);
     if (id !== undefined) this.#byId.delete(id);
     this.#idOf.delete(r);
@@ -78,13 +108,26 @@ export class ReservationBook {
     return best;
   }
 
+  /** Reservations held (live or expired but not yet dropped). */
+  get size(): number {
+    return this.#byId.size;
+  }
+
+  /** Drops every pod's expired reservations, also of pods no request looks up any more. */
+  sweep(nowMs: number): void {
+    for (const [podId, list] of this.#byPod) {
+      this.active(podId, nowMs);
+      if (list.length === 0) this.#byPod.delete(podId);
+    }
+  }
+
   /** Drops one reservation (its response has been seen). Unknown or expired ids are ignored. */
   release(id: number): void {
     const r = this.#byId.get(id);
     if (!r) return;
     this.#byId.delete(id);
     this.#idOf.delete(r);
-    this.#keys.delete(r);
+    this.#dropKeys(r);
     const list = this.#byPod.get(r.podId);
     const i = list ? list.indexOf(r) : -1;
     if (list && i >= 0) list.splice(i, 1);

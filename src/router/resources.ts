@@ -10,7 +10,8 @@ import { createKvIndex, type KvIndex } from '../index/index.js';
 // Narrow imports, not the tokenize barrel: the plugin bundle carries only what the router uses.
 import { loadChatTemplate } from '../tokenize/load-chat-template.js';
 import { loadTokenizer } from '../tokenize/load-tokenizer.js';
-import { createPromptTokenizer } from '../tokenize/prompt-tokenizer.js';
+import { createPromptTokenizer, type CachedPromptTokenizer } from '../tokenize/prompt-tokenizer.js';
+import type { SegmentCacheStats } from '../tokenize/segment-cache.js';
 import type { ChatTemplate, PromptTokenizer } from '../tokenize/types.js';
 import {
   FIRST_LOOKUP_BUDGET_MS,
@@ -18,6 +19,7 @@ import {
   type RouteOutcome,
   type Router,
   type RouterResources,
+  type RouterStats,
 } from './router.js';
 
 /** Segment cache size per tokenizer; shared by every router using that tokenizer spec. */
@@ -58,6 +60,8 @@ export function cachedLoad<T>(load: () => T, clock: () => number = Date.now): ()
 
 /** One loader per tokenizer spec, shared by every router using it (the segment cache lives in it). */
 const promptTokenizers = new Map<string, () => PromptTokenizer>();
+/** The loaded ones, for their segment caches' stats. */
+const loadedPromptTokenizers = new Map<string, CachedPromptTokenizer>();
 
 export interface ResourceOptions {
   /** For the load-retry backoff (tests). */
@@ -77,10 +81,11 @@ export function defaultResources(
   const spec = config.tokenizer;
   let tokenizer = promptTokenizers.get(spec);
   if (!tokenizer) {
-    tokenizer = cachedLoad(
-      () => createPromptTokenizer(loadTokenizer(spec), { maxBytes: SEGMENT_CACHE_BYTES }),
-      clock,
-    );
+    tokenizer = cachedLoad(() => {
+      const t = createPromptTokenizer(loadTokenizer(spec), { maxBytes: SEGMENT_CACHE_BYTES });
+      loadedPromptTokenizers.set(spec, t);
+      return t;
+    }, clock);
     promptTokenizers.set(spec, tokenizer);
   }
   return {
@@ -170,6 +175,25 @@ export function configRouter(
       if (router && held?.router === router) held.lastUsedMs = clock();
       (router ?? routerFor(key, config, clock())).observe(outcome, actualTtftMs, upstream);
     },
+  };
+}
+
+/** Every live router drops what has expired (a timer in the plugin calls this; see Router.sweep). */
+export function sweepRouters(nowMs: number = Date.now()): void {
+  for (const h of routers.values()) h.router.sweep(nowMs);
+}
+
+/** What the process's routers and segment caches hold now, summed (diagnostics, leak specs). */
+export function routerStats(): RouterStats & { routers: number; segmentCaches: SegmentCacheStats[] } {
+  const sum: RouterStats = { reservations: 0, sharedReservations: 0, flights: 0, sentKeys: 0 };
+  for (const h of routers.values()) {
+    const s = h.router.stats();
+    for (const k of Object.keys(sum) as (keyof RouterStats)[]) sum[k] += s[k];
+  }
+  return {
+    routers: routers.size,
+    ...sum,
+    segmentCaches: [...loadedPromptTokenizers.values()].map((t) => t.stats()),
   };
 }
 

@@ -49,11 +49,23 @@ export interface Router {
    * keeps a failing pod out of the candidates for a while (passive health, upstream-failures.ts).
    */
   observe(outcome: RouteOutcome, actualTtftMs: number | null, upstream?: UpstreamReport | null): void;
+  /** Drops what has expired (reservations, shared reservations, ITL flights), also of pods no longer looked up. */
+  sweep(nowMs?: number): void;
+  /** What the router holds now, per structure (diagnostics, and the specs that check nothing leaks). */
+  stats(): RouterStats;
   close(): Promise<void>;
 }
 
 /** What the request's steps have learned of it so far: what a fallback reports. */
 type Learned = Pick<FallbackContext, 'model' | 'lora' | 'promptTokens' | 'truncated' | 'promptChars'>;
+
+/** Entries a router holds: per request until its log phase (or TTL), and its bounded memories. */
+export interface RouterStats {
+  reservations: number;
+  sharedReservations: number;
+  flights: number;
+  sentKeys: number;
+}
 
 /**
  * A router: `route` runs the request through the steps in src/router/steps (parse → render → tokenize → keys →
@@ -228,6 +240,17 @@ export function createRouter(
   return {
     route,
     observe,
+    sweep(nowMs = clock()) {
+      reservations.sweep(nowMs);
+      shared?.sweep(nowMs);
+      itl?.sweep(nowMs);
+    },
+    stats: () => ({
+      reservations: reservations.size,
+      sharedReservations: shared?.size ?? 0,
+      flights: itl?.flights ?? 0,
+      sentKeys: memory.sends.size,
+    }),
     close: () => resources.index.close(),
   };
 }

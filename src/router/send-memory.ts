@@ -33,6 +33,13 @@ export class SendMemory {
     }
   }
 
+  /** Keys remembered, every pod's. */
+  get size(): number {
+    let n = 0;
+    for (const m of this.#byPod.values()) n += m.size;
+    return n;
+  }
+
   /**
    * Blocks of the longest prefix of `keys` this router sent to the pod, to within SEND_MEMORY_STRIDE blocks.
    * Keys are chained (a key fixes every block before it), so one remembered key proves the whole prefix.

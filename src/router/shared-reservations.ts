@@ -37,6 +37,19 @@ export class SharedReservations {
     quietly(() => this.index.shareReservation(model, shared, this.ttlMs));
   }
 
+  /** Shared reservations held until their response or TTL. */
+  get size(): number {
+    return this.#shared.size;
+  }
+
+  /** Forgets the shared reservations past their TTL (Redis expires its copies by itself). */
+  sweep(nowMs: number): void {
+    for (const [k, v] of this.#shared) {
+      if (v.r.atMs > nowMs - this.ttlMs) break; // insertion order is time order
+      this.#shared.delete(k);
+    }
+  }
+
   /** Reservation `id` is over (its response was seen): the other nodes stop counting it. */
   end(id: number): void {
     const s = this.#shared.get(id);

@@ -9,6 +9,10 @@
 
 /** Map entry, key string header and typed-array header, roughly, in bytes. */
 const ENTRY_OVERHEAD_BYTES = 96;
+/** An entry larger than this share of the budget is not cached (one huge prompt would flush the rest). */
+export const MAX_ENTRY_SHARE = 1 / 16;
+/** Entries at most, whatever their bytes (a flood of tiny segments costs Map slots the estimate misses). */
+export const DEFAULT_MAX_ENTRIES = 200_000;
 
 export function segmentKey(text: string, atStart: boolean): string {
   let h1 = 0x811c9dc5;
@@ -37,16 +41,20 @@ export interface SegmentCacheStats {
 
 export class SegmentCache {
   readonly maxBytes: number;
+  readonly maxEntries: number;
   readonly #map = new Map<string, Uint32Array>();
   #bytes = 0;
   #hits = 0;
   #misses = 0;
   #evictions = 0;
 
-  constructor(maxBytes: number) {
+  constructor(maxBytes: number, maxEntries: number = DEFAULT_MAX_ENTRIES) {
     if (!Number.isFinite(maxBytes) || maxBytes < 0)
       throw new RangeError(`maxBytes must be >= 0, got ${maxBytes}`);
+    if (!Number.isInteger(maxEntries) || maxEntries < 0)
+      throw new RangeError(`maxEntries must be a whole number >= 0, got ${maxEntries}`);
     this.maxBytes = maxBytes;
+    this.maxEntries = maxEntries;
   }
 
   static entryBytes(key: string, tokens: Uint32Array): number {
@@ -65,10 +73,10 @@ export class SegmentCache {
     return v;
   }
 
-  /** Stores unless the entry alone exceeds a quarter of the budget (it would flush everything else). */
+  /** Stores unless the entry alone exceeds MAX_ENTRY_SHARE of the budget (it would flush everything else). */
   set(key: string, tokens: Uint32Array): void {
     const cost = SegmentCache.entryBytes(key, tokens);
-    if (cost > this.maxBytes / 4) return;
+    if (cost > this.maxBytes * MAX_ENTRY_SHARE || this.maxEntries === 0) return;
     const old = this.#map.get(key);
     if (old !== undefined) {
       this.#map.delete(key);
@@ -76,7 +84,7 @@ export class SegmentCache {
     }
     this.#map.set(key, tokens);
     this.#bytes += cost;
-    while (this.#bytes > this.maxBytes) {
+    while (this.#bytes > this.maxBytes || this.#map.size > this.maxEntries) {
       const oldest = this.#map.keys().next();
       if (oldest.done) break;
       const k = oldest.value;

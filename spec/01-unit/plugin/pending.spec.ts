@@ -34,4 +34,20 @@ describe('PendingDecisions (access → log hand-over)', () => {
     expect(p.take('old')).toBeUndefined();
     expect(p.take('mid')).toBeDefined();
   });
+
+  it('releases and counts every decision it drops, by TTL on a sweep or by the entry bound', () => {
+    const released: string[] = [];
+    const p = new PendingDecisions(2, 1000);
+    const put = (id: string, t: number) => p.put(id, { ...at(t), release: () => released.push(id) });
+    put('a', 0);
+    put('b', 10);
+    put('c', 20); // over the bound: a goes
+    expect(released).toEqual(['a']);
+    expect(p.sweep(500)).toBe(0);
+    expect(p.sweep(1015)).toBe(1); // b is past the TTL, c not yet
+    expect(p.sweep(5000)).toBe(1);
+    expect(released).toEqual(['a', 'b', 'c']);
+    expect(p.stats()).toEqual({ size: 0, expired: 2, evicted: 1 });
+    expect(p.take('c')).toBeUndefined();
+  });
 });

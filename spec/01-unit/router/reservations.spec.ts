@@ -1,7 +1,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { BlockKey, Reservation } from '../../../src/core/types.js';
-import { MAX_KEYED_PER_POD, ReservationBook } from '../../../src/router/reservations.js';
+import {
+  MAX_KEYED_PER_POD,
+  MAX_KEYS_KEPT,
+  MAX_KEYS_PER_RESERVATION,
+  ReservationBook,
+} from '../../../src/router/reservations.js';
 
 const k = (...names: string[]): BlockKey[] => names as BlockKey[];
 const res = (podId: string, atMs: number): Reservation => ({
@@ -77,5 +82,19 @@ describe('ReservationBook.pendingPrefixBlocks (prompts sent to a pod, not yet in
         },
       ),
     );
+  });
+
+  it('keeps at most MAX_KEYS_KEPT block keys in all, and a long prompt only its first keys', () => {
+    const book = new ReservationBook(60_000);
+    const long = (tag: string, n: number): BlockKey[] =>
+      Array.from({ length: n }, (_, i) => `${tag}${i}` as BlockKey);
+    // A burst of the longest prompts to one pod: 256 × 8192 keys were kept before.
+    for (let i = 0; i < MAX_KEYED_PER_POD; i++) book.add(res('pod-a', i), long(`p${i}-`, 8192));
+    expect(book.keyCount).toBeLessThanOrEqual(MAX_KEYS_KEPT);
+    const huge = long('h', MAX_KEYS_PER_RESERVATION * 3);
+    book.add(res('pod-b', 1000), huge);
+    // Its prefix still earns credit, up to the keys it kept.
+    expect(book.pendingPrefixBlocks('pod-b', huge, 1000)).toBe(MAX_KEYS_PER_RESERVATION);
+    expect(book.keyCount).toBeLessThanOrEqual(MAX_KEYS_KEPT);
   });
 });

@@ -133,19 +133,30 @@ describe('special-token splitter', () => {
 });
 
 describe('segment cache', () => {
-  it('evicts least recently used entries to stay within its byte budget', () => {
+  it('evicts least recently used entries to stay within its entry bound', () => {
     const tokens = new Uint32Array(100);
     const per = SegmentCache.entryBytes(segmentKey('a', false), tokens);
-    const c = new SegmentCache(per * 4 + 10); // an entry may use at most a quarter of the budget
+    const c = new SegmentCache(per * 1000, 4);
     for (const k of ['a', 'b', 'c', 'e']) c.set(segmentKey(k, false), tokens);
     expect(c.get(segmentKey('a', false))).toBeDefined(); // a is now most recent
     c.set(segmentKey('d', false), tokens);
     expect(c.get(segmentKey('b', false))).toBeUndefined();
     expect(c.get(segmentKey('a', false))).toBeDefined();
     expect(c.stats()).toMatchObject({ entries: 4, evictions: 1 });
-    c.set(segmentKey('big', false), new Uint32Array(1000));
-    expect(c.get(segmentKey('big', false))).toBeUndefined();
+  });
+
+  it('stays within its byte budget, and never caches an entry over a sixteenth of it', () => {
+    const tokens = new Uint32Array(100);
+    const keys = Array.from({ length: 17 }, (_, i) => segmentKey(`k${i}`, false));
+    // Hash digits vary a key's length by a few bytes: the budget holds 16 of the largest, not 17 of any.
+    const per = Math.max(...keys.map((k) => SegmentCache.entryBytes(k, tokens)));
+    const c = new SegmentCache(per * 16);
+    for (const k of keys) c.set(k, tokens);
+    expect(c.stats()).toMatchObject({ entries: 16, evictions: 1 });
     expect(c.stats().bytes).toBeLessThanOrEqual(c.maxBytes);
+    c.set(segmentKey('big', false), new Uint32Array(200)); // ~2/16 of the budget
+    expect(c.get(segmentKey('big', false))).toBeUndefined();
+    expect(c.stats().entries).toBe(16);
   });
 
   it('keys depend on content only: every string representation gives the reference key', () => {

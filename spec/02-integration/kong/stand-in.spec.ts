@@ -292,6 +292,33 @@ describe('Kong stand-in with the real plugin server', () => {
     expect(rep.serialized.response.status).toBe(200);
   });
 
+  it('a query string with malformed escapes keeps its log phase and file-log line (serialize never throws)', async () => {
+    await gw.idle();
+    const n = sink.bodies.length;
+    const res = await post('/probe?a=%ff%fe&b=%00&c=x%zz&d=1=2&e&e=&=v&f=%4', {});
+    expect(res.status).toBe(200);
+    const id = res.headers.get('x-kong-request-id');
+    await waitFor('log report', () => sink.bodies.length > n);
+    await gw.idle();
+    const rep = sink.bodies.at(-1) as {
+      serialized: { request: { id: string; querystring: unknown; uri: string } };
+    };
+    // ngx.req.get_uri_args: decodable bytes decoded (0xff 0xfe are no UTF-8: U+FFFD on the plugin's side),
+    // a bad escape kept as sent, split at the first `=`, an empty key dropped, repeats gathered.
+    const querystring = { a: '\ufffd\ufffd', b: '\u0000', c: 'x%zz', d: '1=2', e: [true, ''], f: '%4' };
+    expect(rep.serialized.request).toMatchObject({
+      id,
+      uri: '/probe?a=%ff%fe&b=%00&c=x%zz&d=1=2&e&e=&=v&f=%4',
+      querystring,
+    });
+    const line = readFileSync(join(prefix, 'access.log'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { request: { id: string; querystring: unknown } })
+      .find((e) => e.request.id === id);
+    expect(line?.request.querystring).toEqual(querystring);
+  });
+
   it('holds the stream on a route with response_buffering on (Kong’s default) until a buffer fills or it ends', async () => {
     const r = await fetch(`${gw.url}/sse-buffered/chat/completions`, {
       method: 'POST',

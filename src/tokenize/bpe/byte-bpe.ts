@@ -29,6 +29,9 @@ function ownCopy(s: string): string {
 
 /** Pieces longer than this are not cached: they are rare and would crowd out the common words. */
 const CACHE_MAX_PIECE = 64;
+/** The word cache's byte budget (a piece's UTF-16 key, its ids array and ~80 bytes of Map entry each). */
+export const WORD_CACHE_BYTES = 8 * 1024 * 1024;
+const wordCost = (piece: string, ids: readonly number[]): number => 80 + piece.length * 2 + ids.length * 8;
 
 /**
  * A byte-level BPE tokenizer in plain JavaScript: pre-tokenize with the model's regex, then look each piece
@@ -40,6 +43,7 @@ export class ByteBpe {
   readonly #o: ByteBpeOptions;
   readonly #cache = new Map<string, readonly number[]>();
   readonly #cacheMax: number;
+  #cacheBytes = 0;
   readonly #bytes: number[] = [];
 
   constructor(opts: ByteBpeOptions) {
@@ -95,7 +99,13 @@ export class ByteBpe {
       ids = mergeWord(ids, this.#o.lookup);
     }
     if (piece.length <= CACHE_MAX_PIECE) {
-      if (this.#cache.size >= this.#cacheMax) this.#cache.delete(this.#cache.keys().next().value!);
+      // Bounded by entries and by bytes; the oldest words go first.
+      this.#cacheBytes += wordCost(piece, ids);
+      for (const [k, v] of this.#cache) {
+        if (this.#cache.size < this.#cacheMax && this.#cacheBytes <= WORD_CACHE_BYTES) break;
+        this.#cache.delete(k);
+        this.#cacheBytes -= wordCost(k, v);
+      }
       this.#cache.set(ownCopy(piece), ids);
     }
     for (let i = 0; i < ids.length; i++) out.push(ids[i]!);

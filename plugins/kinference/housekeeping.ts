@@ -1,0 +1,73 @@
+// The plugin's housekeeping timer: drops per-request state whose log phase never came; the state dump.
+import { renameSync, writeFileSync } from 'node:fs';
+import { routerStats, sweepRouters } from '../../src/router/index.js';
+import { logOnce, logOnceKeys } from './log-once.js';
+import { PENDING_MAX_ENTRIES, type PendingDecisions } from './pending.js';
+
+/**
+ * Per-request state must not outlive its request when Kong never runs the log phase (a worker crash, a
+ * plugin server restart): a timer, started with the first request, drops the decisions past their TTL (which
+ * releases their reservations and ITL records) and every router's expired entries, also when no request
+ * comes to do it, and reports the drops at most once per log interval (log-once.ts).
+ */
+export const SWEEP_EVERY_MS = 60_000;
+
+let timer: NodeJS.Timeout | null = null;
+let reported = { expired: 0, evicted: 0 };
+
+/** One sweep; exported for the specs. */
+export function sweepOnce(pending: PendingDecisions, nowMs: number = Date.now()): void {
+  pending.sweep(nowMs);
+  sweepRouters(nowMs);
+  const s = pending.stats();
+  const expired = s.expired - reported.expired;
+  const evicted = s.evicted - reported.evicted;
+  if (expired + evicted === 0) return;
+  const ttlS = Math.round(pending.ttlMs / 1000);
+  const emitted = logOnce(
+    'pending-dropped',
+    `${expired + evicted} decisions dropped without their log phase since the last report ` +
+      `(${expired} past the ${ttlS} s TTL, ${evicted} over the ${PENDING_MAX_ENTRIES}-entry bound; ` +
+      `since start: ${s.expired} expired, ${s.evicted} evicted); their reservations and ITL records were released`,
+    nowMs,
+  );
+  if (emitted) reported = { expired: s.expired, evicted: s.evicted };
+}
+
+export function startHousekeeping(pending: PendingDecisions): void {
+  if (timer) return;
+  const every = Math.min(SWEEP_EVERY_MS, Math.max(100, Math.floor(pending.ttlMs / 4)));
+  timer = setInterval(() => sweepOnce(pending), every).unref();
+}
+
+let dumps = 0;
+
+/**
+ * The inspection hook, off unless KINFERENCE_DEBUG_STATE names a file: on SIGUSR2 the plugin server writes
+ * there (atomically) its memory (process.memoryUsage, after a full GC when Node runs with --expose-gc, to
+ * tell retained memory from heap V8 keeps) and what the plugin holds: pending decisions and their drop
+ * counters, the routers' per-request entries, the segment caches. For operators and the leak specs.
+ */
+export function installStateDump(pending: PendingDecisions, env: NodeJS.ProcessEnv = process.env): void {
+  const file = env.KINFERENCE_DEBUG_STATE;
+  if (!file || process.listenerCount('SIGUSR2') > 0) return;
+  process.on('SIGUSR2', () => {
+    const gc = (globalThis as { gc?: () => void }).gc;
+    if (gc) gc();
+    const state = {
+      seq: ++dumps,
+      atMs: Date.now(),
+      gc: gc !== undefined,
+      memory: process.memoryUsage(),
+      pending: pending.stats(),
+      routers: routerStats(),
+      logOnceKeys: logOnceKeys(),
+    };
+    try {
+      writeFileSync(`${file}.tmp`, JSON.stringify(state));
+      renameSync(`${file}.tmp`, file);
+    } catch (e) {
+      logOnce('debug-state', `KINFERENCE_DEBUG_STATE ${file}: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  });
+}
