@@ -18,6 +18,7 @@ const SCRIPTS = [
   'plugin',
   'tokenizers',
   'load',
+  'fuzz',
 ];
 
 const script = (name: string): string =>
