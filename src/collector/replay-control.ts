@@ -89,6 +89,8 @@ export class ReplayControl<K> {
     readonly fire: (kind: K) => void,
     readonly merge: (pending: K, next: K) => K,
     readonly limits: ReplayLimits = DEFAULT_REPLAY_LIMITS,
+    /** The clock a held-back request is checked against when its timer fires (the stream's). */
+    readonly now: () => number = Date.now,
   ) {
     this.#tokens = limits.burst;
   }
@@ -140,7 +142,7 @@ export class ReplayControl<K> {
     this.#timer = null;
     const kind = this.#pending;
     if (kind === null) return;
-    const now = Date.now();
+    const now = this.now();
     const at = this.#allowedAt(now);
     if (at.ms > now) {
       this.#timer = setTimeout(() => this.#firePending(), at.ms - now);

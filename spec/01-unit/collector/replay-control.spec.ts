@@ -99,4 +99,25 @@ describe('replay control: coalesced, rate-limited (issue #36 replay storms)', ()
     vi.advanceTimersByTime(10_000);
     expect(fired).toEqual([]);
   });
+
+  it("a held-back request is checked against the owner's clock when its timer fires, not Date.now", () => {
+    let t = 100; // the stream's clock, far behind the (fake) Date.now
+    const fired: string[] = [];
+    const c = new ReplayControl<string>(
+      newReplayControlStats(),
+      (k) => fired.push(k),
+      (a) => a,
+      LIMITS,
+      () => t,
+    );
+    expect(c.request('a', t)).toBe('run');
+    expect(c.request('a', t)).toBe('run');
+    expect(c.request('a', t)).toBe('interval');
+    // The timer fires, but on the owner's clock no time has passed: it waits again.
+    vi.advanceTimersByTime(1000);
+    expect(fired).toEqual([]);
+    t += 1000;
+    vi.advanceTimersByTime(1000);
+    expect(fired).toEqual(['a']);
+  });
 });

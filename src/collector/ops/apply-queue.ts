@@ -98,6 +98,8 @@ export class ApplyQueue {
     readonly pod: PodRef,
     readonly opts: ApplyQueueOptions,
     readonly hooks: ApplyQueueHooks,
+    /** The clock of appliedAtMs (the stream's). */
+    readonly now: () => number = Date.now,
   ) {
     this.#unwatch = index.onWritesLost?.(pod, (reason) => this.#lost(reason)) ?? (() => {});
   }
@@ -229,7 +231,7 @@ export class ApplyQueue {
         this.#queuedOps -= n;
         this.#attempt = 0;
         this.lastAppliedSeq = batches[batches.length - 1]!.seq;
-        this.hooks.applied(batches, Date.now(), performance.now() - t0, countOps(ops));
+        this.hooks.applied(batches, this.now(), performance.now() - t0, countOps(ops));
         this.#wake();
         this.#pump();
       },
