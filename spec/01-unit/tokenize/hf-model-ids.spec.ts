@@ -59,7 +59,15 @@ describe('hf:<model id> from the Hugging Face cache', () => {
     expect(tok.spec).toBe('hf:Kinf/Tiny-1B');
     expect(await tok.encode('hello world')).toEqual(await byPath.encode('hello world'));
     const tpl = loadChatTemplate('hf:Kinf/Tiny-1B');
-    expect(tpl.render({ messages: [{ role: 'user', content: 'hi' }] })).toContain('<|im_start|>user\nhi');
+    expect(
+      tpl.render({
+        model: 'm',
+        messages: [{ role: 'user', content: 'hi' }],
+        addGenerationPrompt: true,
+        continueFinalMessage: false,
+        stream: false,
+      }),
+    ).toContain('<|im_start|>user\nhi');
   });
 
   it('takes a revision after @ (a branch, tag or commit) and honours $HF_HUB_CACHE first', async () => {
