@@ -12,6 +12,7 @@
  * Then memory: RSS, heap, and block-map entries (bounded by block_map_max_entries).
  * Prints a table and writes bench/results/collector.json. Run: npm run bench:collector
  */
+import './lib/usage/collector.js'; // first: --help before the heavy imports
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
@@ -30,16 +31,7 @@ import { ENTRY } from '../src/index/lua/entry.js';
 import { KEY_SUFFIX, modelKeyBase } from '../src/index/redis-keys.js';
 import { Redis } from 'ioredis';
 import { freeLoopbackPort, startRedisServer } from '../harness/redis-server.js';
-import { envCount, noOptions } from './lib/cli.js';
-
-if (process.argv[2] !== '--publisher')
-  noOptions(
-    'bench:collector',
-    `the collector's ingest: a real redis-server and vLLM-like ZMQ publishers; event-to-index
-lag, sustained throughput, CPU per event, memory. Writes bench/results/collector.json.
-KINF_BENCH_SECONDS (default 8) sets each load phase's length; the restart phase and the replay buffers scale
-with it (CI runs a 1-second one).`,
-  );
+import { envCount } from './lib/cli.js';
 
 /** Each phase's length as KINF_BENCH_SECONDS is to its default (the publisher child reads the same). */
 const SCALE = envCount('bench:collector', 'KINF_BENCH_SECONDS', 8) / 8;

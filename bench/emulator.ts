@@ -8,6 +8,7 @@
  *    minus the engine's own TTFT (HTTP, JSON, tokenization, timer lateness).
  * Writes bench/results/emulator.json.
  */
+import './lib/usage/emulator.js'; // first: --help before the heavy imports
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { Engine } from '../emulator/engine/engine.js';
@@ -16,14 +17,8 @@ import type { StepOutcome, TokenOutput } from '../emulator/engine/types.js';
 import { engineOptionsFor, PROFILES, type EngineProfile } from '../emulator/profiles.js';
 import { startEmulatorFleet } from '../emulator/server/fleet.js';
 import { parseFleetConfig } from '../src/config/fleet-config.js';
-import { envCount, noOptions } from './lib/cli.js';
+import { envCount } from './lib/cli.js';
 
-noOptions(
-  'bench:emulator',
-  `what the emulated vLLM engine predicts (cold and cached TTFT, ITL per profile) and what it
-costs to run, in virtual time and live. Writes bench/results/emulator.json. KINF_BENCH_REQUESTS (default 120)
-and KINF_BENCH_LIVE (40) set the runs.`,
-);
 const REQUESTS = envCount('bench:emulator', 'KINF_BENCH_REQUESTS', 120);
 const LIVE_REQUESTS = envCount('bench:emulator', 'KINF_BENCH_LIVE', 40);
 

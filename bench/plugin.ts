@@ -16,6 +16,7 @@
  * two should agree; the echo plugin shows what the line costs a plugin that does not.
  * Writes bench/results/plugin.json. No targets are asserted anywhere else (tests never time things).
  */
+import './lib/usage/plugin.js'; // first: --help before the heavy imports
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -38,15 +39,8 @@ import {
 } from '../kong/stand-in/plugin-server-defs.js';
 import { PluginServerProcess, queryPlugin } from '../kong/stand-in/plugin-server.js';
 import type { RequestContext } from '../kong/stand-in/request-context.js';
-import { envCount, noOptions } from './lib/cli.js';
+import { envCount } from './lib/cli.js';
 
-noOptions(
-  'bench:plugin',
-  `the latency the plugin adds to a request, through the real kong-js-pluginserver over its
-socket (the Kong stand-in's RPC client), the index in a private redis-server. Writes bench/results/plugin.json.
-KINF_BENCH_REQUESTS (default 300) sets the requests per configuration; the other runs scale with it (CI runs a
-small one).`,
-);
 const REQUESTS = envCount('bench:plugin', 'KINF_BENCH_REQUESTS', 300);
 /** A run count of the full benchmark, scaled as KINF_BENCH_REQUESTS is to its default (at least 2). */
 const scaled = (full: number): number => Math.max(2, Math.round((full * REQUESTS) / 300));

@@ -7,6 +7,7 @@ import {
   createProgram,
   registerCollector,
   registerExplain,
+  registerValidate,
   registerVerifyTokenizer,
   runProgram,
 } from '../src/cli/index.js';
@@ -54,6 +55,7 @@ demo?.(program);
 emulator?.(program);
 registerExplain(program);
 gateway?.(program);
+registerValidate(program);
 registerVerifyTokenizer(program);
 
 await runProgram(program, process.argv);

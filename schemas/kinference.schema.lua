@@ -15,7 +15,12 @@ return {
               type = "string",
               required = true,
               default = "redis://127.0.0.1:6379/0",
-              match = "^rediss?://",
+              match_any = {
+                patterns = {
+                  "^rediss?://",
+                },
+                err = "expected a Redis URL: redis://[user:password@]host:port/db, or rediss://… for TLS",
+              },
               referenceable = true,
               encrypted = true,
               description = "Redis holding the KV-location index, as redis://[user:password@]host:port/db, or rediss:// for TLS.",
@@ -36,7 +41,12 @@ return {
               len_max = 64,
               elements = {
                 type = "string",
-                match = "^[^: \009\010\011\012\013]+:[0-9][0-9]?[0-9]?[0-9]?[0-9]?$",
+                match_any = {
+                  patterns = {
+                    "^[^: \009\010\011\012\013]+:[0-9][0-9]?[0-9]?[0-9]?[0-9]?$",
+                  },
+                  err = "expected host:port (e.g. 10.0.0.7:8000; port 1–65535)",
+                },
               },
               description = "With redis_cluster: more nodes of the Redis Cluster to start from, as host:port, when the node of redis_url does not answer. User, password and TLS come from redis_url.",
             },
@@ -92,7 +102,12 @@ return {
               default = "kinf",
               len_min = 1,
               len_max = 64,
-              match = "^[A-Za-z0-9_.:%-]+$",
+              match_any = {
+                patterns = {
+                  "^[A-Za-z0-9_.:%-]+$",
+                },
+                err = "expected 1–64 characters among letters, digits and _ . : -",
+              },
               description = "Prefix of every Redis key of the index; the collector must use the same prefix.",
             },
           },
@@ -119,7 +134,12 @@ return {
                 type = "array",
                 elements = {
                   type = "string",
-                  match = "^[^: \009\010\011\012\013]+:[0-9][0-9]?[0-9]?[0-9]?[0-9]?$",
+                  match_any = {
+                    patterns = {
+                      "^[^: \009\010\011\012\013]+:[0-9][0-9]?[0-9]?[0-9]?[0-9]?$",
+                    },
+                    err = "expected host:port (e.g. 10.0.0.7:8000; port 1–65535)",
+                  },
                 },
               },
               description = "Static fallback pod list per model (model name to host:port list), used when the index has no pods for the model.",
@@ -149,9 +169,9 @@ return {
                   "^tiktoken:[a-z0-9_]+$",
                   "^hf:[^\010\013]+$",
                 },
-                err = "must match ^(tiktoken:[a-z0-9_]+|hf:[^\\n\\r]+)$",
+                err = "expected a tokenizer spec: tiktoken:<encoding> (o200k_harmony, o200k_base, cl100k_base) or hf:<path to tokenizer.json, model directory or Hugging Face model id such as Qwen/Qwen3-8B>",
               },
-              description = "Tokenizer matching the served model: tiktoken:<encoding> or hf:<path to tokenizer.json>. Must match vLLM or nothing is ever cached. The default fits gpt-oss.",
+              description = "Tokenizer matching the served model: tiktoken:<encoding>, or hf:<path to tokenizer.json or model directory> or hf:<Hugging Face model id> (e.g. hf:Qwen/Qwen3-8B, read from the local Hugging Face cache). Must match vLLM or nothing is ever cached. The default fits gpt-oss.",
             },
           },
           {
@@ -167,9 +187,9 @@ return {
                   "^none$",
                   "^hf:[^\010\013]+$",
                 },
-                err = "must match ^(chatml|harmony|llama3|none|hf:[^\\n\\r]+)$",
+                err = "expected a chat template: chatml, harmony, llama3, none, or hf:<path to tokenizer_config.json or .jinja, model directory or Hugging Face model id such as Qwen/Qwen3-8B>",
               },
-              description = "Chat template matching the served model: chatml, harmony, llama3, none, or hf:<path to tokenizer_config.json>. The default fits gpt-oss.",
+              description = "Chat template matching the served model: chatml, harmony, llama3, none, or hf:<path to tokenizer_config.json or model directory> or hf:<Hugging Face model id> (from the local Hugging Face cache). The default fits gpt-oss.",
             },
           },
           {
@@ -360,7 +380,12 @@ return {
             otlp_endpoint = {
               type = "string",
               required = false,
-              match = "^https?://",
+              match_any = {
+                patterns = {
+                  "^https?://",
+                },
+                err = "expected an http:// or https:// URL",
+              },
               description = "OTLP/HTTP traces endpoint, e.g. http://jaeger:4318/v1/traces. Unset disables tracing at no cost per request.",
             },
           },

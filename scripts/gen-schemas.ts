@@ -117,6 +117,47 @@ function asWritten(schema: unknown): unknown {
   return out;
 }
 
+/** docs/configuration.md after the reference: how to check a config before deploying it, and model ids. */
+const CHECKING_A_CONFIG = `## Checking a config before it is deployed
+
+\`kinference validate\` checks every \`kinference\` plugin entry of a decK/Kong declarative file (YAML or JSON;
+plugins at the top level or under services, routes, consumers), of a \`KongPlugin\`/\`KongClusterPlugin\`
+manifest, or of a fleet file, offline, with the plugin's own schema (the one above) and its cross-field rules.
+decK does not know an external plugin's schema, so \`deck file validate\` passes a misspelled field; without
+this, starting the gateway is the first check. Each problem names the file and line, the route or service, the
+field, and what it takes in words; an unknown field gets the closest known one:
+
+\`\`\`text
+kong.yaml:11: service "vllm" › route "chat" (services[0].routes[0].plugins[0]): config.redis_url: expected a Redis URL: redis://[user:password@]host:port/db, or rediss://… for TLS (got "127.0.0.1:6390")
+kong.yaml:13: service "vllm" › route "chat" (services[0].routes[0].plugins[0]): config.chat_templte: unknown key; did you mean "chat_template"?
+kong.yaml: 2 problems in 1 kinference plugin entry (Kong declarative file)
+\`\`\`
+
+It exits 1 on any problem, 0 with one summary line per file; \`--json\` prints the findings for CI, \`--kind
+kong|kic|fleet\` skips detection. As a CI step, next to decK's own check:
+
+\`\`\`bash
+deck file validate kong/kong.yaml                # decK: structure and references
+node bin/kinference.js validate kong/kong.yaml   # or: docker run --rm -v "$PWD:/w" -w /w kinference validate kong/kong.yaml
+\`\`\`
+
+\`--check-files\` also loads the tokenizer and chat template the config names (and reads the Redis TLS files).
+It is off by default because those are paths on the gateway (relative ones against its working directory) or
+models in the gateway's Hugging Face cache, not on the CI runner: run it on the gateway host or in its image.
+Kong and the plugin say the same words: a field that fails Kong's own check answers with them (the Kong schema's
+\`match_any.err\`), and a plugin that disables itself for a bad config logs them.
+
+## Hugging Face model ids
+
+\`tokenizer\` and \`chat_template\` take \`hf:<Hugging Face model id>\` as vLLM users write it:
+\`hf:Qwen/Qwen3-8B\` reads \`tokenizer.json\` (or \`tokenizer_config.json\`) of the model from the local Hugging Face
+cache — \`$HF_HUB_CACHE\`, else \`$HF_HOME/hub\`, else \`~/.cache/huggingface/hub\` — at
+\`models--Qwen--Qwen3-8B/snapshots/<refs/main>/\`; \`hf:Qwen/Qwen3-8B@<branch, tag or commit>\` pins a revision. A
+model that is not cached is an error naming the file looked for and the command that fetches it
+(\`huggingface-cli download Qwen/Qwen3-8B tokenizer.json tokenizer_config.json\`). A path (absolute, relative,
+ending in .json or .jinja, or a model directory) is read as a path. Details: [tokenizers](tokenizers.md).
+`;
+
 /** Path (relative to the repo root) → file content. Pure: the freshness test calls it. */
 export function renderSchemaFiles(): Record<string, string> {
   const kong = toKongPluginSchema(PLUGIN_NAME, PluginConfigSchema);
@@ -130,7 +171,7 @@ export function renderSchemaFiles(): Record<string, string> {
     'schemas/plugin-config.schema.json': `${JSON.stringify(jsonSchema, null, 2)}\n`,
     'schemas/kinference.kong-schema.json': `${JSON.stringify(kong, null, 2)}\n`,
     'schemas/kinference.schema.lua': renderLua(kong.fields[0].config.fields),
-    'docs/configuration.md': `# Plugin configuration\n\n${renderConfigReference()}`,
+    'docs/configuration.md': `# Plugin configuration\n\n${renderConfigReference()}\n${CHECKING_A_CONFIG}`,
   };
 }
 

@@ -4,13 +4,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { scheduleFromArgs, scheduleUsage } from './cli-args.js';
 import { orUsage } from './cli.js';
-import { analyze, type BenchResults } from './report/analyze.js';
-import { writeCharts } from './report/charts.js';
-import { toMarkdown } from './report/markdown.js';
-import { runSchedule } from './runner.js';
+import type { BenchResults } from './report/analyze.js';
 import type { BenchSchedule } from './schedule.js';
-import { loadModelSetup } from './setup.js';
-import { sloFor } from './slo.js';
 
 export function gitCommit(): string {
   try {
@@ -32,6 +27,16 @@ export async function runBench(
   opts: { command: string; workers: number; progress: boolean; resultsDir?: string; charts?: boolean },
 ): Promise<BenchOutput> {
   const wall0 = performance.now();
+  // The engine, the tokenizer and the report load when a schedule runs, not for `--help` (~1.5 s of imports).
+  const [{ analyze }, { writeCharts }, { toMarkdown }, { runSchedule }, { loadModelSetup }, { sloFor }] =
+    await Promise.all([
+      import('./report/analyze.js'),
+      import('./report/charts.js'),
+      import('./report/markdown.js'),
+      import('./runner.js'),
+      import('./setup.js'),
+      import('./slo.js'),
+    ]);
   const model = await loadModelSetup();
   const slo = sloFor(s, model);
   const cells = await runSchedule(s, { workers: opts.workers, progress: opts.progress, model });

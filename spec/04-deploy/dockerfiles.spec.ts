@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, posix } from 'node:path';
 import { copies, globalArgs, readDockerfile, type Instruction } from './support/dockerfile.js';
 import { READINESS_PROBE, checkPluginServerEnv } from './support/pluginserver-env.js';
@@ -238,8 +238,8 @@ describe.skipIf(!exists('dist/cli/main.js'))('Dockerfile runtime stage, assemble
       const help = cli(app, ['--help']);
       expect(help.status, help.stderr).toBe(0);
       const commands = [...help.stdout.matchAll(/^ {2}([a-z-]+) \[/gm)].map((m) => m[1]);
-      expect(commands).toEqual(['collector', 'explain', 'verify-tokenizer', 'help']);
-      for (const sub of ['collector', 'explain', 'verify-tokenizer']) {
+      expect(commands).toEqual(['collector', 'explain', 'validate', 'verify-tokenizer', 'help']);
+      for (const sub of ['collector', 'explain', 'validate', 'verify-tokenizer']) {
         const r = cli(app, [sub, '--help']);
         expect(r.status, `${sub} --help: ${r.stderr}`).toBe(0);
       }
@@ -249,6 +249,12 @@ describe.skipIf(!exists('dist/cli/main.js'))('Dockerfile runtime stage, assemble
       expect(explain.status, explain.stderr).toBe(2);
       expect(explain.stderr).toMatch(/^kinference: .*missing\.yaml/);
       expect(explain.stderr).not.toMatch(/at .*\.js:\d+:\d+/);
+      // validate runs in the image (a CI step can use it): the plugin schema from the image's files.
+      const kongYaml = join(app, 'kong.yaml');
+      writeFileSync(kongYaml, 'plugins:\n  - name: kinference\n    config: {index: mongo}\n');
+      const validate = cli(app, ['validate', kongYaml]);
+      expect(validate.status, validate.stderr).toBe(1);
+      expect(validate.stderr).toContain('config.index: expected one of: "redis", "memory" (got "mongo")');
       const emulator = cli(app, ['emulator', '--config', missing]);
       expect(emulator.status).toBe(1);
       expect(emulator.stderr).toContain("unknown command 'emulator'");

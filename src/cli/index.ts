@@ -3,4 +3,5 @@
 export { createProgram, runProgram } from './program.js';
 export { registerCollector } from './commands/collector.js';
 export { registerExplain } from './commands/explain.js';
+export { registerValidate } from './commands/validate.js';
 export { registerVerifyTokenizer } from './commands/verify-tokenizer.js';

@@ -1,9 +1,10 @@
 // The fleet YAML (models, pods, kubernetes, router, sections): its schema and parseFleetConfig.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { Type, type Static } from '@sinclair/typebox';
 import { parse as parseYaml } from 'yaml';
 import { KinferenceError } from '../core/errors.js';
+import { isHfModelId } from '../tokenize/hf-source.js';
 import { PluginConfigSchema, pluginConfigProblems, templateKwargsProblem } from './plugin-config.js';
 import { validateConfig } from './validate.js';
 import { CollectorSectionSchema, checkCollectorSection } from './collector-section.js';
@@ -12,9 +13,9 @@ import { POD_ADDRESS_PATTERN, ZMQ_ENDPOINT_PATTERN } from './addresses.js';
 
 /**
  * The one YAML file that describes a fleet for the collector, `explain`, the emulator and the demo
- * (docs/collector.md#running-it). Paths in `hf:` specs are resolved against the file's directory. Every object is
- * strict: an unknown key (a typo such as `kv_event:`) is an error naming the key and the closest known one,
- * not a setting silently ignored.
+ * (docs/collector.md#running-it). Paths in `hf:` specs are resolved against the file's directory (model ids
+ * are looked up in the Hugging Face cache). Every object is strict: an unknown key (a typo such as
+ * `kv_event:`) is an error naming the key and the closest known one, not a setting silently ignored.
  */
 
 const STRICT = { additionalProperties: false } as const;
@@ -143,8 +144,11 @@ export type ModelConfig = Static<typeof ModelSchema>;
 export type PodConfig = Static<typeof PodSchema>;
 export type RouterSection = Static<typeof RouterSectionSchema>;
 
+/** A path in an `hf:` spec is the file's own (relative to its directory); a model id is left to the cache. */
 function resolveSpec(spec: string, baseDir: string): string {
-  return spec.startsWith('hf:') ? `hf:${resolve(baseDir, spec.slice(3))}` : spec;
+  if (!spec.startsWith('hf:')) return spec;
+  const path = resolve(baseDir, spec.slice(3));
+  return isHfModelId(spec.slice(3)) && !existsSync(path) ? spec : `hf:${path}`;
 }
 
 /** Two tcp:// endpoints on one host whose ports + 0 … n−1 (one per DP rank) share a port. */

@@ -12,12 +12,15 @@ const TOKENIZER_PATTERN = '^(tiktoken:[a-z0-9_]+|hf:[^\\n\\r]+)$';
 /** host:port; the port's range is checked by pluginConfigProblems (Lua patterns cannot say 1–65535). */
 const HOST_PORT_PATTERN = '^[^: \\t\\n\\v\\f\\r]+:[0-9]{1,5}$';
 const TEMPLATE_PATTERN = '^(chatml|harmony|llama3|none|hf:[^\\n\\r]+)$';
+/** A pattern field's `x-expected`: what it takes, in words, for every error about it (config/validate.ts). */
+const HOST_PORT_WORDS = 'host:port (e.g. 10.0.0.7:8000; port 1–65535)';
 
 export const PluginConfigSchema = Type.Object(
   {
     redis_url: Type.String({
       default: 'redis://127.0.0.1:6379/0',
       pattern: '^rediss?://',
+      'x-expected': 'a Redis URL: redis://[user:password@]host:port/db, or rediss://… for TLS',
       description:
         'Redis holding the KV-location index, as redis://[user:password@]host:port/db, or rediss:// for TLS.',
       'x-kong': { referenceable: true, encrypted: true },
@@ -28,7 +31,7 @@ export const PluginConfigSchema = Type.Object(
         'redis_url names one node of a Redis Cluster (any node; the others are found from it). Each model keeps its whole index in one slot, so one shard.',
     }),
     redis_cluster_nodes: Type.Optional(
-      Type.Array(Type.String({ pattern: HOST_PORT_PATTERN }), {
+      Type.Array(Type.String({ pattern: HOST_PORT_PATTERN, 'x-expected': HOST_PORT_WORDS }), {
         maxItems: 64,
         description:
           'With redis_cluster: more nodes of the Redis Cluster to start from, as host:port, when the node of redis_url does not answer. User, password and TLS come from redis_url.',
@@ -71,6 +74,7 @@ export const PluginConfigSchema = Type.Object(
     redis_key_prefix: Type.String({
       default: 'kinf',
       pattern: '^[A-Za-z0-9_.:-]{1,64}$',
+      'x-expected': '1–64 characters among letters, digits and _ . : -',
       description: 'Prefix of every Redis key of the index; the collector must use the same prefix.',
     }),
     index: Type.Union([Type.Literal('redis'), Type.Literal('memory')], {
@@ -79,10 +83,14 @@ export const PluginConfigSchema = Type.Object(
         'Where the KV-location index lives: redis (shared with the collector) or memory (tests and single-node demos only).',
     }),
     model_pods: Type.Optional(
-      Type.Record(Type.String(), Type.Array(Type.String({ pattern: HOST_PORT_PATTERN })), {
-        description:
-          'Static fallback pod list per model (model name to host:port list), used when the index has no pods for the model.',
-      }),
+      Type.Record(
+        Type.String(),
+        Type.Array(Type.String({ pattern: HOST_PORT_PATTERN, 'x-expected': HOST_PORT_WORDS })),
+        {
+          description:
+            'Static fallback pod list per model (model name to host:port list), used when the index has no pods for the model.',
+        },
+      ),
     ),
     lora_adapters: Type.Optional(
       Type.Record(Type.String(), Type.String({ minLength: 1 }), {
@@ -93,14 +101,18 @@ export const PluginConfigSchema = Type.Object(
     tokenizer: Type.String({
       default: 'tiktoken:o200k_harmony',
       pattern: TOKENIZER_PATTERN,
+      'x-expected':
+        'a tokenizer spec: tiktoken:<encoding> (o200k_harmony, o200k_base, cl100k_base) or hf:<path to tokenizer.json, model directory or Hugging Face model id such as Qwen/Qwen3-8B>',
       description:
-        'Tokenizer matching the served model: tiktoken:<encoding> or hf:<path to tokenizer.json>. Must match vLLM or nothing is ever cached. The default fits gpt-oss.',
+        'Tokenizer matching the served model: tiktoken:<encoding>, or hf:<path to tokenizer.json or model directory> or hf:<Hugging Face model id> (e.g. hf:Qwen/Qwen3-8B, read from the local Hugging Face cache). Must match vLLM or nothing is ever cached. The default fits gpt-oss.',
     }),
     chat_template: Type.String({
       default: 'harmony',
       pattern: TEMPLATE_PATTERN,
+      'x-expected':
+        'a chat template: chatml, harmony, llama3, none, or hf:<path to tokenizer_config.json or .jinja, model directory or Hugging Face model id such as Qwen/Qwen3-8B>',
       description:
-        'Chat template matching the served model: chatml, harmony, llama3, none, or hf:<path to tokenizer_config.json>. The default fits gpt-oss.',
+        'Chat template matching the served model: chatml, harmony, llama3, none, or hf:<path to tokenizer_config.json or model directory> or hf:<Hugging Face model id> (from the local Hugging Face cache). The default fits gpt-oss.',
     }),
     default_chat_template_kwargs: Type.Optional(
       Type.String({
@@ -213,6 +225,7 @@ export const PluginConfigSchema = Type.Object(
     otlp_endpoint: Type.Optional(
       Type.String({
         pattern: '^https?://',
+        'x-expected': 'an http:// or https:// URL',
         description:
           'OTLP/HTTP traces endpoint, e.g. http://jaeger:4318/v1/traces. Unset disables tracing at no cost per request.',
       }),

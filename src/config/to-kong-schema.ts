@@ -245,6 +245,17 @@ function bounds(s: Schema, f: KongField): void {
     f.between = [lo ?? Number.MIN_SAFE_INTEGER, hi ?? Number.MAX_SAFE_INTEGER] as [number, number];
 }
 
+/**
+ * Kong says a failed `match` as "invalid value: …" and a failed `match_any` by its err (a regex by default):
+ * a field with `x-expected` words gets them instead (config/validate.ts says the same).
+ */
+function sayInWords(f: KongField, words: string): void {
+  if (f.match !== undefined) {
+    f.match_any = { patterns: [f.match], err: `expected ${words}` };
+    delete f.match;
+  } else if (f.match_any) f.match_any.err = `expected ${words}`;
+}
+
 function toField(s: Schema, where: string): KongField {
   const literals = literalUnion(s);
   let f: KongField;
@@ -258,6 +269,7 @@ function toField(s: Schema, where: string): KongField {
         const xk = s['x-kong'] as Record<string, unknown> | undefined;
         const explicit = xk !== undefined && ('match' in xk || 'match_any' in xk);
         if (typeof s.pattern === 'string' && !explicit) Object.assign(f, regexToLua(s.pattern, where));
+        if (typeof s['x-expected'] === 'string' && !explicit) sayInWords(f, s['x-expected']);
         if (typeof s.minLength === 'number') f.len_min = Math.max(s.minLength, f.len_min ?? 0);
         if (typeof s.maxLength === 'number') f.len_max = Math.min(s.maxLength, f.len_max ?? Infinity);
         break;

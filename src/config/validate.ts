@@ -82,23 +82,103 @@ export function closestKey(key: string, known: readonly string[]): string | null
   return best !== null && bestD <= Math.max(2, Math.floor(best.length / 4)) ? best : null;
 }
 
-function errorLine(e: ValueError): string {
+/** A schema node as expectedInWords reads it. */
+interface WordsNode {
+  'x-expected'?: string;
+  description?: string;
+  type?: string;
+  anyOf?: { const?: unknown }[];
+  minimum?: number;
+  maximum?: number;
+  minLength?: number;
+  maxItems?: number;
+  items?: WordsNode;
+}
+
+/**
+ * What a schema node accepts, in words: the one translation of the schema's types, enums, ranges and
+ * patterns into text, for every place a config is checked (plugin load, fleet files, `kinference validate`).
+ * A pattern is said by the field's `x-expected` (its regular expression says little to a user); null when a
+ * pattern has none (the caller falls back on the description).
+ */
+export function expectedInWords(schema: unknown): string | null {
+  const s = schema as WordsNode;
+  if (typeof s['x-expected'] === 'string') return s['x-expected'];
+  const literals = s.anyOf?.map((m) => m.const);
+  if (literals?.length && literals.every((l) => l !== undefined))
+    return `one of: ${literals.map((l) => JSON.stringify(l)).join(', ')}`;
+  const range = (what: string): string =>
+    s.minimum !== undefined && s.maximum !== undefined
+      ? `${what} from ${s.minimum} to ${s.maximum}`
+      : s.minimum !== undefined
+        ? `${what} ≥ ${s.minimum}`
+        : s.maximum !== undefined
+          ? `${what} ≤ ${s.maximum}`
+          : what;
+  switch (s.type) {
+    case 'integer':
+      return range('a whole number');
+    case 'number':
+      return range('a number');
+    case 'boolean':
+      return 'true or false';
+    case 'string':
+      if ((s as { pattern?: string }).pattern !== undefined) return null;
+      return s.minLength ? 'a non-empty string' : 'a string';
+    case 'array': {
+      const item = s.items ? expectedInWords(s.items) : null;
+      const max = s.maxItems !== undefined ? ` (at most ${s.maxItems})` : '';
+      return `a list${item ? ` of ${item}` : ''}${max}`;
+    }
+    case 'object':
+      return 'a mapping (key: value)';
+    default:
+      return null;
+  }
+}
+
+/** TypeBox errors about a value's type, range, length or form: said by expectedInWords. */
+const SAID_IN_WORDS = new Set<ValueErrorType>([
+  ValueErrorType.Array,
+  ValueErrorType.ArrayMaxItems,
+  ValueErrorType.Boolean,
+  ValueErrorType.Integer,
+  ValueErrorType.IntegerMinimum,
+  ValueErrorType.IntegerMaximum,
+  ValueErrorType.Literal,
+  ValueErrorType.Number,
+  ValueErrorType.NumberMinimum,
+  ValueErrorType.NumberMaximum,
+  ValueErrorType.Object,
+  ValueErrorType.String,
+  ValueErrorType.StringMinLength,
+  ValueErrorType.StringPattern,
+  ValueErrorType.Union,
+]);
+
+/** One checked field: where (a dotted path) and what is wrong, said in words. */
+export interface ConfigIssue {
+  field: string;
+  message: string;
+}
+
+function issueOf(e: ValueError): ConfigIssue {
   const hint = (e.schema as { description?: string }).description;
   const got = e.value === undefined ? '' : ` (got ${JSON.stringify(e.value)?.slice(0, 80)})`;
-  // A long regular expression says less than the field's description of the form it wants; a union of
-  // literals (an enum) is best said by its values.
-  const literals = (e.schema as { anyOf?: { const?: unknown }[] }).anyOf?.map((m) => m.const);
+  const words = SAID_IN_WORDS.has(e.type) ? expectedInWords(e.schema) : null;
+  const explicit = typeof (e.schema as WordsNode)['x-expected'] === 'string';
+  // A long regular expression says less than the field's description of the form it wants.
   const message =
-    e.type === ValueErrorType.StringPattern && hint
-      ? 'not in the expected form'
-      : e.type === ValueErrorType.Union && literals?.length && literals.every((l) => l !== undefined)
-        ? `expected one of: ${literals.map((l) => JSON.stringify(l)).join(', ')}`
+    words !== null
+      ? `expected ${words}`
+      : e.type === ValueErrorType.StringPattern && hint
+        ? 'not in the expected form'
         : e.message;
-  return `  ${fieldName(e.path)}: ${message}${got}${hint ? ` — ${hint}` : ''}`;
+  return { field: fieldName(e.path), message: `${message}${got}${hint && !explicit ? ` — ${hint}` : ''}` };
 }
 
 /** "pods.0.kv_event: unknown key; did you mean "kv_events"?" (or the keys that are allowed there). */
-function unknownKeyLine(e: ValueError): string {
+function unknownKeyIssue(e: ValueError): ConfigIssue {
   const key = e.path
     .slice(e.path.lastIndexOf('/') + 1)
     .replace(/~1/g, '/')
@@ -110,7 +190,30 @@ function unknownKeyLine(e: ValueError): string {
     : known.length > 0
       ? `known keys here: ${known.join(', ')}`
       : 'no keys are allowed here';
-  return `  ${fieldName(e.path)}: unknown key; ${hint}`;
+  return { field: fieldName(e.path), message: `unknown key; ${hint}` };
+}
+
+/**
+ * Defaults applied to `raw` and its problems against `schema`, each said in words (at most `limit`, the
+ * same problem once).
+ */
+export function checkConfig<S extends TSchema>(
+  schema: S,
+  raw: unknown,
+  limit = 10,
+): { value: Static<S>; issues: ConfigIssue[] } {
+  const value = applyDefaults(schema as SchemaNode, Value.Clone(stripNulls(raw ?? {})));
+  const seen = new Set<string>();
+  const issues: ConfigIssue[] = [];
+  for (const e of Value.Errors(schema, value)) {
+    const issue = e.type === ValueErrorType.ObjectAdditionalProperties ? unknownKeyIssue(e) : issueOf(e);
+    const key = `${issue.field}: ${issue.message}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    issues.push(issue);
+    if (issues.length >= limit) break;
+  }
+  return { value: value as Static<S>, issues };
 }
 
 /**
@@ -118,20 +221,11 @@ function unknownKeyLine(e: ValueError): string {
  * each bad field and what was expected.
  */
 export function validateConfig<S extends TSchema>(schema: S, raw: unknown, source: string): Static<S> {
-  const value = applyDefaults(schema as SchemaNode, Value.Clone(stripNulls(raw ?? {})));
-  const errors = [...Value.Errors(schema, value)];
-  if (errors.length > 0) {
-    const seen = new Set<string>();
-    const lines: string[] = [];
-    for (const e of errors) {
-      const line = e.type === ValueErrorType.ObjectAdditionalProperties ? unknownKeyLine(e) : errorLine(e);
-      if (!seen.has(line)) {
-        seen.add(line);
-        lines.push(line);
-      }
-      if (lines.length >= 10) break;
-    }
-    throw new KinferenceError('KINF_ERR_CONFIG', `${source}: invalid configuration\n${lines.join('\n')}`);
-  }
-  return value as Static<S>;
+  const { value, issues } = checkConfig(schema, raw);
+  if (issues.length > 0)
+    throw new KinferenceError(
+      'KINF_ERR_CONFIG',
+      `${source}: invalid configuration\n${issues.map((i) => `  ${i.field}: ${i.message}`).join('\n')}`,
+    );
+  return value;
 }

@@ -46,10 +46,20 @@ export function registerDemo(program: Command): void {
     .option('--prefix-tokens <n>', 'tokens per shared system prompt', positiveInt('prefix-tokens'), 10000)
     .option('--otlp-endpoint <url>', 'export decision spans here, e.g. http://localhost:4318/v1/traces')
     .option('--seed <n>', 'workload seed', positiveInt('seed'), 7)
-    .action(async (opts: Omit<DemoOptions, 'redisUrl'>) => {
-      const { preflight } = await import('./preflight.js');
-      const redisUrl = await preflight();
-      const { runDemo } = await import('./run-demo.js');
-      await runDemo({ ...opts, ...(redisUrl ? { redisUrl } : {}) });
-    });
+    .option(
+      '--log-file <path>',
+      "append the fleet's logs (emulator, collector, gateway) here (default: a new file in the temporary directory, printed)",
+    )
+    .action(
+      async ({ logFile, ...opts }: Omit<DemoOptions, 'redisUrl' | 'childLog'> & { logFile?: string }) => {
+        const { preflight } = await import('./preflight.js');
+        const redisUrl = await preflight();
+        const { runDemo } = await import('./run-demo.js');
+        await runDemo({
+          ...opts,
+          ...(redisUrl ? { redisUrl } : {}),
+          ...(logFile ? { childLog: logFile } : {}),
+        });
+      },
+    );
 }

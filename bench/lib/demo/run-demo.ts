@@ -1,5 +1,7 @@
 // `kinference demo`: random routing against kinference on the live stack, shared-prefix chats, a table.
 import cliProgress from 'cli-progress';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { percentile } from '../stats/percentile.js';
 import { Rng } from '../rng.js';
@@ -18,6 +20,8 @@ export interface DemoOptions {
   prefixes: number;
   prefixTokens: number;
   otlpEndpoint?: string;
+  /** Where the fleet's logs go (default: a new file in the temporary directory). */
+  childLog?: string;
   /** A Redis to use when redis-server cannot be started here. */
   redisUrl?: string;
   seed: number;
@@ -127,6 +131,11 @@ function table(results: ArmResult[]): string {
 export async function runDemo(o: DemoOptions): Promise<void> {
   const log = (s: string): void => void process.stderr.write(`${s}\n`);
   log('kinference demo: loading the Qwen3 tokenizer and starting the local fleet…');
+  // The fleet's own logs (JSON lines of the emulator, collector and gateway) go to a file: the terminal keeps
+  // the progress and the table.
+  const childLog =
+    o.childLog ?? join(tmpdir(), `kinference-demo-${new Date().toISOString().replace(/[:.]/g, '-')}.log`);
+  log(`  the fleet's logs: ${childLog}`);
   const model = await loadModelSetup();
   const shapes: WorkloadShapes = {
     ...PUBLISHED_SHAPES,
@@ -139,6 +148,7 @@ export async function runDemo(o: DemoOptions): Promise<void> {
   };
   const cli = fileURLToPath(new URL('../../../../bin/kinference.js', import.meta.url));
   const stack = await startLiveStack({
+    childLog,
     pods: 3,
     profile: 'l40s-27b-fp8',
     kvCapacityTokens: 94_208,
@@ -149,6 +159,9 @@ export async function runDemo(o: DemoOptions): Promise<void> {
     cli,
     ...(o.otlpEndpoint ? { otlpEndpoint: o.otlpEndpoint } : {}),
     ...(o.redisUrl ? { redisUrl: o.redisUrl } : {}),
+  }).catch((e: unknown) => {
+    log(`kinference demo: the fleet did not start; its logs: ${childLog}`);
+    throw e;
   });
   const stopOnSignal = (): void => {
     void stack.stop().finally(() => process.exit(130));
@@ -198,6 +211,7 @@ export async function runDemo(o: DemoOptions): Promise<void> {
       '  one decision, explained: node bin/kinference.js explain --config examples/fleet.yaml --body examples/chat-request.json',
     );
     console.log('  the full benchmark (all arms, three workloads): npm run bench:seed');
+    console.log(`  the fleet's logs (emulator, collector, gateway): ${childLog}`);
   } finally {
     await stack.stop();
     process.removeListener('SIGINT', stopOnSignal);

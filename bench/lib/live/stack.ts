@@ -1,6 +1,6 @@
 // The live fleet on loopback: Redis, emulated pods, collector, Kong stand-in with the plugin.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -48,6 +48,8 @@ export interface LiveStackOptions {
   redisUrl?: string;
   /** Also serve a route `/slo/v1/chat/completions` whose plugin has these admission-control settings. */
   admission?: { itl_slo_ms: number; shed_ttft_slo_ms: number } & Record<string, unknown>;
+  /** Append the children's stderr (their JSON logs) to this file instead of this process's stderr. */
+  childLog?: string;
 }
 
 function get(host: string, port: number, path: string): Promise<number> {
@@ -214,7 +216,8 @@ async function startLiveStackOnce(o: LiveStackOptions): Promise<LiveStack> {
     const run = (args: string[]): ChildProcess => {
       const p = spawn(process.execPath, [o.cli, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
       p.stderr!.on('data', (d: Buffer) => {
-        process.stderr.write(d);
+        if (o.childLog !== undefined) appendFileSync(o.childLog, d);
+        else process.stderr.write(d);
         if (d.toString('utf8').includes(PORT_TAKEN)) portTaken = true;
       });
       procs.push(p);

@@ -1,11 +1,12 @@
 // The benchmark's SVG charts: TTFT CDF per arm and goodput against concurrency (vega-lite).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import * as vega from 'vega';
-import { compile, type TopLevelSpec } from 'vega-lite';
+import type { TopLevelSpec } from 'vega-lite';
 import type { BenchResults } from './analyze.js';
 
 async function render(spec: TopLevelSpec): Promise<string> {
+  // Loaded when a chart is drawn: vega and vega-lite take ~0.8 s to import, which every `--help` paid.
+  const [vega, { compile }] = await Promise.all([import('vega'), import('vega-lite')]);
   const view = new vega.View(vega.parse(compile(spec).spec), { renderer: 'none' });
   const svg = await view.toSVG();
   view.finalize();

@@ -57,7 +57,9 @@ describe('fleet config', () => {
     const wrongType = errorOf(() =>
       parseFleetConfig({ ...good, models: { m: { block_size: 'sixteen' } } }, 'f.yaml', '/'),
     );
-    expect(wrongType).toContain('models.m.block_size: Expected integer');
+    expect(wrongType).toContain(
+      'models.m.block_size: expected a whole number from 1 to 4096 (got "sixteen") — Tokens per KV-cache block',
+    );
   });
 
   it('checks cross-field rules', () => {
@@ -367,6 +369,24 @@ describe('plugin config', () => {
       'lora_adapters: an adapter name is empty',
     ]);
     expect(() => c({ lora_adapters: { a: '' } })).toThrow(/lora_adapters/);
+  });
+
+  it('says in words what a field takes, as the plugin logs it at load (issue #34)', () => {
+    const msg = errorOf(() =>
+      validateConfig(
+        PluginConfigSchema,
+        { redis_url: '127.0.0.1:6390', tokenizer: 'Qwen3-8B.json', redis_timeout_ms: 0 },
+        'kinference plugin config',
+      ),
+    );
+    expect(msg).toContain(
+      'redis_url: expected a Redis URL: redis://[user:password@]host:port/db, or rediss://… for TLS (got "127.0.0.1:6390")',
+    );
+    expect(msg).toContain(
+      'tokenizer: expected a tokenizer spec: tiktoken:<encoding> (o200k_harmony, o200k_base, cl100k_base) or hf:<path to tokenizer.json, model directory or Hugging Face model id such as Qwen/Qwen3-8B> (got "Qwen3-8B.json")',
+    );
+    expect(msg).toContain('redis_timeout_ms: expected a whole number from 1 to 10000 (got 0)');
+    expect(msg).not.toMatch(/\^|must match|Expected/);
   });
 
   it('rejects a bad enum with the field name and the values it takes', () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { KongFieldEntry } from '../../../src/config/to-kong-schema.js';
+import { PluginConfigSchema } from '../../../src/config/plugin-config.js';
+import { toKongSchema, type KongFieldEntry } from '../../../src/config/to-kong-schema.js';
 import { processPluginConfig } from '../../../kong/stand-in/process-config.js';
 
 const schema: KongFieldEntry[] = [
@@ -73,6 +74,24 @@ describe('Kong config processing (what StartInstance receives)', () => {
     });
     expect(processPluginConfig(schema, { must: 'x', n: 2.5 })).toMatchObject({
       errors: { n: 'expected an integer' },
+    });
+  });
+
+  it("says in words what the plugin's pattern fields take, not a regex or 'invalid value' (issue #34)", () => {
+    const r = processPluginConfig(toKongSchema(PluginConfigSchema), {
+      tokenizer: 'Qwen/Qwen3-8B',
+      redis_url: '127.0.0.1:6390',
+      model_pods: { m: ['10.0.0.7'] },
+    });
+    expect(r).toEqual({
+      ok: false,
+      errors: {
+        tokenizer: expect.stringMatching(
+          /^expected a tokenizer spec: tiktoken:<encoding> .* or hf:<path to tokenizer.json, model directory or Hugging Face model id/,
+        ),
+        redis_url: 'expected a Redis URL: redis://[user:password@]host:port/db, or rediss://… for TLS',
+        'model_pods.m.1': 'expected host:port (e.g. 10.0.0.7:8000; port 1–65535)',
+      },
     });
   });
 

@@ -48,7 +48,18 @@ describe('toKongSchema (TypeBox config → Kong schema)', () => {
     expect(byName.redis_timeout_ms).toMatchObject({ type: 'integer', between: [1, 10000], default: 25 });
     expect(byName.trace_sample_ratio).toMatchObject({ type: 'number', between: [0, 1], default: 1 });
     expect(byName.expose_headers).toMatchObject({ type: 'boolean', default: false });
-    expect(byName.redis_url).toMatchObject({ referenceable: true, encrypted: true, match: '^rediss?://' });
+    // A pattern with words (x-expected) is a match_any whose err says them: Kong's own message for the field.
+    expect(byName.redis_url).toMatchObject({
+      referenceable: true,
+      encrypted: true,
+      match_any: {
+        patterns: ['^rediss?://'],
+        err: 'expected a Redis URL: redis://[user:password@]host:port/db, or rediss://… for TLS',
+      },
+    });
+    expect(byName.redis_url).not.toHaveProperty('match');
+    expect(byName.tokenizer?.match_any?.err).toMatch(/^expected a tokenizer spec: tiktoken:<encoding>/);
+    expect(byName.chat_template?.match_any?.err).toMatch(/^expected a chat template: chatml, harmony/);
     expect(byName.service_name).toMatchObject({ len_min: 1 });
   });
 
@@ -61,7 +72,13 @@ describe('toKongSchema (TypeBox config → Kong schema)', () => {
       keys: { type: 'string' },
       values: {
         type: 'array',
-        elements: { type: 'string', match: '^[^: \t\n\v\f\r]+:[0-9][0-9]?[0-9]?[0-9]?[0-9]?$' },
+        elements: {
+          type: 'string',
+          match_any: {
+            patterns: ['^[^: \t\n\v\f\r]+:[0-9][0-9]?[0-9]?[0-9]?[0-9]?$'],
+            err: 'expected host:port (e.g. 10.0.0.7:8000; port 1–65535)',
+          },
+        },
       },
     });
   });
