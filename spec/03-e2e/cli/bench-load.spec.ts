@@ -37,7 +37,9 @@ function runLoad(
 
 // The load generator alone against emulated vLLM pods (20× time): token-exact prompts as the server counts
 // them, GuideLLM's windows and metrics, the comparison table, and failures said plainly.
-describe('bench:load against an OpenAI endpoint', () => {
+// 90 s a test: a start of bench:load alone took 20 s and more beside a CPU-heavy job (the runs themselves
+// are a few seconds); the tests that run several keep their own 60 s on top of the default.
+describe('bench:load against an OpenAI endpoint', { timeout: 90_000 }, () => {
   let fleet: TestFleet;
   let dir: string;
   const url = (i: number): string => `${fleet.pods[i]!.base}/v1/chat/completions`;
@@ -225,7 +227,7 @@ describe('bench:load against an OpenAI endpoint', () => {
     ]);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/the first \d+ requests failed: HTTP 404: .*no-such-model/);
-  }, 30_000);
+  });
 
   it('a sweep whose later profile fails keeps the profiles measured before it', async () => {
     // A gate in front of pod 0. The first profile has one stream, so one request at a time; the second has
@@ -425,25 +427,29 @@ describe('bench:load against an OpenAI endpoint', () => {
     }
   });
 
-  it('usage errors exit 2 with what is wrong', async () => {
-    const usage = (...extra: string[]) =>
-      runLoad(['--url', url(0), '--model', MODEL, '--workload', 'control', '--rate', '1', ...extra]);
+  // One bench:load start per test, each with the whole budget.
+  const usage = (...extra: string[]) =>
+    runLoad(['--url', url(0), '--model', MODEL, '--workload', 'control', '--rate', '1', ...extra]);
+  it('usage error: both --rate and --concurrency (exit 2)', async () => {
     const both = await usage('--concurrency', '2');
     expect(both.code).toBe(2);
     expect(both.stderr).toContain('give exactly one of --rate (open loop) and --concurrency (closed loop)');
+  });
+  it('usage error: a --shape key the workload does not have (exit 2)', async () => {
     const shape = await usage('--shape', 'turns=3');
     expect(shape.code).toBe(2);
     expect(shape.stderr).toContain('--shape turns=3: control has promptTokens=16256, outputTokens=256');
-    // A tokenizer that cannot be read or is not one: the option named, no stack trace.
-    for (const [file, why] of [
-      [join(dir, 'none.json'), 'ENOENT'],
-      [fileURLToPath(new URL('../../../package.json', import.meta.url)), 'not a HF tokenizer.json'],
-    ] as const) {
-      const tok = await usage('--tokenizer', file);
-      expect(tok.code).toBe(2);
-      expect(tok.stderr).toContain(`bench:load: --tokenizer ${file}: `);
-      expect(tok.stderr).toContain(why);
-      expect(tok.stderr).not.toMatch(/\n\s+at /);
-    }
+  });
+  // A tokenizer that cannot be read or is not one: the option named, no stack trace.
+  it.each([
+    ['none.json', 'ENOENT'],
+    ['../../../package.json', 'not a HF tokenizer.json'],
+  ])('usage error: --tokenizer %s (exit 2, %s)', async (name, why) => {
+    const file = name === 'none.json' ? join(dir, name) : fileURLToPath(new URL(name, import.meta.url));
+    const tok = await usage('--tokenizer', file);
+    expect(tok.code).toBe(2);
+    expect(tok.stderr).toContain(`bench:load: --tokenizer ${file}: `);
+    expect(tok.stderr).toContain(why);
+    expect(tok.stderr).not.toMatch(/\n\s+at /);
   });
 });
