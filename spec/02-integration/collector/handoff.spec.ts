@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { XPublisher, type Publisher } from 'zeromq';
 import type { Collector } from '../../../src/collector/collector.js';
 import type { StreamWorker } from '../../../src/collector/stream-worker.js';
 import type { CollectorSection } from '../../../src/config/collector-section.js';
@@ -30,6 +31,23 @@ import { vllmExposition } from '../../helpers/collector/vllm-metrics-text.js';
  */
 
 const hashes = hashCounter(11n << 40n);
+
+/**
+ * A publisher whose PUB socket is an XPUB: `subscribed` resolves when the collector's SUB has subscribed, so
+ * the engine's first batch (seq 0) reaches it live. waitSubscribed's probe batches would use up sequence
+ * numbers instead, and with a 3-batch buffer a slow join under load pushed seq 0 out before the collector saw
+ * it: the pod then stayed partial, which is not what these tests set up.
+ */
+async function xpubPublisher(
+  bufferSteps: number,
+): Promise<{ pub: FakeVllmPublisher; subscribed: Promise<unknown> }> {
+  const pub = new FakeVllmPublisher({ format: 'map' }, { bufferSteps });
+  pub.pub.close();
+  const x = new XPublisher({ linger: 0 });
+  pub.pub = x as unknown as Publisher;
+  await pub.bind();
+  return { pub, subscribed: x.receive() }; // [0x01, topic]: the SUB subscribed
+}
 
 describe('collector handoff at a clean stop (real Redis and ZMQ)', () => {
   let redis: TestRedis;
@@ -78,11 +96,15 @@ describe('collector handoff at a clean stop (real Redis and ZMQ)', () => {
   });
 
   it('the next collector goes on from the last batch: blocks whose batches the buffer lost are kept, and what came meanwhile is applied', async () => {
-    pub = await new FakeVllmPublisher({ format: 'map' }, { bufferSteps: 3 }).bind();
+    const x = await xpubPublisher(3);
+    pub = x.pub;
     let w = await start(pod('pod-h', pub));
-    await waitSubscribed(pub, () => collector!.worker('pod-h'));
+    await x.subscribed;
+    await waitFor('the connect-time replay answered', () => !w.resyncing);
     const a = await chain(4, pub);
     await waitCached(index, 'pod-h', a.t, 4);
+    // The collector saw the engine from its first batch: nothing of the pod is missing from the index.
+    expect(w.partialSinceMs).toBe(0);
     await stop();
 
     // While no collector runs: the tail block is evicted and the chain grows from a parent only the handoff

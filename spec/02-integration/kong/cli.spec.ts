@@ -9,7 +9,7 @@ import { loadDeclarative, packageRoot, processPluginConfig } from '../../../kong
 import { toKongSchema } from '../../../src/config/to-kong-schema.js';
 import { PluginConfigSchema } from '../../../src/config/plugin-config.js';
 import { validateConfig } from '../../../src/config/validate.js';
-import { freePort, waitFor } from '../../helpers/ports.js';
+import { freePort } from '../../helpers/ports.js';
 import { buildPlugin, kongConfigFor, type BuiltPlugin } from '../plugin/harness.js';
 import { startNamedUpstream, type TestServer } from './test-servers.js';
 
@@ -32,6 +32,30 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+/**
+ * How long `kinference gateway` may take to start: tsx compiles the CLI from source and the plugin server
+ * starts, most of a minute on a loaded machine. Not what these tests assert; their budget encloses it.
+ */
+const STARTUP_MS = 90_000;
+
+/** Resolves on the gateway's "listening on" line; rejects, with its stderr, if it exits before. */
+function listening(proc: ChildProcessByStdio<null, null, Readable>, stderr: () => string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onData = (): void => {
+      if (!stderr().includes('listening on')) return;
+      proc.off('exit', onExit);
+      proc.stderr.off('data', onData);
+      resolve();
+    };
+    const onExit = (code: number | null): void => {
+      proc.stderr.off('data', onData);
+      reject(new Error(`the gateway exited (${code}) before listening: ${stderr()}`));
+    };
+    proc.stderr.on('data', onData);
+    proc.once('exit', onExit);
+  });
+}
+
 /** `kinference gateway --kong-config <yaml> --listen 127.0.0.1:<port>` from source, stderr piped. */
 function startGatewayCli(yamlPath: string, port: number): ChildProcessByStdio<null, null, Readable> {
   return spawn(
@@ -52,7 +76,7 @@ function startGatewayCli(yamlPath: string, port: number): ChildProcessByStdio<nu
   );
 }
 
-describe('kinference gateway (CLI)', () => {
+describe('kinference gateway (CLI)', { timeout: STARTUP_MS + 30_000 }, () => {
   it('serves a kong.yaml through the plugin and stops cleanly on SIGTERM', async () => {
     const yamlPath = join(dir, 'kong.yaml');
     // index: memory, no pods known → the plugin leaves Kong's target: the service answers.
@@ -64,8 +88,8 @@ describe('kinference gateway (CLI)', () => {
     const proc = startGatewayCli(yamlPath, port);
     child = proc;
     let stderr = '';
-    proc.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
-    await waitFor('gateway listening', () => stderr.includes('listening on'), 30_000);
+    proc.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    await listening(proc, () => stderr);
     const r = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
       method: 'POST',
       body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),

@@ -13,6 +13,8 @@ import {
   type GatewayOptions,
 } from '../../../kong/stand-in/index.js';
 
+export { SEEDED_INDEX_CONFIG } from '../../helpers/seeded-index.js';
+
 /**
  * Shared set-up for plugin, telemetry and e2e specs: the REAL bundle (built into a temp dir, like `npm run
  * build` does), served by the real kong-js-pluginserver behind the stand-in, with the index in real Redis.
@@ -93,7 +95,10 @@ export interface SeedPod {
   state?: Partial<Omit<PodState, 'podId' | 'model'>>;
 }
 
-/** Registers pods (fresh, healthy, idle) for `model` in the Redis index and stores their blocks. */
+/**
+ * Registers pods (fresh as of now, healthy, idle) for `model` in the Redis index and stores their blocks.
+ * Route with SEEDED_INDEX_CONFIG: the seeded timestamps are not refreshed.
+ */
 export async function seedIndex(
   redisUrl: string,
   keyPrefix: string,

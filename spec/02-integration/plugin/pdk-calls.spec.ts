@@ -12,6 +12,7 @@ import {
   keysFor,
   LONG_SYSTEM_PROMPT,
   seedIndex,
+  SEEDED_INDEX_CONFIG,
   type BuiltPlugin,
 } from './harness.js';
 import { startGateway } from '../../../kong/stand-in/index.js';
@@ -44,6 +45,7 @@ function baseConfig(): Record<string, unknown> {
     redis_key_prefix: PREFIX,
     tokenizer: 'tiktoken:o200k_base',
     chat_template: 'chatml',
+    ...SEEDED_INDEX_CONFIG,
   };
 }
 

@@ -25,6 +25,19 @@ async function gpu(ix: RedisKvIndex, k: readonly BlockKey[] = keys): Promise<num
   return (await ix.lookup(M, k)).pods.find((p) => p.state.podId === A.podId)?.prefixBlocks.GPU ?? -1;
 }
 
+/**
+ * Connects `ix` (its first write waits for it). A call on a fresh index waits for the connection within its own
+ * deadline (by design: the caller's budget bounds it all), and these tests give writes tens of ms, to time
+ * them out against a stalled Redis; a connect on a loaded machine can use that up alone. So retry until a
+ * write fits: the stall is what the tests time out, not the connect.
+ */
+async function connected(ix: RedisKvIndex): Promise<void> {
+  await waitFor('the index connected', async () => {
+    await ix.upsertPodState(A, {});
+    return true;
+  });
+}
+
 function rawBlock(ix: RedisKvIndex, key: BlockKey): Buffer {
   return blockRedisKey(ix.keyBase(M), Buffer.from(key, 'hex'));
 }
@@ -32,8 +45,8 @@ function rawBlock(ix: RedisKvIndex, key: BlockKey): Buffer {
 describe('RedisKvIndex: a retried apply counts once', () => {
   it('a write that timed out while Redis was stalled, then retried, is counted once', async () => {
     const ix = index({ commandTimeoutMs: 100 });
-    await ix.upsertPodState(A, {});
-    await ix.lookup(M, keys); // connected, scripts loaded
+    await connected(ix);
+    await ix.lookup(M, keys); // the lookup script loaded
     const id: ApplyId = { writer: 'test-w', seq: 1 };
     const store: IndexOp[] = [{ op: 'store', keys: keys.slice(0, 3), tier: 'GPU' }];
     await fx.redis.client.client('PAUSE', 500, 'ALL');
@@ -74,7 +87,7 @@ describe('RedisKvIndex: a retried apply counts once', () => {
 
   it('sends no further part once the caller has given up on the apply', async () => {
     const ix = index({ maxKeysPerCall: 1, commandTimeoutMs: 30 });
-    await ix.upsertPodState(A, {});
+    await connected(ix);
     await ix.lookup(M, keys);
     const id: ApplyId = { writer: 'test-w', seq: 3 };
     await fx.redis.client.client('PAUSE', 300, 'ALL');

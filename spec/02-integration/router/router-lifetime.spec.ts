@@ -6,6 +6,7 @@ import { ROUTER_IDLE_CLOSE_MS, openRouterCount } from '../../../src/router/resou
 import { qwen3RouterConfig } from '../../helpers/qwen3.js';
 import { waitFor } from '../../helpers/ports.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
+import { SEEDED_INDEX_CONFIG } from '../../helpers/seeded-index.js';
 
 const MODEL = 'Qwen/Qwen3-8B';
 const body = (user: string): string =>
@@ -34,7 +35,14 @@ describe('a config’s router is closed, with its Redis connection, after ROUTER
   }
 
   function config(prefix: string): PluginConfig {
-    return qwen3RouterConfig({ index: 'redis', redis_url: redis.url, redis_key_prefix: prefix });
+    // The routers' own clock is the wall clock (the injected one drives the idle sweep only): the pod seeded
+    // below must stay fresh for however long this takes on a loaded machine.
+    return qwen3RouterConfig({
+      index: 'redis',
+      redis_url: redis.url,
+      redis_key_prefix: prefix,
+      ...SEEDED_INDEX_CONFIG,
+    });
   }
 
   it('closes the idle one only, routes its next request on a new one, and observes late on the old', async () => {

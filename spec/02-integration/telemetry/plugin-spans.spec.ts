@@ -11,6 +11,7 @@ import {
   keysFor,
   LONG_SYSTEM_PROMPT,
   seedIndex,
+  SEEDED_INDEX_CONFIG,
   startPluginGateway,
   type BuiltPlugin,
 } from '../plugin/harness.js';
@@ -51,6 +52,7 @@ const config = (): Record<string, unknown> => ({
   redis_key_prefix: PREFIX,
   otlp_endpoint: `${sink.url}/v1/traces`,
   service_name: 'kinference-it',
+  ...SEEDED_INDEX_CONFIG,
 });
 const body = chatBody(LONG_SYSTEM_PROMPT, 'Summarise rule 12.', { stream: true });
 

@@ -11,12 +11,15 @@ import { pluginConfigFromFleet } from '../../../src/router/from-fleet.js';
 import { requestKeys } from '../../../src/router/index.js';
 import { QWEN3_TEMPLATE, QWEN3_TOKENIZER } from '../../helpers/qwen3.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
+import { SEEDED_INDEX_CONFIG } from '../../helpers/seeded-index.js';
 
 const cli = fileURLToPath(new URL('../../../bin/kinference.js', import.meta.url));
 const examples = fileURLToPath(new URL('../../../examples/', import.meta.url));
 const MODEL = 'Qwen/Qwen3-8B';
+/** A CLI run's budget (it loads the Qwen3 tokenizer: ~30 s on a loaded machine); the tests' encloses it. */
+const CLI_MS = 60_000;
 
-describe('kinference explain (built CLI, real Redis)', () => {
+describe('kinference explain (built CLI, real Redis)', { timeout: CLI_MS + 15_000 }, () => {
   let redis: TestRedis;
   let dir: string;
   let fleetPath: string;
@@ -28,6 +31,8 @@ describe('kinference explain (built CLI, real Redis)', () => {
       fleetPath,
       stringify({
         redis_url: redis.url,
+        // Seeded below, not kept fresh by a collector; the CLI may start slower than stale_after_ms.
+        router: SEEDED_INDEX_CONFIG,
         models: { [MODEL]: { tokenizer: QWEN3_TOKENIZER, chat_template: QWEN3_TEMPLATE } },
         pods: [
           { id: 'pod-a', model: MODEL, address: '127.0.0.1:18001' },
@@ -61,7 +66,7 @@ describe('kinference explain (built CLI, real Redis)', () => {
     const r = spawnSync(
       process.execPath,
       [cli, 'explain', '--config', fleetPath, '--body', join(examples, 'chat-request-followup.json')],
-      { encoding: 'utf8', timeout: 60_000 },
+      { encoding: 'utf8', timeout: CLI_MS },
     );
     expect(r.status, r.stderr).toBe(0);
     const out = JSON.parse(r.stdout) as {
