@@ -1,4 +1,4 @@
-// Where the plugin server's RSS outside the V8 heap goes: the native HF tokenizer's malloc arenas, per allocator env.
+// Plugin-server RSS beyond the V8 heap: the native HF tokenizer's malloc arenas, per allocator setting.
 /**
  * `npx tsx bench/debug/tokenizer-rss.ts [--encodes 40] [--chars 240000]`: in one child process per glibc
  * allocator setting (default; MALLOC_ARENA_MAX=2; both it and MALLOC_TRIM_THRESHOLD_), loads the Qwen3 HF

@@ -182,7 +182,10 @@ describe('collector event sequencing (real Redis, ZMQ, HTTP)', () => {
       const t1 = Date.now();
       await pub.publish([blockStored(hashes(2), null, after)]); // the new process's seq 0
       await waitCached(index, 'pod-s', after, 2);
-      expect(Date.now() - t1).toBeLessThan(4000);
+      // Under one replay timeout (8 s). Other bytes under a used number are a restart only once the replay
+      // buffer says so (a forged frame must not clear the pod, issue #36): a slow ROUTER answers that check
+      // after the connection replay it is still serving, 1.5 s each, so this takes 3-4.5 s, not 8.
+      expect(Date.now() - t1).toBeLessThan(mode === 'slow' ? 6000 : 4000);
       expect(await cachedBlocks(index, 'pod-s', before)).toBe(0);
       const s = worker('pod-s').stats;
       expect(s.restarts).toBe(1);
