@@ -37,7 +37,14 @@ export function sweepOnce(pending: PendingDecisions, nowMs: number = Date.now())
 export function startHousekeeping(pending: PendingDecisions): void {
   if (timer) return;
   const every = Math.min(SWEEP_EVERY_MS, Math.max(100, Math.floor(pending.ttlMs / 4)));
-  timer = setInterval(() => sweepOnce(pending), every).unref();
+  timer = setInterval(() => {
+    // A throw from a timer would end the plugin server, and every request on the node with it.
+    try {
+      sweepOnce(pending);
+    } catch (e) {
+      logOnce('housekeeping', `housekeeping sweep failed: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  }, every).unref();
 }
 
 let dumps = 0;
