@@ -1,11 +1,11 @@
 // runBodyFuzz: seeded bodies through the stand-in + plugin server and straight to a pod, compared, measured.
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startEmulatorFleet, type EmulatorFleet } from '../../../emulator/server/fleet.js';
 import { parseFleetConfig } from '../../../src/config/fleet-config.js';
+import { freeLoopbackPort } from '../../../harness/redis-server.js';
 import { waitFor } from '../../../harness/wait-for.js';
 import {
   defaultPluginsDir,
@@ -90,17 +90,6 @@ export interface BodyFuzzReport {
 
 export const FUZZ_MODEL = 'Qwen/Qwen3-8B';
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const a = s.address();
-      s.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
-}
-
 const MiB = 1024 * 1024;
 const mib = (b: number): number => Math.round((b / MiB) * 10) / 10;
 
@@ -167,7 +156,7 @@ interface Stack {
 
 async function startStack(pluginsDir: string, extraEnv: Record<string, string> = {}): Promise<Stack> {
   const dir = qwen3TokenizerDir();
-  const [http, pub, replay] = [await freePort(), await freePort(), await freePort()];
+  const [http, pub, replay] = [await freeLoopbackPort(), await freeLoopbackPort(), await freeLoopbackPort()];
   const address = `127.0.0.1:${http}`;
   const fleetCfg = parseFleetConfig(
     {
