@@ -410,6 +410,499 @@ return {
               description = "Fraction of requests without a traceparent whose decision span is exported; a request with one follows its sampled flag (parent-based sampling).",
             },
           },
+          {
+            policies = {
+              type = "record",
+              required = false,
+              fields = {
+                {
+                  tenant_from = {
+                    type = "array",
+                    required = true,
+                    default = {
+                      "consumer",
+                      "consumer_group",
+                    },
+                    len_min = 1,
+                    len_max = 4,
+                    elements = {
+                      type = "string",
+                      one_of = {
+                        "consumer",
+                        "consumer_group",
+                        "header",
+                        "user",
+                      },
+                    },
+                    description = "Where a request's tenant comes from, first that names one wins: consumer, consumer_group, header (tenant_header), user (the OpenAI user field).",
+                  },
+                },
+                {
+                  tenant_header = {
+                    type = "string",
+                    required = true,
+                    default = "x-tenant-id",
+                    len_min = 1,
+                    len_max = 128,
+                    match_any = {
+                      patterns = {
+                        "^[A-Za-z0-9!#$%%&'*+.%^_`|~%-]+$",
+                      },
+                      err = "expected an HTTP header name",
+                    },
+                    description = "The request header naming the tenant, when tenant_from has header. It never raises the class above what the consumer has.",
+                  },
+                },
+                {
+                  default_tenant = {
+                    type = "string",
+                    required = true,
+                    default = "default",
+                    len_min = 1,
+                    len_max = 128,
+                    match_any = {
+                      patterns = {
+                        "^[A-Za-z0-9_.@:%-]+$",
+                      },
+                      err = "expected 1–128 characters among letters, digits and _ . @ : -",
+                    },
+                    description = "The tenant of a request nothing names.",
+                  },
+                },
+                {
+                  classes = {
+                    type = "array",
+                    required = true,
+                    default = {
+                      {
+                        name = "interactive",
+                        priority = 100,
+                        ttft_objective_ms = 1000,
+                        max_wait_ms = 0,
+                      },
+                      {
+                        name = "standard",
+                        priority = 0,
+                        ttft_objective_ms = 5000,
+                        max_wait_ms = 0,
+                      },
+                      {
+                        name = "batch",
+                        priority = -1,
+                        ttft_objective_ms = 60000,
+                        max_wait_ms = 5000,
+                      },
+                    },
+                    len_min = 1,
+                    len_max = 16,
+                    elements = {
+                      type = "record",
+                      fields = {
+                        {
+                          name = {
+                            type = "string",
+                            required = true,
+                            len_min = 1,
+                            len_max = 128,
+                            match_any = {
+                              patterns = {
+                                "^[A-Za-z0-9_.@:%-]+$",
+                              },
+                              err = "expected 1–128 characters among letters, digits and _ . @ : -",
+                            },
+                            description = "The class name, as tenants[].class and default_class name it (e.g. interactive, batch).",
+                          },
+                        },
+                        {
+                          priority = {
+                            type = "integer",
+                            required = true,
+                            between = {
+                              -1000,
+                              1000,
+                            },
+                            description = "Higher is served first, strictly between priorities. Negative: sheddable under overload (Gateway API Inference Extension). Zero or more: never shed for overload.",
+                          },
+                        },
+                        {
+                          ttft_objective_ms = {
+                            type = "integer",
+                            required = true,
+                            between = {
+                              1,
+                              3600000,
+                            },
+                            description = "The TTFT this class is promised (ms). A lower class is not placed where it would push this class past it.",
+                          },
+                        },
+                        {
+                          max_wait_ms = {
+                            type = "integer",
+                            required = true,
+                            default = 0,
+                            between = {
+                              0,
+                              60000,
+                            },
+                            description = "How long a request of this class may wait in the gateway for capacity under overload before it is shed (sheddable classes) or sent to its best pod anyway (others). 0: no wait.",
+                          },
+                        },
+                      },
+                    },
+                    description = "The service classes, each with a priority and a TTFT objective.",
+                  },
+                },
+                {
+                  default_class = {
+                    type = "string",
+                    required = true,
+                    default = "standard",
+                    len_min = 1,
+                    len_max = 128,
+                    match_any = {
+                      patterns = {
+                        "^[A-Za-z0-9_.@:%-]+$",
+                      },
+                      err = "expected 1–128 characters among letters, digits and _ . @ : -",
+                    },
+                    description = "The class of a tenant no policy gives one.",
+                  },
+                },
+                {
+                  tenants = {
+                    type = "array",
+                    required = true,
+                    default = {},
+                    len_max = 10000,
+                    elements = {
+                      type = "record",
+                      fields = {
+                        {
+                          match = {
+                            type = "record",
+                            required = true,
+                            fields = {
+                              {
+                                consumer = {
+                                  type = "string",
+                                  required = false,
+                                  len_min = 1,
+                                  description = "The Kong consumer, by username, custom_id or id.",
+                                },
+                              },
+                              {
+                                consumer_group = {
+                                  type = "string",
+                                  required = false,
+                                  len_min = 1,
+                                  description = "A consumer group the Kong consumer belongs to, by name.",
+                                },
+                              },
+                              {
+                                tenant = {
+                                  type = "string",
+                                  required = false,
+                                  len_min = 1,
+                                  description = "The resolved tenant name, whatever source named it.",
+                                },
+                              },
+                            },
+                            description = "Which requests a tenant policy applies to: every field given must match.",
+                          },
+                        },
+                        {
+                          class = {
+                            type = "string",
+                            required = false,
+                            len_min = 1,
+                            len_max = 128,
+                            match_any = {
+                              patterns = {
+                                "^[A-Za-z0-9_.@:%-]+$",
+                              },
+                              err = "expected 1–128 characters among letters, digits and _ . @ : -",
+                            },
+                            description = "The service class of the matched tenants (a classes[].name).",
+                          },
+                        },
+                        {
+                          max_concurrent = {
+                            type = "integer",
+                            required = true,
+                            default = 0,
+                            between = {
+                              0,
+                              1000000,
+                            },
+                            description = "Requests of one matched tenant in flight at once, over every Kong node. 0: no cap.",
+                          },
+                        },
+                        {
+                          daily_budget = {
+                            type = "number",
+                            required = true,
+                            default = 0,
+                            between = {
+                              0,
+                              1000000000000,
+                            },
+                            description = "Estimated cost one matched tenant may spend per UTC day, in `currency` (needs prices). 0: no budget.",
+                          },
+                        },
+                      },
+                    },
+                    description = "Per tenant, consumer or consumer group: its class, concurrent-request cap and daily budget. The first policy that matches applies.",
+                  },
+                },
+                {
+                  rate_limits = {
+                    type = "array",
+                    required = true,
+                    default = {},
+                    len_max = 1000,
+                    elements = {
+                      type = "record",
+                      fields = {
+                        {
+                          match = {
+                            type = "record",
+                            required = true,
+                            fields = {
+                              {
+                                consumer = {
+                                  type = "string",
+                                  required = false,
+                                  len_min = 1,
+                                  description = "The Kong consumer, by username, custom_id or id.",
+                                },
+                              },
+                              {
+                                consumer_group = {
+                                  type = "string",
+                                  required = false,
+                                  len_min = 1,
+                                  description = "A consumer group the Kong consumer belongs to, by name.",
+                                },
+                              },
+                              {
+                                tenant = {
+                                  type = "string",
+                                  required = false,
+                                  len_min = 1,
+                                  description = "The resolved tenant name, whatever source named it.",
+                                },
+                              },
+                              {
+                                model = {
+                                  type = "string",
+                                  required = false,
+                                  len_min = 1,
+                                  description = "The model of the request (the base model of a LoRA adapter).",
+                                },
+                              },
+                            },
+                            description = "Which requests a rate-limit policy counts: every field given must match; {} is all.",
+                          },
+                        },
+                        {
+                          per = {
+                            type = "string",
+                            required = true,
+                            default = "tenant",
+                            one_of = {
+                              "tenant",
+                              "all",
+                            },
+                            description = "tenant: each matched tenant has its own counters; all: the matched requests share one.",
+                          },
+                        },
+                        {
+                          limits = {
+                            type = "array",
+                            required = true,
+                            len_min = 1,
+                            len_max = 9,
+                            elements = {
+                              type = "record",
+                              fields = {
+                                {
+                                  tokens = {
+                                    type = "string",
+                                    required = true,
+                                    one_of = {
+                                      "prompt",
+                                      "output",
+                                      "total",
+                                    },
+                                    description = "What is counted: prompt tokens (exact at admission), output tokens (reserved from max_tokens, settled at the end) or their total.",
+                                  },
+                                },
+                                {
+                                  window = {
+                                    type = "string",
+                                    required = true,
+                                    one_of = {
+                                      "minute",
+                                      "hour",
+                                      "day",
+                                    },
+                                    description = "The fixed window the limit counts over (UTC minute, hour or day).",
+                                  },
+                                },
+                                {
+                                  limit = {
+                                    type = "integer",
+                                    required = true,
+                                    between = {
+                                      1,
+                                      1000000000000000,
+                                    },
+                                    description = "Tokens allowed per window.",
+                                  },
+                                },
+                              },
+                            },
+                            description = "The token limits of this policy; a request must fit every one of them.",
+                          },
+                        },
+                      },
+                    },
+                    description = "Token rate limits shared by every Kong node through Redis: each a match and its limits; a request must fit every policy that matches.",
+                  },
+                },
+                {
+                  default_output_tokens = {
+                    type = "integer",
+                    required = true,
+                    default = 256,
+                    between = {
+                      1,
+                      1048576,
+                    },
+                    description = "Output tokens reserved at admission for a request without max_tokens (settled when the answer ends).",
+                  },
+                },
+                {
+                  on_redis_error = {
+                    type = "string",
+                    required = true,
+                    default = "allow",
+                    one_of = {
+                      "allow",
+                      "deny",
+                    },
+                    description = "Limits, caps and budgets when Redis cannot be reached: allow (fail open, said once in the log) or deny (429).",
+                  },
+                },
+                {
+                  prices = {
+                    type = "map",
+                    required = false,
+                    keys = {
+                      type = "string",
+                    },
+                    values = {
+                      type = "record",
+                      fields = {
+                        {
+                          input_per_million = {
+                            type = "number",
+                            required = false,
+                            between = {
+                              0,
+                              1000000000,
+                            },
+                            description = "Price of 1M uncached prompt tokens.",
+                          },
+                        },
+                        {
+                          cached_input_per_million = {
+                            type = "number",
+                            required = false,
+                            between = {
+                              0,
+                              1000000000,
+                            },
+                            description = "Price of 1M prompt tokens served from the KV cache (cache read).",
+                          },
+                        },
+                        {
+                          output_per_million = {
+                            type = "number",
+                            required = false,
+                            between = {
+                              0,
+                              1000000000,
+                            },
+                            description = "Price of 1M output tokens.",
+                          },
+                        },
+                        {
+                          gpu_hour = {
+                            type = "number",
+                            required = false,
+                            between = {
+                              0,
+                              1000000,
+                            },
+                            description = "Price of one GPU-hour; per-token prices are derived from the pods' measured prefill and decode speeds where not given.",
+                          },
+                        },
+                        {
+                          gpus_per_pod = {
+                            type = "integer",
+                            required = true,
+                            default = 1,
+                            between = {
+                              1,
+                              1024,
+                            },
+                            description = "GPUs behind one pod (tensor and pipeline parallel), for gpu_hour.",
+                          },
+                        },
+                      },
+                    },
+                    description = "Prices per model (base model name, or * for any other): per million tokens, or a GPU-hour price.",
+                  },
+                },
+                {
+                  currency = {
+                    type = "string",
+                    required = true,
+                    default = "USD",
+                    match_any = {
+                      patterns = {
+                        "^[A-Z][A-Z][A-Z]$",
+                      },
+                      err = "expected an ISO 4217 currency code such as USD or EUR",
+                    },
+                    description = "The currency of prices and budgets.",
+                  },
+                },
+                {
+                  quote_cost = {
+                    type = "boolean",
+                    required = true,
+                    default = true,
+                    description = "Send the predicted cost of each request in an x-kinference-cost-estimate response header (needs prices).",
+                  },
+                },
+                {
+                  usage_retention_days = {
+                    type = "integer",
+                    required = true,
+                    default = 35,
+                    between = {
+                      1,
+                      3660,
+                    },
+                    description = "How long the hourly usage records per tenant and model stay in Redis.",
+                  },
+                },
+              },
+              description = "Tenants and policies: service classes, token rate limits, concurrency caps, budgets, prices and usage. Absent: every request alike, as before.",
+            },
+          },
         },
       },
     },

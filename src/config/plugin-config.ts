@@ -1,5 +1,6 @@
 // The plugin configuration's one source: TypeBox schema, cross-field problems, derived settings.
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { PoliciesSchema, policyProblems } from '../policies/index.js';
 
 /**
  * The plugin configuration: the ONE source for the TypeScript type, schemas/plugin-config.schema.json and
@@ -242,6 +243,7 @@ export const PluginConfigSchema = Type.Object(
       description:
         'Fraction of requests without a traceparent whose decision span is exported; a request with one follows its sampled flag (parent-based sampling).',
     }),
+    policies: Type.Optional(PoliciesSchema),
   },
   { additionalProperties: false, $id: 'https://kinference.dev/schemas/plugin-config.schema.json' },
 );
@@ -255,9 +257,9 @@ export type PluginConfig = Static<typeof PluginConfigSchema>;
 export function pluginConfigProblems(
   c: Pick<PluginConfig, 'redis_cluster' | 'redis_cluster_nodes'> &
     Partial<Pick<PluginConfig, 'model_pods' | 'lora_adapters' | 'default_chat_template_kwargs'>> &
-    Partial<Pick<PluginConfig, 'redis_url' | RedisTlsField>>,
+    Partial<Pick<PluginConfig, 'redis_url' | RedisTlsField | 'policies'>>,
 ): string[] {
-  const problems: string[] = [];
+  const problems: string[] = [...policyProblems(c.policies)];
   const tlsSet = REDIS_TLS_FIELDS.filter((f) => c[f] !== undefined);
   if (tlsSet.length > 0 && c.redis_url !== undefined && !c.redis_url.startsWith('rediss://'))
     problems.push(
