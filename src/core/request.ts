@@ -62,6 +62,8 @@ export interface ChatRequest {
   maxTokens?: number;
   /** The body has its own `vllm_xargs` (even null): the plugin leaves such a body as it is. */
   hasVllmXargs?: boolean;
+  /** OpenAI's `user` field (an end-user id), when a non-empty string. */
+  user?: string;
 }
 
 export type ParseResult =
@@ -412,5 +414,7 @@ export function parseChatRequest(json: unknown, options: ParseChatOptions = {}):
     (v): v is number => typeof v === 'number' && Number.isInteger(v) && v > 0,
   );
   if (limit !== undefined) req.maxTokens = limit;
+  // OpenAI's end-user id: a tenant source when policies name it (policies/tenant.ts); a bad one names nobody.
+  if (typeof json.user === 'string' && json.user.length > 0) req.user = json.user;
   return { ok: true, request: req };
 }

@@ -1,4 +1,4 @@
-// Tenants and policies: the one entry point (config section, its checks; identity and admission to come).
+// Tenants and policies: the one entry point (config section and its checks, tenant identity).
 export {
   DEFAULT_CLASSES,
   LimitMatchSchema,
@@ -23,3 +23,4 @@ export {
   type TokenLimit,
 } from './policy-config.js';
 export { policyProblems } from './policy-problems.js';
+export { MAX_TENANT_NAME, resolveTenant, type CallerFacts, type Consumer, type Tenant } from './tenant.js';
