@@ -108,7 +108,10 @@ export function preloadResources(config: PluginConfig, clock: () => number = Dat
 
 /** Settles when the config's tokenizer and template loads are not running (specs, benchmarks). */
 export async function resourcesSettled(config: PluginConfig): Promise<void> {
-  await Promise.all([tokenizerLoad(config.tokenizer, Date.now).settled(), templateLoad(config, Date.now).settled()]);
+  await Promise.all([
+    tokenizerLoad(config.tokenizer, Date.now).settled(),
+    templateLoad(config, Date.now).settled(),
+  ]);
 }
 
 /**
@@ -169,7 +172,10 @@ let nextSweepMs = 0;
 function routerFor(key: string, config: PluginConfig, nowMs: number): Router {
   let held = routers.get(key);
   if (!held) {
-    held = { router: createRouter(config, defaultResources(config, { background: true })), lastUsedMs: nowMs };
+    held = {
+      router: createRouter(config, defaultResources(config, { background: true })),
+      lastUsedMs: nowMs,
+    };
     routers.set(key, held);
   }
   held.lastUsedMs = nowMs;

@@ -183,9 +183,13 @@ export async function createHfTokenizerAsync(spec: string, path: string): Promis
 }
 
 function unreadable(spec: string, path: string, e: unknown): KinferenceError {
-  return new KinferenceError('KINF_ERR_TOKENIZER_SPEC', `${spec}: cannot read ${path}: ${(e as Error).message}`, {
-    cause: e,
-  });
+  return new KinferenceError(
+    'KINF_ERR_TOKENIZER_SPEC',
+    `${spec}: cannot read ${path}: ${(e as Error).message}`,
+    {
+      cause: e,
+    },
+  );
 }
 
 function parseTokenizerJson(spec: string, path: string, text: string): Record<string, unknown> {

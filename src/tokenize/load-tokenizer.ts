@@ -65,9 +65,7 @@ export function loadTokenizerAsync(spec: string): Promise<Tokenizer> {
   return load;
 }
 
-type TokenizerSource =
-  | { kind: 'tiktoken'; encoding: TiktokenEncodingName }
-  | { kind: 'hf'; path: string };
+type TokenizerSource = { kind: 'tiktoken'; encoding: TiktokenEncodingName } | { kind: 'hf'; path: string };
 
 /** Where a spec's tokenizer comes from; throws KINF_ERR_TOKENIZER_SPEC for a bad spec or a missing file. */
 function sourceOf(spec: string): TokenizerSource {

@@ -25,7 +25,9 @@ const UNKNOWN = -2;
  */
 export function byteBpeFromTiktoken(encoding: string): ByteBpe | { unsupported: string } {
   // Read, not require(): require would keep the multi-megabyte JSON in its module cache for the process.
-  return runAtOnce(buildFromRanks(JSON.parse(readFileSync(ranksFile(encoding), 'utf8')) as TiktokenRanksJson));
+  return runAtOnce(
+    buildFromRanks(JSON.parse(readFileSync(ranksFile(encoding), 'utf8')) as TiktokenRanksJson),
+  );
 }
 
 /**
