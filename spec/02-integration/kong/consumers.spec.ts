@@ -3,6 +3,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
 import { startGateway, jsPluginServerDef, type Gateway } from '../../../kong/stand-in/index.js';
 import { waitFor } from '../../helpers/ports.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
@@ -358,5 +359,44 @@ describe('rate-limiting (redis policy) shared by two gateways, as Kong nodes sha
     const r = await fetch(`${gws[0]!.url}/r`, { headers: { 'x-tenant': 'other' } });
     expect(r.status).toBe(200);
     expect(r.headers.get('ratelimit-limit')).toBeNull();
+  });
+});
+
+describe('examples/kong-tenants.yaml', () => {
+  let redis: TestRedis;
+  let example: Gateway;
+  beforeAll(async () => {
+    redis = await startRedis();
+    // The example as written, pointed at this machine's upstream and Redis.
+    const doc = parseYaml(
+      readFileSync(join(import.meta.dirname, '../../../examples/kong-tenants.yaml'), 'utf8'),
+    ) as {
+      services: { url: string }[];
+      plugins: { config: { redis: { host: string; port: number } } }[];
+    };
+    doc.services[0]!.url = main.url;
+    for (const p of doc.plugins) p.config.redis = { host: '127.0.0.1', port: redis.port };
+    // No plugin server here: kinference is skipped with a warning; key-auth and rate-limiting run.
+    example = await startGateway({ kongConfig: doc, port: 0, pluginServers: [], logger: quiet });
+  });
+  afterAll(async () => {
+    await example?.close();
+    await redis?.stop();
+  });
+
+  it('loads, asks for a key, and limits each team by its group’s config', async () => {
+    const chat = (key?: string): Promise<Response> =>
+      fetch(`${example.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(key ? { 'x-api-key': key } : {}) },
+        body: '{}',
+      });
+    expect((await chat()).status).toBe(401);
+    const interactive = await chat('chat-team-example-key');
+    expect(interactive.status).toBe(200);
+    expect(interactive.headers.get('x-ratelimit-limit-minute')).toBe('600');
+    const batch = await chat('eval-team-example-key');
+    expect(batch.headers.get('x-ratelimit-limit-minute')).toBe('60');
+    expect(batch.headers.get('x-ratelimit-limit-hour')).toBe('2000');
   });
 });
