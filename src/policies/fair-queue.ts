@@ -7,15 +7,24 @@
  * bounded: the least recently charged tenants are forgotten past `maxTenants`.
  */
 export class VirtualCounters {
-  readonly #counts = new Map<string, number>();
+  /** Counter and when it was last charged, per tenant, least recently charged first. */
+  readonly #counts = new Map<string, { n: number; atMs: number }>();
   readonly #max: number;
+  readonly #clock: () => number;
 
-  constructor(maxTenants = 4096) {
+  constructor(maxTenants = 4096, clock: () => number = Date.now) {
     this.#max = maxTenants;
+    this.#clock = clock;
   }
 
   get(tenant: string): number {
-    return this.#counts.get(tenant) ?? 0;
+    return this.#counts.get(tenant)?.n ?? 0;
+  }
+
+  /** Charged within `ms`: the tenant is competing now, not coming back from idle. */
+  active(tenant: string, ms: number): boolean {
+    const c = this.#counts.get(tenant);
+    return c !== undefined && this.#clock() - c.atMs < ms;
   }
 
   /** Charges a tenant `tokens` of work (uncached prompt + output); it becomes the most recently used. */
@@ -31,9 +40,9 @@ export class VirtualCounters {
     if (this.get(tenant) < floor) this.#set(tenant, floor);
   }
 
-  #set(tenant: string, v: number): void {
+  #set(tenant: string, n: number): void {
     this.#counts.delete(tenant);
-    this.#counts.set(tenant, v);
+    this.#counts.set(tenant, { n, atMs: this.#clock() });
     // Map iterates in insertion order: the first key is the least recently charged.
     while (this.#counts.size > this.#max) this.#counts.delete(this.#counts.keys().next().value!);
   }
@@ -56,6 +65,8 @@ export interface FairQueueOptions {
   maxWaiters?: number;
   /** With waiters, the head re-decides at least this often (capacity also frees without a response ending). */
   pollMs?: number;
+  /** A tenant not charged for this long is back from idle when it queues, and is lifted (VirtualCounters.lift). */
+  idleMs?: number;
 }
 
 /**
@@ -69,6 +80,7 @@ export class FairQueue {
   readonly #counters: VirtualCounters;
   readonly #max: number;
   readonly #pollMs: number;
+  readonly #idleMs: number;
   #seq = 0;
   #poll: ReturnType<typeof setInterval> | null = null;
 
@@ -76,6 +88,7 @@ export class FairQueue {
     this.#counters = counters;
     this.#max = options.maxWaiters ?? 1024;
     this.#pollMs = options.pollMs ?? 100;
+    this.#idleMs = options.idleMs ?? 10_000;
   }
 
   get size(): number {
@@ -88,11 +101,14 @@ export class FairQueue {
    */
   wait(tenant: string, priority: number, waitMs: number): Promise<void> | null {
     if (this.#waiters.size >= this.#max || !(waitMs > 0)) return null;
-    // Lift: join the band at the smallest counter of the tenants already waiting in it.
+    // Lift: back from idle (not charged lately, nothing waiting), it joins the band at the smallest counter
+    // of the tenants already waiting in it.
     let floor = Infinity;
-    for (const w of this.#waiters)
-      if (w.priority === priority && w.tenant !== tenant)
-        floor = Math.min(floor, this.#counters.get(w.tenant));
+    const idle =
+      !this.#counters.active(tenant, this.#idleMs) && ![...this.#waiters].some((w) => w.tenant === tenant);
+    if (idle)
+      for (const w of this.#waiters)
+        if (w.priority === priority) floor = Math.min(floor, this.#counters.get(w.tenant));
     if (Number.isFinite(floor)) this.#counters.lift(tenant, floor);
     return new Promise<void>((resolve) => {
       const waiter: Waiter = {
