@@ -9,12 +9,12 @@ export const PROTECT_MS = 30_000;
 
 /** Per pod, the classes booked there within PROTECT_MS. Bounded by pods × classes (≤ 16 classes). */
 export class ClassActivity {
-  readonly #byPod = new Map<string, Map<number, { objectiveMs: number; atMs: number }>>();
+  readonly #byPod = new Map<string, Map<number, { objectiveMs: number; ownMs: number; atMs: number }>>();
 
   record(podId: string, cls: ProtectedClass, nowMs: number): void {
     let m = this.#byPod.get(podId);
     if (!m) this.#byPod.set(podId, (m = new Map()));
-    m.set(cls.priority, { objectiveMs: cls.objectiveMs, atMs: nowMs });
+    m.set(cls.priority, { objectiveMs: cls.objectiveMs, ownMs: cls.ownMs ?? 0, atMs: nowMs });
   }
 
   /** Classes served on the pod within PROTECT_MS. */
@@ -23,7 +23,7 @@ export class ClassActivity {
     if (!m) return [];
     const out: ProtectedClass[] = [];
     for (const [priority, v] of m)
-      if (nowMs - v.atMs < PROTECT_MS) out.push({ priority, objectiveMs: v.objectiveMs });
+      if (nowMs - v.atMs < PROTECT_MS) out.push({ priority, objectiveMs: v.objectiveMs, ownMs: v.ownMs });
     return out;
   }
 

@@ -18,6 +18,8 @@ export interface PendingRequest {
 export interface ProtectedClass {
   priority: number;
   objectiveMs: number;
+  /** Its own work on the pod when last served there (prefill, load, overhead), ms: its TTFT on top of the wait. */
+  ownMs?: number;
 }
 
 export interface PodFacts {
@@ -59,7 +61,7 @@ export function blockedOn(priority: number, pod: PodFacts): Blocked | null {
   }
   for (const c of pod.protectedClasses) {
     if (c.priority <= priority) continue;
-    const overMs = pod.waitBehindMs - c.objectiveMs;
+    const overMs = pod.waitBehindMs + (c.ownMs ?? 0) - c.objectiveMs;
     consider({
       podId: pod.podId,
       priority: c.priority,

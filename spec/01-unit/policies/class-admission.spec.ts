@@ -17,9 +17,12 @@ const pod = (i: number): fc.Arbitrary<PodFacts> =>
         maxLength: 4,
       },
     ),
-    protectedClasses: fc.array(fc.record({ priority, objectiveMs: fc.integer({ min: 1, max: 20_000 }) }), {
-      maxLength: 3,
-    }),
+    protectedClasses: fc.array(
+      fc.record({ priority, objectiveMs: fc.integer({ min: 1, max: 20_000 }), ownMs: ms }),
+      {
+        maxLength: 3,
+      },
+    ),
   });
 const fleet = fc
   .integer({ min: 1, max: 5 })
@@ -29,7 +32,7 @@ const fleet = fc
 function hurts(p: number, f: PodFacts): boolean {
   return (
     f.pending.some((r) => r.priority > p && r.expectedTtftMs + f.addedMs > r.objectiveMs) ||
-    f.protectedClasses.some((c) => c.priority > p && f.waitBehindMs > c.objectiveMs)
+    f.protectedClasses.some((c) => c.priority > p && f.waitBehindMs + (c.ownMs ?? 0) > c.objectiveMs)
   );
 }
 

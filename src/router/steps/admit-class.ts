@@ -62,7 +62,8 @@ function describe(b: Blocked): string {
  * The class-admission step, after choose: the best pod where no higher class is pushed past its TTFT
  * objective (policies/class-admission.ts). When there is none: wait if allowed (the caller re-decides in
  * fairness order), else a sheddable class is shed (429) and any other is served on its best pod anyway.
- * A decision without full information (a fallback) is left alone, as the shed step leaves it.
+ * Unlike the shed step it also judges a stale-index decision: what protects a class is this router's own
+ * reservations and class activity, which the index's staleness does not touch.
  */
 export function admitClass(
   memory: Pick<RouterMemory, 'reservations' | 'classes'>,
@@ -71,7 +72,9 @@ export function admitClass(
   const { choice, tenant, nowMs } = input;
   const cls = tenant.serviceClass;
   const base = { className: cls.name, priority: cls.priority };
-  if (choice.fallbackReason !== null || choice.decision.chosen === null)
+  // A stale index or a truncated prompt still has predictions (the router's own reservations are exact);
+  // a request routed without any (steps/fallback.ts) never comes here.
+  if (choice.decision.chosen === null)
     return { choice, shed: null, admission: { ...base, action: 'best', detail: null, waitUntilMs: null } };
   const ranked = choice.decision.candidates;
   const verdict = admitByClass(

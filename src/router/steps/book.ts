@@ -90,12 +90,10 @@ function bookClass(
   nowMs: number,
 ): ReservedClass {
   const c = tenant.serviceClass;
-  memory.classes?.activity.record(
-    chosen.podId,
-    { priority: c.priority, objectiveMs: c.ttft_objective_ms },
-    nowMs,
-  );
   const added = (chosen.prefillMs + chosen.loadMs) * chosen.ttftFactor;
+  const ownMs = added + chosen.overheadMs * chosen.ttftFactor;
+  const cls = { priority: c.priority, objectiveMs: c.ttft_objective_ms, ownMs };
+  memory.classes?.activity.record(chosen.podId, cls, nowMs);
   for (const r of memory.reservations.active(chosen.podId, nowMs)) {
     const rc = memory.reservations.classOf(r);
     if (rc && rc.priority > c.priority && nowMs - r.atMs < rc.expectedTtftMs) rc.expectedTtftMs += added;
