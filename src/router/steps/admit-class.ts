@@ -20,6 +20,8 @@ export function podFacts(
   memory: Pick<RouterMemory, 'reservations' | 'classes'>,
   p: Prediction,
   nowMs: number,
+  /** No pod is healthy (the collector lost its scrapes): every pod is ranked anyway, so every pod counts. */
+  noneHealthy = false,
 ): PodFacts {
   const pending = [];
   for (const r of memory.reservations.active(p.podId, nowMs)) {
@@ -29,7 +31,7 @@ export function podFacts(
   }
   return {
     podId: p.podId,
-    eligible: p.healthy && p.withinItl,
+    eligible: (p.healthy || noneHealthy) && p.withinItl,
     addedMs: addedMs(p),
     waitBehindMs: waitBehindMs(p),
     pending,
@@ -79,7 +81,7 @@ export function admitClass(
   const ranked = choice.decision.candidates;
   const verdict = admitByClass(
     cls.priority,
-    ranked.map((p) => podFacts(memory, p, nowMs)),
+    ranked.map((p) => podFacts(memory, p, nowMs, choice.fallbackReason === 'all_pods_unhealthy')),
   );
   if (verdict.kind === 'best')
     return { choice, shed: null, admission: { ...base, action: 'best', detail: null, waitUntilMs: null } };
