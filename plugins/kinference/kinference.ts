@@ -24,6 +24,7 @@ import { validateConfig } from '../../src/config/validate.js';
 import { configRouter, preloadResources } from '../../src/router/index.js';
 import { getDecisionTracer, shutdownAllTracers } from '../../src/telemetry/index.js';
 import { runAccess, type PhaseDeps } from './access.js';
+import { wrapCaller } from './caller.js';
 import { installBinaryJsonShortcut, installExitEventCleanup } from './kong-pdk-workaround.js';
 import { runLog } from './log-phase.js';
 import { logOnce, takeLogLines, writeStderr } from './log-once.js';
@@ -177,7 +178,7 @@ class KinferencePlugin {
   async access(kong: RawKong): Promise<void> {
     try {
       const deps = this.#phaseDeps();
-      if (deps) await runAccess(wrapKong(kong), deps);
+      if (deps) await runAccess(wrapKong(kong), deps, deps.config.policies ? wrapCaller(kong) : null);
       else logOnce('config', `plugin disabled for this config, requests pass through: ${this.#configError}`);
     } catch (e) {
       // Fail open: whatever went wrong, Kong proxies the request to what is set (the service url by default).

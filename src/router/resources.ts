@@ -198,15 +198,18 @@ function routerFor(key: string, config: PluginConfig, nowMs: number): Router {
 export function configRouter(
   config: PluginConfig,
   clock: () => number = Date.now,
-): Pick<Router, 'route' | 'observe'> {
+): Pick<Router, 'route' | 'observe' | 'waitTurn'> {
   const key = routerCacheKey(config);
   const routedBy = new WeakMap<RouteOutcome, Router>();
   return {
-    async route(body) {
+    async route(body, caller, attempt) {
       const router = routerFor(key, config, clock());
-      const outcome = await router.route(body);
+      const outcome = await router.route(body, caller, attempt);
       routedBy.set(outcome, router);
       return outcome;
+    },
+    waitTurn(outcome) {
+      return (routedBy.get(outcome) ?? routerFor(key, config, clock())).waitTurn(outcome);
     },
     observe(outcome, actualTtftMs, upstream) {
       const router = routedBy.get(outcome);

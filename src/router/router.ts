@@ -1,11 +1,13 @@
 // createRouter and route(): the routing pipeline as its list of steps, plus the log-phase feedback.
 import { boundedDetail } from '../core/bounded-detail.js';
 import type { PluginConfig } from '../config/plugin-config.js';
+import { resolveTenant, type CallerFacts, type Tenant } from '../policies/index.js';
 import type { IndexReader, KvIndex, ReservationStore } from '../index/index.js';
 import type { ChatTemplate, PromptTokenizer } from '../tokenize/types.js';
 import { createRouterMemory } from './memory.js';
-import type { DecidedRoute, RouteOutcome } from './outcome.js';
+import type { ClassAdmission, DecidedRoute, RouteOutcome } from './outcome.js';
 import { Stopwatch } from './stopwatch.js';
+import { admitClass } from './steps/admit-class.js';
 import { bookTarget, type BookedRequest } from './steps/book.js';
 import { choosePod } from './steps/choose.js';
 import { fallback, type FallbackContext } from './steps/fallback.js';
@@ -41,8 +43,34 @@ export interface UpstreamReport {
   detail: string;
 }
 
+/** How the caller takes a class-admission wait (policies only). */
+export interface RouteAttempt {
+  /** The caller can wait for capacity (the plugin's access phase): a blocked request may get `wait`. */
+  canWait?: boolean;
+  /** A re-decision after waiting: when the wait ends (the first outcome's admission.waitUntilMs). */
+  waitUntilMs?: number;
+  /** How long the request has waited so far, ms (said in a 429). */
+  waitedMs?: number;
+}
+
+/** No caller facts (a caller that is not the plugin): the tenant comes from the body's user, or the default. */
+const NO_CALLER: CallerFacts = { consumer: null, consumerGroups: [], headerTenant: null };
+
 export interface Router {
-  route(body: Uint8Array | string): Promise<RouteOutcome>;
+  /**
+   * Routes one request. `caller`: who sent it (plugins/kinference/caller.ts), read only with `policies`.
+   * An outcome whose admission is `wait` has no target: wait with `waitTurn`, then route again.
+   */
+  route(
+    body: Uint8Array | string,
+    caller?: CallerFacts | null,
+    attempt?: RouteAttempt,
+  ): Promise<RouteOutcome>;
+  /**
+   * Waits, without blocking, until it is this waiting request's turn to re-decide (capacity freed, in
+   * fairness order) or its wait is over. False: too many are waiting already (re-decide now, not waiting).
+   */
+  waitTurn(outcome: RouteOutcome): Promise<boolean>;
   /**
    * The log phase's feedback: releases the outcome's reservation, with a measured TTFT (streamed
    * responses only; null otherwise) teaches the pod's latency correction, and with an upstream report
@@ -95,12 +123,24 @@ export function createRouter(
     nowMs: number,
     uncachedTokens: number,
     request: BookedRequest | null = null,
+    tenant: Tenant | null = null,
+    admission: ClassAdmission | null = null,
   ): RouteOutcome {
-    const booked = bookTarget(memory, { route, shed, uncachedTokens, request, nowMs });
+    const waiting = admission?.action === 'wait';
+    const booked = waiting
+      ? { target: null, reservationId: null, flightId: null, kvReuseReport: false }
+      : bookTarget(memory, { route, shed, uncachedTokens, request, nowMs, tenant });
+    if (tenant && booked.target && memory.classes)
+      memory.classes.counters.charge(
+        tenant.name,
+        uncachedTokens + (request?.maxTokens ?? config.policies?.default_output_tokens ?? 0),
+      );
     const outcome: RouteOutcome = {
       ...route,
       target: booked.target,
       shed,
+      tenant,
+      admission,
       reservationId: booked.reservationId,
       flightId: booked.flightId,
       kvReuseReport: booked.kvReuseReport,
@@ -109,9 +149,14 @@ export function createRouter(
     return outcome;
   }
 
-  async function route(body: Uint8Array | string): Promise<RouteOutcome> {
+  async function route(
+    body: Uint8Array | string,
+    caller: CallerFacts | null = null,
+    attempt: RouteAttempt = {},
+  ): Promise<RouteOutcome> {
     const watch = new Stopwatch();
     const nowMs = clock();
+    let tenant: Tenant | null = null;
     const learned: Learned = {
       model: null,
       lora: null,
@@ -130,7 +175,7 @@ export function createRouter(
         nowMs,
       });
       // Never shed: a fallback has no cache knowledge to judge the SLOs by.
-      const outcome = book(fell.route, null, nowMs, fell.uncachedTokens);
+      const outcome = book(fell.route, null, nowMs, fell.uncachedTokens, null, tenant);
       watch.stop();
       return outcome;
     };
@@ -140,6 +185,7 @@ export function createRouter(
       learned.lora = parsed.lora;
       if (!parsed.ok) return await leave(new StepFallback(parsed.reason, parsed.detail));
       const { request, model, lora } = parsed;
+      if (config.policies) tenant = resolveTenant(config.policies, caller ?? NO_CALLER, request.user ?? null);
 
       const prompt = watch.time('templateMs', () => renderPrompt(resources.template, request));
       if (prompt instanceof StepFallback) return await leave(prompt);
@@ -176,10 +222,24 @@ export function createRouter(
         }),
       );
 
-      const choice = watch.time('predictMs', () => choosePod(config, predictions, skipped, truncated));
+      let choice = watch.time('predictMs', () => choosePod(config, predictions, skipped, truncated));
 
       // Admission: a new step that may refuse the request (a policy, a limit) goes here, beside shedding.
-      const shed = shedOverload(memory, choice.decision.chosen, choice.fallbackReason);
+      let admission: ClassAdmission | null = null;
+      let shed: RouteOutcome['shed'] = null;
+      if (tenant) {
+        const wait = tenant.serviceClass.max_wait_ms;
+        const until = attempt.waitUntilMs ?? (attempt.canWait && wait > 0 ? nowMs + wait : null);
+        const waitedMs = attempt.waitedMs ?? 0;
+        ({ choice, admission, shed } = admitClass(memory, {
+          choice,
+          tenant,
+          nowMs,
+          waitUntilMs: until,
+          waitedMs,
+        }));
+      }
+      shed ??= shedOverload(memory, choice.decision.chosen, choice.fallbackReason);
 
       const outcome = book(
         {
@@ -198,7 +258,11 @@ export function createRouter(
         nowMs,
         choice.decision.chosen?.uncachedTokens ?? tokens.length,
         { keys, maxTokens, hasVllmXargs: request.hasVllmXargs === true },
+        tenant,
+        admission,
       );
+      // A waiter that got its pod: the next one in fairness order re-decides now.
+      if (attempt.waitUntilMs !== undefined && admission?.action !== 'wait') memory.classes?.queue.wake();
       watch.stop();
       return outcome;
     } catch (e) {
@@ -217,6 +281,8 @@ export function createRouter(
       shared?.end(outcome.reservationId);
     }
     if (outcome.flightId !== null) itl?.end(outcome.flightId);
+    // Capacity freed: the first waiting request (fairness order) re-decides.
+    memory.classes?.queue.wake();
     if (outcome.target && upstream) {
       // An outcome from elsewhere (no record) counts as routed now.
       const seq = decisionOf.get(outcome) ?? decisions + 1;
@@ -237,10 +303,22 @@ export function createRouter(
       correction.observe(chosen.podId, chosen.modelTtftMs, actualTtftMs);
   }
 
+  async function waitTurn(outcome: RouteOutcome): Promise<boolean> {
+    const a = outcome.admission;
+    const queue = memory.classes?.queue;
+    if (!queue || !outcome.tenant || a?.action !== 'wait' || a.waitUntilMs === null) return false;
+    const turn = queue.wait(outcome.tenant.name, a.priority, a.waitUntilMs - clock());
+    if (turn === null) return false;
+    await turn;
+    return true;
+  }
+
   return {
     route,
+    waitTurn,
     observe,
     sweep(nowMs = clock()) {
+      memory.classes?.activity.sweep(nowMs);
       reservations.sweep(nowMs);
       shared?.sweep(nowMs);
       itl?.sweep(nowMs);
@@ -251,6 +329,9 @@ export function createRouter(
       flights: itl?.flights ?? 0,
       sentKeys: memory.sends.size,
     }),
-    close: () => resources.index.close(),
+    close: () => {
+      memory.classes?.queue.drain();
+      return resources.index.close();
+    },
   };
 }
