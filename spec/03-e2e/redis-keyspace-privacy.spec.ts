@@ -74,7 +74,7 @@ async function dumpKeyspace(url: string): Promise<{ keys: number; types: Set<str
             push(Object.entries(await r.hgetallBuffer(key)).flat());
             break;
           case 'zset':
-            push(await r.zrangeBuffer(key, 0, -1, 'WITHSCORES'));
+            push(await r.zrangeBuffer(key, '0', '-1', 'WITHSCORES'));
             break;
           case 'set':
             push(await r.smembersBuffer(key));
