@@ -14,6 +14,7 @@ import {
 import type { CallerFacts } from '../../src/policies/index.js';
 import { bodyGate } from './body-gate.js';
 import { callerFacts, type CallerPdk } from './caller.js';
+import { gatewayOwnedHeaders, refuseHeaders } from './client-headers.js';
 import { withKvReuseReport } from './kv-reuse-report.js';
 import { logOnce } from './log-once.js';
 import type { PendingDecisions } from './pending.js';
@@ -136,6 +137,8 @@ export function reportFallback(o: RouteOutcome, nowMs?: number): void {
  * phase in ctx.shared.
  * Shedding: get_headers → get_raw_body → response.exit(429). The router never throws; the caller catches
  * anything else and lets the request through (fail open).
+ * Client-sent x-data-parallel-rank and x-kinference-* headers cost one clear_header each before set_target,
+ * and so does a tracestate whose traceparent we did not continue (client-headers.ts; docs/security.md).
  */
 export async function runAccess(
   pdk: AccessPdk,
@@ -145,6 +148,13 @@ export async function runAccess(
   const { config, tracer } = deps;
   const startMs = deps.now();
   const headers = await pdk.getHeaders();
+  const owned = gatewayOwnedHeaders(headers);
+  const refused = refuseHeaders(headers, owned);
+  if (refused) {
+    logOnce(`refused:${refused.status}`, `request refused with ${refused.status}: ${refused.body}`);
+    pdk.exit(refused.status, refused.body, refused.headers);
+    return;
+  }
   // W3C Trace Context: a request carrying several traceparent headers has none we can trust (new trace).
   const tp = headers.traceparent;
   const incoming = tracer && tp?.length === 1 ? tp[0] : undefined;
@@ -161,6 +171,12 @@ export async function runAccess(
       pdk.exit(r.status, r.body, r.headers);
       return;
     }
+    // Cleared before set_target: if a later call fails, the request passes through without them too. A
+    // tracestate belongs to the traceparent it came with: when we start a new trace (none, several or an
+    // invalid one), it would describe a trace the pod is no longer part of (W3C Trace Context §3.3.1).
+    const clear = owned;
+    if (span && headers.tracestate && span.ref.traceId !== incoming?.split('-')[1]) clear.push('tracestate');
+    for (const name of clear) await pdk.clearUpstreamHeader(name);
     if (outcome.target) {
       await pdk.setTarget(outcome.target.host, outcome.target.port);
       targetSet = true;
