@@ -33,6 +33,8 @@ function pred(
     partialSinceMs: 0,
     predictedItlMs: null,
     withinItl: true,
+    currentItlMs: null,
+    itlLost: false,
     reasons: [],
   };
 }
