@@ -11,21 +11,8 @@ export interface Decision {
 }
 
 /** Total order: within the ITL bound first, then lowest predicted TTFT, most cached tokens, least work, pod id. */
-const VARIANT = process.env.KF_OVERLOAD ?? '';
-const SAT = Number(process.env.KF_SAT ?? '1');
-function itlRank(p: Prediction, overloaded: boolean): number {
-  if (p.withinItl) return 0;
-  if (!overloaded) return 1;
-  return p.itlLost ? 1 : 2;
-}
-export function comparePredictions(a: Prediction, b: Prediction, overloaded = false): number {
-  const ra = itlRank(a, overloaded);
-  const rb = itlRank(b, overloaded);
-  if (ra !== rb) return ra - rb;
-  if (overloaded && ra >= 1 && (VARIANT === 'overflow' ? ra === 2 : VARIANT === 'worst')) {
-    const d = (b.currentItlMs ?? 0) - (a.currentItlMs ?? 0);
-    if (Math.abs(d) > 1e-9) return d;
-  }
+export function comparePredictions(a: Prediction, b: Prediction): number {
+  if (a.withinItl !== b.withinItl) return a.withinItl ? -1 : 1;
   const d = a.predictedTtftMs - b.predictedTtftMs;
   if (Math.abs(d) > 1e-9) return d;
   if (a.cachedTokens !== b.cachedTokens) return b.cachedTokens - a.cachedTokens;
@@ -44,8 +31,7 @@ export function comparePredictions(a: Prediction, b: Prediction, overloaded = fa
  */
 export function choose(predictions: readonly Prediction[], skipped?: ReadonlySet<string>): Decision {
   if (predictions.length === 0) return { candidates: [], chosen: null, fallbackReason: 'no_pods_in_index' };
-  const overloaded = VARIANT !== '' && isOverloaded(predictions);
-  const ranked = [...predictions].sort((a, b) => comparePredictions(a, b, overloaded));
+  const ranked = [...predictions].sort(comparePredictions);
   const healthy = ranked.filter((p) => p.healthy);
   if (healthy.length === 0) {
     const out = (p: Prediction): boolean => skipped?.has(p.podId) ?? false;
@@ -56,16 +42,4 @@ export function choose(predictions: readonly Prediction[], skipped?: ReadonlySet
   // Pods the collector has not reported yet hold nothing to discount: only known-old data is "stale".
   const stale = healthy.every((p) => p.cacheCredit < 1 && p.indexAgeMs !== null);
   return { candidates, chosen: healthy[0]!, fallbackReason: stale ? 'stale_index' : null };
-}
-
-function isOverloaded(ps: readonly Prediction[]): boolean {
-  if (ps.some((p) => p.withinItl)) return false;
-  if (process.env.KF_GATE !== '1') return true;
-  let minQ = Infinity;
-  let maxP = 0;
-  for (const p of ps) {
-    minQ = Math.min(minQ, p.queueMs);
-    maxP = Math.max(maxP, p.prefillMs);
-  }
-  return minQ >= SAT * maxP;
 }

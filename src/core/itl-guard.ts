@@ -51,8 +51,6 @@ export interface ItlGuardInput {
 export interface ItlVerdict {
   /** Predicted ITL of the pod's decodes if it takes the request. */
   predictedItlMs: number;
-  /** Predicted ITL of the pod's decodes without this request (0 when nothing decodes there). */
-  currentItlMs: number;
   /** Within the bound and the KV cache, or the pod is idle (none may be closed to every request). */
   ok: boolean;
   /** Why not ok. */
@@ -113,13 +111,9 @@ export function itlVerdict(input: ItlGuardInput): ItlVerdict {
   const itlAfter = (given: number): number => itlWithStall(step, spanMs, given + stallMs);
   const predictedItlMs = itlAfter(inSpan);
   const idle = inSpan <= 0 && input.runningContextTokens <= 0;
-  const currentItlMs =
-    input.runningContextTokens > 0
-      ? itlWithStall(decodeStepMs(m, input.runningContextTokens), spanMs, inSpan)
-      : 0;
   const kvShort = input.kvFreeTokens !== null && input.uncachedTokens > input.kvFreeTokens;
   if (idle || (predictedItlMs <= m.boundMs && !kvShort))
-    return { predictedItlMs, currentItlMs, ok: true, reason: null, retryAfterMs: 0, stallMs };
+    return { predictedItlMs, ok: true, reason: null, retryAfterMs: 0, stallMs };
   // Stall leaves the span oldest first; the request fits once enough has left. When the running context
   // alone (or the KV cache) is the limit, no amount does: retry after a span, when most answers have ended.
   let retryAfterMs = spanMs;
@@ -136,7 +130,6 @@ export function itlVerdict(input: ItlGuardInput): ItlVerdict {
   }
   return {
     predictedItlMs,
-    currentItlMs,
     ok: false,
     reason: kvShort ? 'kv' : 'itl',
     retryAfterMs: Math.max(0, retryAfterMs),

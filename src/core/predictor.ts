@@ -65,10 +65,6 @@ export interface Prediction {
   predictedItlMs: number | null;
   /** False when taking this request would push the pod past the ITL bound (itl-guard.ts). */
   withinItl: boolean;
-  /** ITL the pod's decoding requests are predicted to see without this request; null when not guarded. */
-  currentItlMs: number | null;
-  /** The pod's decodes are over the ITL bound already: one more request there costs no one their SLO. */
-  itlLost: boolean;
   reasons: string[];
 }
 
@@ -173,8 +169,6 @@ export function predictTtft(pod: PodLookup, opts: PredictOptions): Prediction {
     partialSinceMs: s.partialSinceMs,
     predictedItlMs: null,
     withinItl: true,
-    currentItlMs: null,
-    itlLost: false,
     reasons,
   };
 }

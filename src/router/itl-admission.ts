@@ -94,8 +94,6 @@ export class ItlAdmission {
     this.#verdicts.set(p, v);
     p.predictedItlMs = v.predictedItlMs;
     p.withinItl = v.ok;
-    p.currentItlMs = v.currentItlMs;
-    p.itlLost = v.currentItlMs > model.boundMs;
     if (v.ok) return;
     p.reasons.push(
       v.reason === 'kv'

@@ -33,8 +33,6 @@ function pred(
     partialSinceMs: 0,
     predictedItlMs: null,
     withinItl: true,
-    currentItlMs: null,
-    itlLost: false,
     reasons: [],
   };
 }
