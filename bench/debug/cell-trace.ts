@@ -32,6 +32,7 @@ TTFT and ITL
   --trial N              default 0
   --rate R | --streams N the Poisson cell at R requests/s (default the seed's) or N closed-loop streams
   --collector-calibration  calibrate each pod from its /metrics as the collector does
+  --config JSON          router config overrides, e.g. '{"itl_slo_ms":100}'
   --out FILE             default /tmp/cell-trace.jsonl`;
 
 const values = benchArgs('cell-trace', USAGE, {
@@ -41,6 +42,7 @@ const values = benchArgs('cell-trace', USAGE, {
   rate: { type: 'string' },
   streams: { type: 'string' },
   'collector-calibration': { type: 'boolean', default: false },
+  config: { type: 'string', default: '{}' },
   out: { type: 'string', default: '/tmp/cell-trace.jsonl' },
 });
 const s = SEED_SCHEDULE;
@@ -63,7 +65,7 @@ let inner: Arm;
 if (values.arm === 'kinference' || values.arm === 'kinference-slo') {
   const index = new MemoryKvIndex();
   feed = new CollectorFeed(index, m.model, fleet.pod.blockSize, values['collector-calibration']);
-  let config = routerConfig(m);
+  let config = routerConfig(m, JSON.parse(values.config!) as Record<string, unknown>);
   if (values.arm === 'kinference-slo') {
     const slo = sloFor(s, m)[workload];
     config = { ...config, itl_slo_ms: slo.itlMs, shed_ttft_slo_ms: slo.ttftMs };
