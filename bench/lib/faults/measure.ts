@@ -83,7 +83,9 @@ export function figures(
   const failedRs = [...affected, ...inFlight].filter((r) => !r.ok);
   const failures: Record<string, number> = {};
   for (const r of failedRs) {
-    const k = r.status ? `HTTP ${r.status}` : (r.error ?? 'error').split(':')[0]!;
+    // A 200 whose stream ended early: the pod died with the request in flight.
+    const k =
+      r.status === 200 ? 'stream cut' : r.status ? `HTTP ${r.status}` : (r.error ?? 'error').split(':')[0]!;
     failures[k] = (failures[k] ?? 0) + 1;
   }
   const back = qualityBackAt(rs, t.recoveredMs, 0.9 * base.cacheRatio, extra.qualityRun);

@@ -45,7 +45,7 @@ export function faultsMarkdown(r: FaultsReport, command: string): string {
         (s.faultsInjected.map((f) => `${f.fault} at ${f.atS} s (${f.failed} failed)`).join(', ') || 'none') +
         '.',
       '',
-      `Leaks: ${s.leaked.accessWithoutLog} access events without their log phase at the end, ${s.leaked.failedOpenEvents} events the stand-in abandoned (failed open), plugin pending decisions ${JSON.stringify(s.leaked.pendingDecisions)}.`,
+      `Leaks: ${s.leaked.accessWithoutLog} access events without their log phase at the end, ${s.leaked.failedOpenEvents} events the stand-in abandoned over the whole run (failed open: requests passed through while the plugin server was down), plugin pending decisions ${JSON.stringify(s.leaked.pendingDecisions)}.`,
       '',
       '| series (after the first fifth) | slope, MiB/min | first → last sample |',
       '|---|---|---|',
@@ -62,7 +62,7 @@ export function faultsMarkdown(r: FaultsReport, command: string): string {
       'redis used memory': [first.redis.usedMiB, last.redis.usedMiB],
     };
     for (const [k, v] of Object.entries(s.slopesMiBPerMin))
-      out.push(`| ${k} | ${v} | ${ends[k]?.[0]} → ${ends[k]?.[1]} MiB |`);
+      out.push(`| ${k} | ${Math.round(v * 100) / 100} | ${ends[k]?.[0]} → ${ends[k]?.[1]} MiB |`);
     out.push(
       '',
       `Redis keys: ${first.redis.keys} → ${last.redis.keys}. Plugin-server heap is after a forced GC (KINFERENCE_DEBUG_STATE dump).`,

@@ -178,7 +178,7 @@ async function runSoak(
   samples.push(await sample(stack, t));
   const warm = samples.filter((x) => x.atS * 1000 >= fromMs + s.seconds * 200);
   const perMin = (get: (x: MemorySample) => number) =>
-    r1(slope(warm.map((x) => ({ x: x.atS / 60, y: get(x) }))) * 100) / 100;
+    Math.round(slope(warm.map((x) => ({ x: x.atS / 60, y: get(x) }))) * 100) / 100;
   const slopesMiBPerMin = {
     'plugin server RSS': perMin((x) => x.pluginServer.rssMiB),
     'plugin server heap': perMin((x) => x.pluginServer.heapUsedMiB),

@@ -1,6 +1,6 @@
 // The fault bench's stack: Redis, one process per emulated pod, the collector, the stand-in child; faults.
 import { spawn, fork, type ChildProcess } from 'node:child_process';
-import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -40,13 +40,20 @@ export interface PodProc {
   kv: number;
 }
 
-/** How to run the product CLI: the built one (bench) or the sources through tsx (specs). */
+/**
+ * How to run the product CLI: the built one (the bench; specs too when `npm test` has built it: five tsx
+ * compiles of the whole CLI take a minute on a loaded 2-core machine), else the sources through tsx.
+ */
 function cliArgv(): string[] {
   const root = packageRoot();
-  return import.meta.url.endsWith('.ts')
+  const built = join(root, 'dist', 'cli', 'main.js');
+  return import.meta.url.endsWith('.ts') && (process.env.KINF_FAULTS_TSX || !existsSync(built))
     ? ['--import', 'tsx', join(root, 'cli', 'main.ts')]
     : [join(root, 'bin', 'kinference.js')];
 }
+
+/** A process start under load (tsx, a tokenizer load): not what anything here measures. */
+const START_MS = 180_000;
 
 function httpStatus(host: string, port: number, path: string): Promise<number> {
   return new Promise((resolve) => {
@@ -299,8 +306,12 @@ export class FaultStack {
     if (!g || !g.connected) throw new Error('stand-in child not running');
     const id = this.#ipcId++;
     const r = await new Promise<GatewayReply>((resolve, reject) => {
-      this.#waiting.set(id, resolve);
-      g.once('exit', () => reject(new Error(`stand-in child exited during ${cmd}`)));
+      const gone = (): void => reject(new Error(`stand-in child exited during ${cmd}`));
+      this.#waiting.set(id, (reply) => {
+        g.off('exit', gone);
+        resolve(reply);
+      });
+      g.once('exit', gone);
       g.send({ id, cmd } satisfies GatewayMessage);
     });
     if (!r.ok) throw new Error(`stand-in ${cmd}: ${r.error}`);
@@ -323,7 +334,7 @@ export class FaultStack {
     await until(
       `pod ${id}`,
       async () => (await httpStatus(pod.host, pod.port, '/health')) === 200,
-      60_000,
+      START_MS,
       p,
     );
   }
@@ -339,7 +350,7 @@ export class FaultStack {
     await until(
       'collector',
       async () => (await httpStatus('127.0.0.1', this.#collectorPort, '/healthz')) === 200,
-      60_000,
+      START_MS,
       p,
     );
   }
