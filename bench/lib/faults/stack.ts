@@ -154,7 +154,10 @@ export class FaultStack {
 
   /** A client of the index's Redis (caller quits it). */
   redisClient(): Redis {
-    return new Redis(this.#redis.url, { lazyConnect: false, maxRetriesPerRequest: 1 });
+    const c = new Redis(this.#redis.url, { lazyConnect: false, maxRetriesPerRequest: 1 });
+    // Redis is killed on purpose here: a refused reconnect is expected, not an unhandled error event.
+    c.on('error', () => undefined);
+    return c;
   }
 
   #run(args: string[], what: string): ChildProcess {
