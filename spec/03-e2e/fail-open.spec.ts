@@ -30,11 +30,21 @@ const pods: Record<string, SseUpstream> = {};
 let client: OpenAI;
 let faultOn: string | null = null;
 const events: GatewayEvent[] = [];
+/** The stand-in's log (Kong's error.log): the plugin's fallback lines arrive here from its log phase. */
+const logLines: string[] = [];
 
 const messages = (q: string): OpenAI.Chat.ChatCompletionMessageParam[] => [
   { role: 'system', content: LONG_SYSTEM_PROMPT },
   { role: 'user', content: q },
 ];
+
+/** The upstream request `servedBy` got last: the x-kinference-* headers the plugin set (expose_headers). */
+function lastUpstreamRequest(servedBy: string): SseUpstream['requests'][number] {
+  const up = servedBy === 'service' ? service : pods[servedBy];
+  const req = up?.requests.at(-1);
+  if (!req) throw new Error(`no request reached ${servedBy}`);
+  return req;
+}
 
 /** Streams one chat completion; returns the text and which upstream produced it (from the chunk ids). */
 async function chat(q: string): Promise<{ text: string; servedBy: string }> {
@@ -51,7 +61,13 @@ async function chat(q: string): Promise<{ text: string; servedBy: string }> {
 beforeAll(async () => {
   [redis, plugin, service] = await Promise.all([startRedis(), buildPlugin(), startSseUpstream('service')]);
   for (const id of ['pod-a', 'pod-b', 'pod-c']) pods[id] = await startSseUpstream(id);
-  const config = { redis_url: redis.url, redis_key_prefix: PREFIX, redis_timeout_ms: 200 };
+  // expose_headers: the upstream request carries the decision (x-kinference-pod, x-kinference-fallback).
+  const config = {
+    redis_url: redis.url,
+    redis_key_prefix: PREFIX,
+    redis_timeout_ms: 200,
+    expose_headers: true,
+  };
   const keys = await keysFor(config, { model: MODEL, messages: messages('warm-up'), stream: true });
   await seedIndex(
     redis.url,
@@ -66,6 +82,7 @@ beforeAll(async () => {
   );
   gw = await startPluginGateway(plugin, service.url, config, {
     onEvent: (e) => events.push(e),
+    logger: (level, msg) => logLines.push(`[${level}] ${msg}`),
     injectStepError: (method, phase) => (phase === 'access' && method === faultOn ? 'injected fault' : null),
   });
   client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: 'test', maxRetries: 0 });
@@ -115,11 +132,22 @@ describe('e2e: OpenAI SDK (streaming) → Kong stand-in → kinference → real 
     }
   });
 
-  it('Redis killed: the request is still served (load-only fallback), and routing recovers', async () => {
+  it('Redis killed: the request is routed on load to a pod (not the service url), and routing recovers', async () => {
     await redis.kill();
     try {
       const r = await chat('Rule 5 while Redis is down?');
-      expect(r.text).toMatch(/^hello from (pod-[abc]|service) and goodbye$/);
+      // The load-only fallback picks one of the pods the router last knew; the service url means the
+      // router gave up (threw, or found no pods), which is the broken behaviour this test names.
+      expect(r.servedBy).toMatch(/^pod-[abc]$/);
+      expect(r.text).toBe(`hello from ${r.servedBy} and goodbye`);
+      const sent = lastUpstreamRequest(r.servedBy).headers;
+      expect(sent['x-kinference-fallback']).toMatch(/^index_(error|timeout)$/);
+      expect(sent['x-kinference-pod']).toBe(r.servedBy);
+      // ...and the fallback is said once in Kong's log, with its reason and where the request went.
+      await gw.idle();
+      expect(logLines.join('\n')).toMatch(
+        /fallback index_(error|timeout), request routed on load to pod-[abc]/,
+      );
     } finally {
       await redis.restart();
     }
@@ -146,6 +174,7 @@ describe('e2e: OpenAI SDK (streaming) → Kong stand-in → kinference → real 
       object: 'chat.completion',
       choices: [{ message: { content: 'hello from service' } }],
     });
+    expect(lastUpstreamRequest('service').headers['x-kinference-fallback']).toBe('body_not_json');
   });
 
   it('an exception inside the plugin lets the request through to the service url', async () => {
@@ -163,8 +192,16 @@ describe('e2e: OpenAI SDK (streaming) → Kong stand-in → kinference → real 
     const proc = gw.plugins.get('kinference')!.server;
     const spawns = proc.spawns;
     await proc.kill('SIGKILL');
+    const seen = events.length;
     const during = await chat('Rule 8 while the plugin server is down?');
-    expect(during.text).toMatch(/^hello from (service|pod-c) and goodbye$/);
+    // Either the RPC failed and Kong let the request through to the service url (failed_open), or the
+    // respawned server took it ("no plugin instance" → new instance) and the plugin routed it to a pod.
+    // What the stand-in did decides which upstream must have answered.
+    const access = events.slice(seen).find((e) => e.phase === 'access');
+    expect(access).toBeDefined();
+    if (access!.outcome.kind === 'failed_open') expect(during.servedBy).toBe('service');
+    else expect(during.servedBy).toMatch(/^pod-[abc]$/);
+    expect(during.text).toBe(`hello from ${during.servedBy} and goodbye`);
     await waitFor('respawn', () => proc.spawns > spawns, 5000);
     await gw.pluginServersReady(10_000);
     // The new process has a cold router: its first lookup may fall back; it routes to the holder again soon.
