@@ -291,7 +291,8 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     ctx: RequestContext,
     exit: NonNullable<EventResult['exit']>,
   ): void => {
-    const headers: Record<string, string[]> = { ...exit.headers };
+    // kong.response.exit sets its headers over those set earlier in the request (ngx.header).
+    const headers: Record<string, string[]> = { ...ctx.responseHeaders, ...exit.headers };
     const body = exit.body ?? new Uint8Array(0);
     headers['content-length'] = [String(body.length)];
     headers['x-kong-response-latency'] = [String(Math.round(performance.now() - ctx.startedAtPerf))];

@@ -339,6 +339,19 @@ export class StandInPdk implements PdkHandler {
         const msg = luaStr(a[1]) ?? STATUS_CODES[a[0]] ?? 'An unexpected error occurred';
         return exitOutcome(a[0], { message: msg }, a[2], method);
       }
+      case 'kong.response.set_header':
+      case 'kong.response.set_headers': {
+        // Kong: rewrite, access, header_filter, response, admin_api; the log timer has sent its response.
+        if (this.#env.phase === 'log')
+          throw new LuaError(`${method}: function cannot be called in log phase`);
+        const t = method === 'kong.response.set_header' ? { [luaStr(a[0]) ?? '']: a[1] } : a[0];
+        if (typeof t !== 'object' || t === null || Array.isArray(t))
+          throw new LuaError('headers must be a table');
+        ctx.responseHeaders ??= {};
+        for (const [k, v] of Object.entries(t))
+          ctx.responseHeaders[headerName(k, method)] = headerValues(v, method, k);
+        return nil;
+      }
       case 'kong.response.get_status':
         return value(ctx.response?.status ?? 200);
       case 'kong.response.get_header': {

@@ -222,6 +222,8 @@ export async function proxyToUpstream(
   out['x-kong-proxy-latency'] = [String(proxyLatency)];
   out.via = [`1.1 ${KONG_VERSION_TAG}`];
   out['x-kong-request-id'] = [ctx.id];
+  // Headers a plugin set in access (ngx.header) go out beside the upstream's: nginx adds both.
+  for (const [k, v] of Object.entries(ctx.responseHeaders ?? {})) out[k] = [...v, ...(out[k] ?? [])];
   ctx.response = { status: ctx.upstreamStatus, headers: flatten(out), size: 0, source: 'service' };
   res.writeHead(ctx.upstreamStatus, out);
   res.flushHeaders();

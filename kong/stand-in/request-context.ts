@@ -59,6 +59,11 @@ export interface RequestContext {
   retries: number;
   timeouts: { connectMs: number; writeMs: number; readMs: number };
   ctxShared: Map<string, unknown>;
+  /**
+   * Headers kong.response.set_header(s) set before the response (ngx.header in rewrite/access): they go out
+   * on the proxied answer beside the upstream's own, and on an exit under the exit's own.
+   */
+  responseHeaders?: Record<string, string[]>;
   serializeExtras: Record<string, unknown>;
   tries: Try[];
   /** Filled as the response goes out. */

@@ -13,6 +13,7 @@ import {
 } from '../../src/telemetry/index.js';
 import { bodyGate } from './body-gate.js';
 import { withKvReuseReport } from './kv-reuse-report.js';
+import { callerFromHeaders, limitsAnswer } from './limits-phase.js';
 import { logOnce } from './log-once.js';
 import type { PendingDecisions } from './pending.js';
 import type { AccessPdk, RequestHeaders } from './pdk.js';
@@ -70,7 +71,7 @@ async function routeRequest(
   if (body === undefined) return unread('body_unreadable', 'kong.request.get_raw_body returned no body');
   const size = typeof body === 'string' ? body.length : body.byteLength;
   if (size === 0) return unread('body_empty', 'the body is empty');
-  return { outcome: await deps.router.route(body), body };
+  return { outcome: await deps.router.route(body, callerFromHeaders(deps.config.policies, headers)), body };
 }
 
 /** JSON.parse messages quote the body: the log gets the reason and our own words only. */
@@ -114,6 +115,12 @@ export async function runAccess(pdk: AccessPdk, deps: PhaseDeps): Promise<void> 
   let remembered = false;
   let pendingId: string | null = null;
   try {
+    const limits = limitsAnswer(outcome);
+    if ('exit' in limits) {
+      pdk.exit(limits.exit.status, limits.exit.body, limits.exit.headers);
+      return;
+    }
+    if (limits.headers) await pdk.setResponseHeaders(limits.headers);
     if (outcome.shed) {
       const r = shedResponse({ ...outcome, shed: outcome.shed });
       pdk.exit(r.status, r.body, r.headers);
@@ -136,7 +143,7 @@ export async function runAccess(pdk: AccessPdk, deps: PhaseDeps): Promise<void> 
     // id goes in ctx.shared with tracing on too: a later plugin may replace the traceparent we send (Kong's
     // opentelemetry plugin injects its own), and a decision the log phase cannot find never gives back its
     // reservation and ITL record.
-    if (outcome.target || span) {
+    if (outcome.target || span || outcome.limit) {
       pendingId = span ? span.ref.spanId : randomBytes(8).toString('hex');
       const router = deps.router;
       deps.pending.put(pendingId, {
@@ -144,7 +151,10 @@ export async function runAccess(pdk: AccessPdk, deps: PhaseDeps): Promise<void> 
         span: span?.ref ?? null,
         accessEndMs: deps.now(),
         // Without its log phase, the reservation and ITL record end when the decision is dropped.
-        release: () => router.observe(outcome, null),
+        release: () => {
+          router.observe(outcome, null);
+          void outcome.limit?.settle({ outputTokens: null, cost: null });
+        },
       });
       await pdk.ctxSharedSet(CTX_DECISION_KEY, pendingId);
       remembered = true;
@@ -152,9 +162,10 @@ export async function runAccess(pdk: AccessPdk, deps: PhaseDeps): Promise<void> 
   } catch (e) {
     // The log phase will not find this decision (set_target never took, or a call after it failed): release
     // its reservation and ITL record now.
-    if (outcome.target && !remembered) {
+    if ((outcome.target || outcome.limit) && !remembered) {
       if (pendingId !== null) deps.pending.take(pendingId);
       deps.router.observe(outcome, null);
+      void outcome.limit?.release();
     }
     // The caller fails open; the span must not claim a pod Kong will not use, nor look like a success.
     if (span) {

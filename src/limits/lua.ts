@@ -1,4 +1,4 @@
-// The limiter's two Lua scripts: admit (check every counter and the slot, then count all or nothing) and adjust.
+// The limiter's Lua scripts: admit (every check, then count all or nothing) and adjust.
 
 /**
  * KEYS: the counters, then the slot's sorted set if any. ARGV: now, n, then per counter limit, amount, ttl

@@ -1,4 +1,4 @@
-// The limiter's store on Redis: one script call per hash tag (one per request unless a shared policy applies).
+// The limiter's store on Redis: one script call per hash tag (one per request unless a policy is shared).
 import { RedisConnection, RedisScript, type RedisConnectionOptions } from '../index/index.js';
 import { hashTagOf } from './limit-keys.js';
 import { ADJUST_LUA, ADMIT_LUA } from './lua.js';

@@ -13,6 +13,11 @@ export interface TokenLimiterOptions {
   keyPrefix: string;
   /** The most admission may wait on the store (redis_timeout_ms); then on_redis_error decides. */
   timeoutMs: number;
+  /**
+   * Until the first answer: the first call also connects and loads the script, and gets at least this long
+   * (as the index's first lookup does), so the first request after a deploy is counted rather than let through.
+   */
+  firstTimeoutMs?: number;
   clock?: () => number;
 }
 
@@ -32,6 +37,7 @@ function describe(e: unknown): string {
 export class TokenLimiter {
   readonly #o: TokenLimiterOptions;
   readonly #clock: () => number;
+  #answered = false;
 
   constructor(o: TokenLimiterOptions) {
     this.#o = o;
@@ -54,9 +60,10 @@ export class TokenLimiter {
       const reply = await Promise.race([
         call,
         new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Deadline()), this.#o.timeoutMs);
+          timer = setTimeout(() => reject(new Deadline()), this.#deadlineMs());
         }),
       ]);
+      this.#answered = true;
       const headers = limitHeaders(plan, reply);
       if (reply.refused >= 0) {
         const r = refusal(plan, reply);
@@ -85,7 +92,7 @@ export class TokenLimiter {
           () => undefined,
         );
       const why = timedOut
-        ? `the limits store did not answer within redis_timeout_ms (${this.#o.timeoutMs} ms)`
+        ? `the limits store did not answer within redis_timeout_ms (${this.#deadlineMs()} ms)`
         : `the limits store failed: ${describe(e)}`;
       if (this.#o.policies.on_redis_error === 'allow')
         return {
@@ -106,6 +113,10 @@ export class TokenLimiter {
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  #deadlineMs(): number {
+    return this.#answered ? this.#o.timeoutMs : Math.max(this.#o.timeoutMs, this.#o.firstTimeoutMs ?? 0);
   }
 
   async #giveBack(

@@ -7,6 +7,7 @@ import {
   type PluginConfig,
 } from '../config/plugin-config.js';
 import { createKvIndex, type KvIndex } from '../index/index.js';
+import { limiterFor } from './limiter.js';
 // Narrow imports, not the tokenize barrel: the plugin bundle carries only what the router uses.
 import { loadChatTemplate } from '../tokenize/load-chat-template.js';
 import { loadTokenizer } from '../tokenize/load-tokenizer.js';
@@ -110,6 +111,7 @@ export function defaultResources(
       clock,
     ),
     promptTokenizer: tokenizer,
+    limiter: limiterFor(config),
   };
 }
 
@@ -163,9 +165,9 @@ export function configRouter(
   const key = routerCacheKey(config);
   const routedBy = new WeakMap<RouteOutcome, Router>();
   return {
-    async route(body) {
+    async route(body, caller) {
       const router = routerFor(key, config, clock());
-      const outcome = await router.route(body);
+      const outcome = await router.route(body, caller);
       routedBy.set(outcome, router);
       return outcome;
     },

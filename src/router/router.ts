@@ -2,6 +2,8 @@
 import { boundedDetail } from '../core/bounded-detail.js';
 import type { PluginConfig } from '../config/plugin-config.js';
 import type { IndexReader, KvIndex, ReservationStore } from '../index/index.js';
+import type { TokenLimiter } from '../limits/index.js';
+import { resolveTenant, type CallerFacts } from '../policies/index.js';
 import type { ChatTemplate, PromptTokenizer } from '../tokenize/types.js';
 import { createRouterMemory } from './memory.js';
 import type { DecidedRoute, RouteOutcome } from './outcome.js';
@@ -10,6 +12,7 @@ import { bookTarget, type BookedRequest } from './steps/book.js';
 import { choosePod } from './steps/choose.js';
 import { fallback, type FallbackContext } from './steps/fallback.js';
 import { promptKeys } from './steps/keys.js';
+import { startLimits, type RouteLimit } from './steps/limit.js';
 import { lookupPods, routableCandidates } from './steps/lookup.js';
 import { parseRequest } from './steps/parse.js';
 import { predictPods } from './steps/predict.js';
@@ -27,6 +30,8 @@ export interface RouterResources {
   index: IndexReader & ReservationStore & Pick<KvIndex, 'close'>;
   template: () => ChatTemplate;
   promptTokenizer: () => PromptTokenizer;
+  /** Token limits, caps and budgets (src/limits); absent when the policies configure none. */
+  limiter?: TokenLimiter | null;
 }
 
 export interface RouterOptions {
@@ -42,7 +47,8 @@ export interface UpstreamReport {
 }
 
 export interface Router {
-  route(body: Uint8Array | string): Promise<RouteOutcome>;
+  /** `caller`: who sent it, as the gateway knows before the body (tenant identity, policies only). */
+  route(body: Uint8Array | string, caller?: CallerFacts): Promise<RouteOutcome>;
   /**
    * The log phase's feedback: releases the outcome's reservation, with a measured TTFT (streamed
    * responses only; null otherwise) teaches the pod's latency correction, and with an upstream report
@@ -95,7 +101,10 @@ export function createRouter(
     nowMs: number,
     uncachedTokens: number,
     request: BookedRequest | null = null,
+    limit: RouteLimit | null = null,
   ): RouteOutcome {
+    // Shed after the limits admitted it: the request never runs, so it gives back what it counted.
+    if (shed && limit) void limit.release();
     const booked = bookTarget(memory, { route, shed, uncachedTokens, request, nowMs });
     const outcome: RouteOutcome = {
       ...route,
@@ -104,13 +113,29 @@ export function createRouter(
       reservationId: booked.reservationId,
       flightId: booked.flightId,
       kvReuseReport: booked.kvReuseReport,
+      ...(limit ? { limit } : {}),
     };
     decisionOf.set(outcome, ++decisions);
     return outcome;
   }
 
-  async function route(body: Uint8Array | string): Promise<RouteOutcome> {
+  /** Over a limit, cap or budget: nothing is booked, Kong answers 429 (the plugin's limits phase). */
+  function refused(route: DecidedRoute, limit: RouteLimit): RouteOutcome {
+    return {
+      ...route,
+      target: null,
+      shed: null,
+      reservationId: null,
+      flightId: null,
+      kvReuseReport: false,
+      limit,
+    };
+  }
+
+  async function route(body: Uint8Array | string, caller?: CallerFacts): Promise<RouteOutcome> {
     const watch = new Stopwatch();
+    /** Admission by the limits, started once prompt tokens are known, awaited before booking. */
+    let limiting: Promise<RouteLimit | null> = Promise.resolve(null);
     const nowMs = clock();
     const learned: Learned = {
       model: null,
@@ -129,8 +154,13 @@ export function createRouter(
         watch,
         nowMs,
       });
+      const limit = await limiting;
+      if (limit && !limit.verdict.admitted) {
+        watch.stop();
+        return refused(fell.route, limit);
+      }
       // Never shed: a fallback has no cache knowledge to judge the SLOs by.
-      const outcome = book(fell.route, null, nowMs, fell.uncachedTokens);
+      const outcome = book(fell.route, null, nowMs, fell.uncachedTokens, null, limit);
       watch.stop();
       return outcome;
     };
@@ -153,6 +183,14 @@ export function createRouter(
       learned.promptChars.cached = tokenized.cachedChars;
       learned.promptChars.tokenized = tokenized.tokenizedChars;
       learned.promptTokens = tokens.length;
+
+      // The limits run beside the lookup (their own Redis script, in flight at the same time).
+      const limiter = resources.limiter ?? null;
+      if (limiter && config.policies) {
+        const NOBODY: CallerFacts = { consumer: null, consumerGroups: [], headerTenant: null };
+        const tenant = resolveTenant(config.policies, caller ?? NOBODY, request.user ?? null);
+        limiting = startLimits(limiter, tenant, model, tokens.length, request.maxTokens ?? null);
+      }
 
       const keys = watch.time('keysMs', () =>
         promptKeys(tokens, config.block_size, { model, lora, cacheSalt: request.cacheSalt ?? null }),
@@ -179,25 +217,35 @@ export function createRouter(
       const choice = watch.time('predictMs', () => choosePod(config, predictions, skipped, truncated));
 
       // Admission: a new step that may refuse the request (a policy, a limit) goes here, beside shedding.
-      const shed = shedOverload(memory, choice.decision.chosen, choice.fallbackReason);
+      const limit = await limiting;
+      const shed =
+        limit?.verdict.admitted === false
+          ? null
+          : shedOverload(memory, choice.decision.chosen, choice.fallbackReason);
 
+      const decided: DecidedRoute = {
+        decision: choice.decision,
+        fallbackReason: choice.fallbackReason,
+        fallbackDetail: choice.fallbackDetail,
+        model,
+        lora,
+        promptTokens: tokens.length,
+        truncated,
+        blocks: keys.length,
+        promptChars: learned.promptChars,
+        timings: watch.timings,
+      };
+      if (limit && !limit.verdict.admitted) {
+        watch.stop();
+        return refused(decided, limit);
+      }
       const outcome = book(
-        {
-          decision: choice.decision,
-          fallbackReason: choice.fallbackReason,
-          fallbackDetail: choice.fallbackDetail,
-          model,
-          lora,
-          promptTokens: tokens.length,
-          truncated,
-          blocks: keys.length,
-          promptChars: learned.promptChars,
-          timings: watch.timings,
-        },
+        decided,
         shed,
         nowMs,
         choice.decision.chosen?.uncachedTokens ?? tokens.length,
         { keys, maxTokens, hasVllmXargs: request.hasVllmXargs === true },
+        limit,
       );
       watch.stop();
       return outcome;
@@ -251,6 +299,8 @@ export function createRouter(
       flights: itl?.flights ?? 0,
       sentKeys: memory.sends.size,
     }),
-    close: () => resources.index.close(),
+    close: async () => {
+      await Promise.all([resources.index.close(), resources.limiter?.close()]);
+    },
   };
 }
