@@ -68,7 +68,7 @@ async function main(): Promise<void> {
       { consumer: null, consumerGroups: [], headerTenant: 'team' },
       null,
     );
-    const index = new RedisKvIndex({ url: server.url, keyPrefix: 'kinf' });
+    const index = new RedisKvIndex({ url: server.url, keyPrefix: 'kinf', lookupTimeoutMs: 2000 });
     const store = new RedisLimitStore({ url: server.url });
     const limiter = new TokenLimiter({ policies, store, keyPrefix: 'kinf', timeoutMs: 1000 });
     // A 2,000-token prompt: 125 blocks to look up (an empty index: the script's round trip, not its search).
