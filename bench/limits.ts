@@ -118,7 +118,9 @@ async function main(): Promise<void> {
     const calls = [...cmd.matchAll(/cmdstat_(\w+):calls=(\d+)/g)]
       .filter(([, c]) => c !== 'config' && c !== 'info')
       .map(([, c, k]) => [c, Number(k) / n] as const);
+    const evalsha = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(cmd);
     const cost = {
+      redisServerUsecPerRequest: evalsha ? r3(Number(evalsha[2]) / n) : null,
       commandsPerRequest: Object.fromEntries(calls),
       bytesInPerRequest: Math.round(
         (stat(after, 'total_net_input_bytes') - stat(before, 'total_net_input_bytes')) / n,
@@ -159,7 +161,8 @@ async function main(): Promise<void> {
     );
     const accepted = new Map<number, number>();
     const offered = new Map<number, number>();
-    // Start at the next minute; offer 2× the limit per minute: every 50 ms each node sends a 100–1900 token prompt.
+    // Start at the next minute; offer 2× the limit per minute: each node sends a 100–1900 token prompt (1000 on
+    // average) every 2 s on average (30 a minute each, 120 in all: 120,000 tokens against 60,000).
     const start = Math.ceil(Date.now() / 60_000) * 60_000;
     const end = start + MINUTES * 60_000;
     await new Promise((r) => setTimeout(r, start - Date.now()));
@@ -179,7 +182,7 @@ async function main(): Promise<void> {
             estimatedCost: null,
           });
           if (v.admitted) accepted.set(minute, (accepted.get(minute) ?? 0) + size);
-          await new Promise((r) => setTimeout(r, 50));
+          await new Promise((r) => setTimeout(r, 1000 + rand() * 2000));
         }
       }),
     );
@@ -194,7 +197,7 @@ async function main(): Promise<void> {
       }));
 
     const result = {
-      command: 'npm run bench:limits',
+      command: `KINF_BENCH_REQUESTS=${REQUESTS} KINF_BENCH_MINUTES=${MINUTES} npm run bench:limits`,
       at: new Date().toISOString(),
       machine: { cpus: cpus().length, loadavg: loadavg().map(r3) },
       requests: REQUESTS,

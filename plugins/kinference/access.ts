@@ -97,6 +97,8 @@ export function reportFallback(o: RouteOutcome, nowMs?: number): void {
  * get_headers gives the traceparent and the body's size and encoding: a body that is absent, compressed,
  * chunked or over max_body_bytes is never fetched (Kong's target is kept). The decision id reaches the log
  * phase in ctx.shared.
+ * Token limits (policies): a limited request adds response.set_headers (the X-AI-RateLimit-* family) after
+ * get_raw_body; one over a limit, cap or budget is get_headers → get_raw_body → response.exit(429).
  * Shedding: get_headers → get_raw_body → response.exit(429). The router never throws; the caller catches
  * anything else and lets the request through (fail open).
  */
