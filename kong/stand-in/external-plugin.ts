@@ -66,11 +66,15 @@ export class ExternalPlugin {
     const cfg: Record<string, unknown> = { ...r.config };
     if (plugin.routeId) cfg.route_id = plugin.routeId;
     if (plugin.serviceId) cfg.service_id = plugin.serviceId;
+    if (plugin.consumerId) cfg.consumer_id = plugin.consumerId;
+    if (plugin.consumerGroupId) cfg.consumer_group_id = plugin.consumerGroupId; // Enterprise
     if (plugin.instanceName) cfg.plugin_instance_name = plugin.instanceName;
     cfg.__plugin_id = plugin.id;
     cfg.__ws_id = workspaceId;
-    // DAO:cache_key(name, route, service, consumer, nil, ws): seven fields (kong/db/dao/init.lua).
-    cfg.__key__ = `plugins:${plugin.name}:${plugin.routeId ?? ''}:${plugin.serviceId ?? ''}:::${workspaceId}`;
+    // DAO:cache_key(name, route, service, consumer, consumer_group (nil in OSS), ws): seven fields.
+    cfg.__key__ =
+      `plugins:${plugin.name}:${plugin.routeId ?? ''}:${plugin.serviceId ?? ''}:` +
+      `${plugin.consumerId ?? ''}:${plugin.consumerGroupId ?? ''}:${workspaceId}`;
     cfg.__seq__ = this.#seq++;
     return cfg;
   }

@@ -2,7 +2,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KinferenceError } from '../../src/core/errors.js';
@@ -148,6 +148,54 @@ type BoundPlugin = { entity: PluginEntity; conf: Record<string, unknown>; priori
   { ext: ExternalPlugin; bundled?: undefined } | { ext?: undefined; bundled: BundledPlugin }
 );
 
+/** Per connection: bytesRead when its last request's body ended (keep-alive requests take turns). */
+const readMark = new WeakMap<Socket, number>();
+
+const compoundKey = (r?: string | null, s?: string | null, c?: string | null, g?: string | null): string =>
+  `${r ?? ''}:${s ?? ''}:${c ?? ''}:${g ?? ''}`;
+
+/**
+ * plugins_iterator.lua lookup_cfg, Kong Gateway Enterprise's order (OSS 3.9's without the group steps):
+ * consumer+route+service, group+route+service, consumer+route, consumer+service, group+route,
+ * group+service, route+service, consumer, group, route, service, global; groups in the order given.
+ */
+export function lookupPlugin<T extends { entity: PluginEntity }>(
+  bound: T[],
+  name: string,
+  routeId: string,
+  serviceId: string,
+  consumerId: string | undefined,
+  groups: readonly { id: string }[] | null | undefined,
+): T | undefined {
+  const combos = new Map<string, T>();
+  for (const b of bound)
+    if (b.entity.name === name)
+      combos.set(
+        compoundKey(b.entity.routeId, b.entity.serviceId, b.entity.consumerId, b.entity.consumerGroupId),
+        b,
+      );
+  if (combos.size === 0) return undefined;
+  const r = routeId;
+  const s = serviceId;
+  const c = consumerId;
+  const gs = groups ?? [];
+  const tries: string[] = [];
+  if (c) tries.push(compoundKey(r, s, c));
+  for (const g of gs) tries.push(compoundKey(r, s, null, g.id));
+  if (c) tries.push(compoundKey(r, null, c), compoundKey(null, s, c));
+  for (const g of gs) tries.push(compoundKey(r, null, null, g.id));
+  for (const g of gs) tries.push(compoundKey(null, s, null, g.id));
+  tries.push(compoundKey(r, s));
+  if (c) tries.push(compoundKey(null, null, c));
+  for (const g of gs) tries.push(compoundKey(null, null, null, g.id));
+  tries.push(compoundKey(r), compoundKey(null, s), compoundKey());
+  for (const k of tries) {
+    const hit = combos.get(k);
+    if (hit) return hit;
+  }
+  return undefined;
+}
+
 export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
   const log = opts.logger ?? stderrLogger();
   let cfg = loadConfig(opts.kongConfig);
@@ -188,10 +236,22 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
       if (!entity.enabled) continue;
       const ext = plugins.get(entity.name);
       const own = bundled.get(entity.name);
+      if (own?.noConsumer && (entity.consumerId || entity.consumerGroupId))
+        throw new KinferenceError(
+          'KINF_ERR_CONFIG',
+          `schema violation for plugin ${entity.name} (${entity.id}):\n  ` +
+            `${entity.consumerId ? 'consumer' : 'consumer_group'}: value must be null`,
+        );
       if (ext)
         out.push({ ext, entity, conf: ext.instanceConfig(entity, c.workspaceId), priority: ext.priority });
-      else if (own) out.push({ bundled: own, entity, conf: own.configure(entity), priority: own.priority });
-      else log('warn', `plugin ${entity.name} is not served by any plugin server: ignored by the stand-in`);
+      else if (own) {
+        // get_plugin_config adds the plugin's own scope; rate-limiting keys its counters by it.
+        const conf: Record<string, unknown> = { ...own.configure(entity) };
+        if (entity.routeId) conf.route_id = entity.routeId;
+        if (entity.serviceId) conf.service_id = entity.serviceId;
+        if (entity.consumerId) conf.consumer_id = entity.consumerId;
+        out.push({ bundled: own, entity, conf, priority: own.priority });
+      } else log('warn', `plugin ${entity.name} is not served by any plugin server: ignored by the stand-in`);
     }
     return out;
   };
@@ -203,19 +263,11 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     throw e;
   }
 
-  /** Kong's precedence per plugin name: route > service > global. Highest priority runs first. */
-  const pluginsFor = (routeId: string, serviceId: string): BoundPlugin[] => {
-    const byName = new Map<string, BoundPlugin>();
-    const rank = (b: BoundPlugin): number => (b.entity.routeId ? 2 : b.entity.serviceId ? 1 : 0);
-    for (const b of bound) {
-      const applies =
-        (b.entity.routeId === null || b.entity.routeId === routeId) &&
-        (b.entity.serviceId === null || b.entity.serviceId === serviceId);
-      if (!applies) continue;
-      const prev = byName.get(b.entity.name);
-      if (!prev || rank(b) > rank(prev)) byName.set(b.entity.name, b);
-    }
-    return [...byName.values()].sort((a, b) => b.priority - a.priority);
+  /** Plugin names in the order Kong runs them (highest priority first). */
+  const runOrder = (): string[] => {
+    const prio = new Map<string, number>();
+    for (const b of bound) prio.set(b.entity.name, b.priority);
+    return [...prio.keys()].sort((a, b) => prio.get(b)! - prio.get(a)!);
   };
 
   const stopServers = async (): Promise<void> => {
@@ -259,6 +311,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     workspaceId: cfg.workspaceId,
     nodeId,
     hostname: host,
+    config: cfg,
     log: (level: LogLevel, msg: string) =>
       log(
         level === 'crit' || level === 'alert' || level === 'emerg' ? 'err' : level,
@@ -291,8 +344,14 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     ctx: RequestContext,
     exit: NonNullable<EventResult['exit']>,
   ): void => {
-    // kong.response.exit sets its headers over those set earlier in the request (ngx.header).
-    const headers: Record<string, string[]> = { ...ctx.responseHeaders, ...exit.headers };
+    // ngx.header set in access (kong.response.set_header, rate-limiting) stays; the exit's own win.
+    const headers: Record<string, string[]> = {};
+    for (const h of ctx.responseHeaders?.values() ?? []) headers[h.name] = h.values;
+    for (const [k, v] of Object.entries(exit.headers)) {
+      for (const name of Object.keys(headers))
+        if (name.toLowerCase() === k.toLowerCase()) delete headers[name];
+      headers[k] = v;
+    }
     const body = exit.body ?? new Uint8Array(0);
     headers['content-length'] = [String(body.length)];
     headers['x-kong-response-latency'] = [String(Math.round(performance.now() - ctx.startedAtPerf))];
@@ -317,7 +376,17 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     const url = new URL(`http://stand-in${rawPath.startsWith('/') ? '' : '/'}${rawPath}?${rawQuery}`);
     const path = url.pathname;
     const match = matchRoute(cfg, req.method ?? 'GET', req.headers.host, path);
+    // $bytes_sent and $request_length from the connection's own counters (keep-alive: this request's share).
+    const sock = req.socket;
+    const writtenBefore = sock.bytesWritten;
+    const finished = new Promise<void>((resolve) => {
+      res.once('finish', resolve);
+      res.once('close', resolve);
+    });
     const body = await readBody(req);
+    const readBefore = readMark.get(sock) ?? 0;
+    readMark.set(sock, sock.bytesRead);
+    const requestLength = sock.bytesRead - readBefore;
     if (!match) return sendKongError(res, null, 404);
     if (!match.service) return sendKongError(res, null, 503, 'no Service found with those values');
 
@@ -360,12 +429,41 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
       response: null,
       upstreamStatus: null,
       marks: {},
+      requestLength,
     };
 
-    const chain = pluginsFor(match.route.id, match.service.id);
+    // Kong's collecting iterator: each plugin's config is looked up when its turn comes, so one scoped to
+    // the consumer that an earlier (higher-priority) auth plugin authenticated applies.
+    const chain: BoundPlugin[] = [];
+    const snapshot = bound;
     let answered = false;
-    for (const b of chain) {
-      if (!b.ext?.hasPhase('access')) continue;
+    for (const name of runOrder()) {
+      const b = lookupPlugin(
+        snapshot,
+        name,
+        match.route.id,
+        match.service.id,
+        ctx.consumer?.id,
+        ctx.consumerGroups,
+      );
+      if (!b) continue;
+      chain.push(b);
+      // After an exit Kong skips the access handlers but still collects the plugins for the log phase.
+      if (answered) continue;
+      if (b.bundled) {
+        if (!b.bundled.access) continue;
+        const exit = await b.bundled.access(b.conf, ctx, {
+          config: cfg,
+          workspaceId: cfg.workspaceId,
+          log: envFor(b, 'access').log,
+        });
+        if (exit) {
+          respondExit(res, ctx, exit);
+          answered = true;
+        }
+        continue;
+      }
+      if (!b.ext.hasPhase('access')) continue;
       let outcome: HandleOutcome;
       try {
         outcome = await runPhase(b, ctx, 'access');
@@ -374,34 +472,36 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
         ctx.response = { status: 500, headers: {}, size: 0, source: 'error' };
         sendKongError(res, ctx, 500);
         answered = true;
-        break;
+        continue;
       }
       if (outcome.kind === 'failed_open') continue;
       const r = outcome.result;
       if (r.end === 'exit' && r.exit) {
         respondExit(res, ctx, r.exit);
         answered = true;
-        break;
+        continue;
       }
       if (r.end === 'pdk_error') {
         log('err', `[${b.entity.name}] ${r.error ?? 'PDK error'}`);
         ctx.response = { status: 500, headers: {}, size: 0, source: 'error' };
         sendKongError(res, ctx, 500);
         answered = true;
-        break;
+        continue;
       }
     }
     ctx.marks.accessEnd = performance.now() - startedAtPerf;
     if (!answered) await proxyToUpstream(ctx, res, listenPort);
     ctx.marks.end ??= performance.now() - startedAtPerf;
 
+    await finished;
+    if (ctx.response) ctx.response.size = sock.bytesWritten - writtenBefore;
     if (opts.dropLogPhase?.(ctx.id)) return;
     // Kong runs `log` in a timer after the response, with a snapshot of the request.
     const logging = (async () => {
       for (const b of chain) {
         try {
           if (b.bundled) {
-            if (b.bundled.phases.has('log')) b.bundled.log(b.conf, ctx, cfg.workspaceId);
+            if (b.bundled.phases.has('log')) b.bundled.log?.(b.conf, ctx, cfg.workspaceId);
             continue;
           }
           if (!b.ext.hasPhase('log')) continue;

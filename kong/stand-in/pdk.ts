@@ -1,8 +1,18 @@
 // Kong's PDK functions on the stand-in's side of the bridge, with Kong's argument and phase checks.
 import { STATUS_CODES } from 'node:http';
 import type { PdkHandler, PdkOutcome } from './bridge.js';
-import type { PluginEntity } from './declarative.js';
-import { headerFirst, headersAsLua, requestUri, serialize, type RequestContext } from './request-context.js';
+import { AuthenticateError, authenticate, loadConsumer } from './authenticate.js';
+import type { ConsumerEntity, DeclarativeConfig, KeyAuthCredential, PluginEntity } from './declarative.js';
+import {
+  consumerEntity,
+  consumerGroupEntity,
+  credentialEntity,
+  headerFirst,
+  headersAsLua,
+  requestUri,
+  serialize,
+  type RequestContext,
+} from './request-context.js';
 import { getUriArgs, normalizePath } from './uri-args.js';
 
 /**
@@ -21,6 +31,8 @@ export interface PdkEnv {
   workspaceId: string;
   nodeId: string;
   hostname: string;
+  /** The loaded config: load_consumer and authenticate look consumers up in it. */
+  config?: DeclarativeConfig;
   log(level: LogLevel, msg: string): void;
 }
 
@@ -96,6 +108,11 @@ const ACCESS_ONLY = new Set([
   'kong.service.request.set_raw_body',
   'kong.response.exit',
   'kong.response.error',
+  'kong.response.set_header',
+  'kong.response.add_header',
+  'kong.response.set_headers',
+  'kong.response.clear_header',
+  'kong.client.authenticate',
 ]);
 
 /** Kong's kong.response.exit body/headers handling: a table body is JSON-encoded with a JSON content type. */
@@ -166,6 +183,16 @@ export class StandInPdk implements PdkHandler {
     const ctx = this.#ctx;
     if (name === 'host') ctx.upstreamHost = values[0] ?? null;
     ctx.headers.set(name, values);
+  }
+
+  /** ngx.header[name] = value (set) or one more line of it (add), as the client will receive it. */
+  #responseHeader(lower: string, given: string, values: string[], add: boolean): void {
+    const headers = (this.#ctx.responseHeaders ??= new Map());
+    const prev = headers.get(lower);
+    headers.set(lower, {
+      name: prev?.name ?? given,
+      values: add && prev ? [...prev.values, ...values] : values,
+    });
   }
 
   #dispatch(method: string, a: unknown[]): PdkOutcome {
@@ -339,19 +366,6 @@ export class StandInPdk implements PdkHandler {
         const msg = luaStr(a[1]) ?? STATUS_CODES[a[0]] ?? 'An unexpected error occurred';
         return exitOutcome(a[0], { message: msg }, a[2], method);
       }
-      case 'kong.response.set_header':
-      case 'kong.response.set_headers': {
-        // Kong: rewrite, access, header_filter, response, admin_api; the log timer has sent its response.
-        if (this.#env.phase === 'log')
-          throw new LuaError(`${method}: function cannot be called in log phase`);
-        const t = method === 'kong.response.set_header' ? { [luaStr(a[0]) ?? '']: a[1] } : a[0];
-        if (typeof t !== 'object' || t === null || Array.isArray(t))
-          throw new LuaError('headers must be a table');
-        ctx.responseHeaders ??= {};
-        for (const [k, v] of Object.entries(t))
-          ctx.responseHeaders[headerName(k, method)] = headerValues(v, method, k);
-        return nil;
-      }
       case 'kong.response.get_status':
         return value(ctx.response?.status ?? 200);
       case 'kong.response.get_header': {
@@ -363,6 +377,76 @@ export class StandInPdk implements PdkHandler {
         return { kind: 'multimap', value: { ...(ctx.response?.headers ?? {}) } };
       case 'kong.response.get_source':
         return value(ctx.response?.source === 'service' ? 'service' : ctx.response ? 'exit' : 'error');
+
+      case 'kong.response.set_header':
+      case 'kong.response.add_header': {
+        const given = luaStr(a[0]);
+        const name = headerName(a[0], method);
+        if (a[1] === undefined || a[1] === null)
+          throw new LuaError(`${method}: invalid header value for "${given}": got nil`);
+        const values = headerValues(a[1], method, given ?? name);
+        if (name === 'transfer-encoding' || name === 'transfer_encoding') {
+          this.#env.log('warn', 'manually setting Transfer-Encoding. Ignored.');
+          return nil;
+        }
+        this.#responseHeader(name, given!, values, method === 'kong.response.add_header');
+        return nil;
+      }
+      case 'kong.response.set_headers': {
+        const t = a[0];
+        if (typeof t !== 'object' || t === null || Array.isArray(t))
+          throw new LuaError('headers must be a table');
+        const all = Object.entries(t).map(
+          ([k, v]) => [k, headerName(k, method), headerValues(v, method, k)] as const,
+        );
+        for (const [given, name, values] of all) {
+          if (name === 'transfer-encoding' || name === 'transfer_encoding')
+            this.#env.log('warn', 'manually setting Transfer-Encoding. Ignored.');
+          else this.#responseHeader(name, given, values, false);
+        }
+        return nil;
+      }
+      case 'kong.response.clear_header': {
+        const name = luaStr(a[0]);
+        if (name === undefined) throw new LuaError('header name must be a string');
+        ctx.responseHeaders?.delete(name.toLowerCase());
+        return nil;
+      }
+
+      // ---- kong.client: the authenticated consumer (ngx.ctx.authenticated_*, kept into the log timer)
+      case 'kong.client.get_consumer':
+        return value(ctx.consumer ? consumerEntity(ctx.consumer) : undefined);
+      case 'kong.client.get_credential':
+        return value(ctx.credential ? credentialEntity(ctx.credential) : undefined);
+      case 'kong.client.get_consumer_groups':
+        return value(ctx.consumerGroups ? ctx.consumerGroups.map(consumerGroupEntity) : undefined);
+      case 'kong.client.load_consumer': {
+        const id = luaStr(a[0]);
+        if (id === undefined) throw new LuaError('consumer_id must be a string');
+        const byName = a[1] !== undefined && a[1] !== null && a[1] !== false;
+        if (!UUID.test(id) && !byName)
+          throw new LuaError('cannot load a consumer with an id that is not a uuid');
+        const c = this.#env.config ? loadConsumer(this.#env.config, id, byName) : null;
+        return value(c ? consumerEntity(c) : undefined);
+      }
+      case 'kong.client.authenticate': {
+        const [consumer, credential] = a;
+        const table = (v: unknown): boolean => v === undefined || v === null || typeof v === 'object';
+        if (!table(consumer)) throw new LuaError('consumer must be a table or nil');
+        if (!table(credential)) throw new LuaError('credential must be a table or nil');
+        try {
+          authenticate(
+            ctx,
+            this.#env.config ?? ({ consumerGroups: [] } as unknown as DeclarativeConfig),
+            consumerFromLua(consumer),
+            credentialFromLua(credential, consumer),
+          );
+        } catch (e) {
+          if (e instanceof AuthenticateError) throw new LuaError(e.message);
+          throw e;
+        }
+        return nil;
+      }
 
       // ---- kong.ctx.shared (exposed_api in plugin.lua)
       case 'kong.ctx.shared.get': {
@@ -434,4 +518,32 @@ export class StandInPdk implements PdkHandler {
     this.#env.log('err', `could not find pdk method: ${method} (not implemented by the Kong stand-in)`);
     return nil;
   }
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A consumer table a plugin passed to kong.client.authenticate, kept in the entity's shape. */
+function consumerFromLua(v: unknown): ConsumerEntity | null {
+  if (typeof v !== 'object' || v === null) return null;
+  const o = v as Record<string, unknown>;
+  return {
+    id: luaStr(o.id) ?? '',
+    username: luaStr(o.username) ?? null,
+    customId: luaStr(o.custom_id) ?? null,
+    tags: Array.isArray(o.tags) ? o.tags.map((t) => String(t)) : null,
+    createdAt: typeof o.created_at === 'number' ? o.created_at : 0,
+  };
+}
+
+function credentialFromLua(v: unknown, consumer: unknown): KeyAuthCredential | null {
+  if (typeof v !== 'object' || v === null) return null;
+  const o = v as Record<string, unknown>;
+  const c = o.consumer as Record<string, unknown> | undefined;
+  return {
+    id: luaStr(o.id) ?? '',
+    consumerId: luaStr(c?.id) ?? luaStr((consumer as Record<string, unknown> | null)?.id) ?? '',
+    key: luaStr(o.key) ?? '',
+    tags: null,
+    createdAt: typeof o.created_at === 'number' ? o.created_at : 0,
+  };
 }

@@ -222,8 +222,7 @@ export async function proxyToUpstream(
   out['x-kong-proxy-latency'] = [String(proxyLatency)];
   out.via = [`1.1 ${KONG_VERSION_TAG}`];
   out['x-kong-request-id'] = [ctx.id];
-  // Headers a plugin set in access (ngx.header) go out beside the upstream's: nginx adds both.
-  for (const [k, v] of Object.entries(ctx.responseHeaders ?? {})) out[k] = [...v, ...(out[k] ?? [])];
+  mergeAccessHeaders(out, ctx);
   ctx.response = { status: ctx.upstreamStatus, headers: flatten(out), size: 0, source: 'service' };
   res.writeHead(ctx.upstreamStatus, out);
   res.flushHeaders();
@@ -280,4 +279,32 @@ function flatten(h: Record<string, string[]>): Record<string, string | string[]>
   const out: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(h)) out[k] = v.length === 1 ? v[0]! : v;
   return out;
+}
+
+/** Headers nginx takes from the upstream over one set in access (single-valued in headers_out). */
+const UPSTREAM_WINS = new Set([
+  'content-type',
+  'content-length',
+  'content-encoding',
+  'last-modified',
+  'location',
+  'server',
+  'date',
+  'via',
+  'x-kong-request-id',
+  'x-kong-upstream-latency',
+  'x-kong-proxy-latency',
+]);
+
+/**
+ * ngx.header set in access (kong.response.set_header, rate-limiting's headers) reaches the proxied answer:
+ * nginx copies the upstream's headers after it, so an ordinary header the upstream also sends goes out
+ * with both values (access first); single-valued ones keep the upstream's.
+ */
+function mergeAccessHeaders(out: Record<string, string[]>, ctx: RequestContext): void {
+  if (!ctx.responseHeaders) return;
+  for (const [lower, h] of ctx.responseHeaders) {
+    if (UPSTREAM_WINS.has(lower) && out[lower]) continue;
+    out[lower] = [...h.values, ...(out[lower] ?? [])];
+  }
 }

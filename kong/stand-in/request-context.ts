@@ -1,5 +1,11 @@
 // Everything Kong keeps about one request (ngx.var, ngx.ctx, balancer data) that the PDK reads.
-import type { RouteEntity, ServiceEntity } from './declarative.js';
+import type {
+  ConsumerEntity,
+  ConsumerGroupEntity,
+  KeyAuthCredential,
+  RouteEntity,
+  ServiceEntity,
+} from './declarative.js';
 import { getUriArgs } from './uri-args.js';
 
 /** Lower-cased header name → values in arrival order (ngx.req.get_headers keeps repeats). */
@@ -59,11 +65,6 @@ export interface RequestContext {
   retries: number;
   timeouts: { connectMs: number; writeMs: number; readMs: number };
   ctxShared: Map<string, unknown>;
-  /**
-   * Headers kong.response.set_header(s) set before the response (ngx.header in rewrite/access): they go out
-   * on the proxied answer beside the upstream's own, and on an exit under the exit's own.
-   */
-  responseHeaders?: Record<string, string[]>;
   serializeExtras: Record<string, unknown>;
   tries: Try[];
   /** Filled as the response goes out. */
@@ -76,6 +77,17 @@ export interface RequestContext {
   upstreamStatus: number | null;
   /** nginx's $upstream_status, one status per try (502 failed connection, 504 timeout); absent: no try. */
   upstreamStatuses?: number[];
+  /** ngx.ctx.authenticated_consumer / _credential / _consumer_groups, set by an auth plugin in access. */
+  consumer?: ConsumerEntity | null;
+  credential?: KeyAuthCredential | null;
+  consumerGroups?: ConsumerGroupEntity[] | null;
+  /**
+   * ngx.header as set in access (kong.response.set_header/add_header/set_headers, rate-limiting's headers):
+   * lower-cased name → [name as given, values]. They go out with the proxied answer and with an exit.
+   */
+  responseHeaders?: Map<string, { name: string; values: string[] }>;
+  /** nginx's $request_length: request line, headers and body as received, in bytes. */
+  requestLength?: number;
   /** ms marks relative to startedAtPerf (Kong's ctx.KONG_* timestamps). */
   marks: { accessEnd?: number; balancerEnd?: number; headers?: number; end?: number };
 }
@@ -134,7 +146,8 @@ export function serialize(ctx: RequestContext, workspaceId: string): Record<stri
       querystring: getUriArgs(ctx.rawQuery),
       method: ctx.method,
       headers: requestHeaders,
-      size: ctx.body.length,
+      // to_decimal(var.request_length): request line + headers + body as received.
+      size: ctx.requestLength ?? ctx.body.length,
     },
     upstream_uri: ctx.upstreamPath + (ctx.upstreamQuery ? `?${ctx.upstreamQuery}` : ''),
     response: ctx.response
@@ -170,6 +183,11 @@ export function serialize(ctx: RequestContext, workspaceId: string): Record<stri
     workspace: workspaceId,
     source: ctx.response?.source === 'service' ? 'service' : 'kong',
   };
+  // Only present for an authenticated request (kong/pdk/log.lua): build_authenticated_entity reads
+  // credential.consumer_id, which a keyauth credential lacks (it has consumer.id), and falls back to
+  // ctx.authenticate_consumer (sic), which nothing sets: so Kong 3.9 writes the credential id alone.
+  if (ctx.credential) out.authenticated_entity = { id: ctx.credential.id };
+  if (ctx.consumer) out.consumer = consumerEntity(ctx.consumer);
   // `var.upstream_status or ctx.buffered_status or ""` (kong/pdk/log.lua): every try, "" when none was made.
   out.upstream_status = ctx.upstreamStatuses?.length
     ? ctx.upstreamStatuses.join(', ')
@@ -189,4 +207,41 @@ function setDotted(obj: Record<string, unknown>, key: string, value: unknown): v
     cur = cur[p] as Record<string, unknown>;
   }
   cur[parts[parts.length - 1]!] = value;
+}
+
+/** A consumer as Kong's DAO returns it (cjson: unset fields absent); credentials are separate entities. */
+export function consumerEntity(c: ConsumerEntity): Record<string, unknown> {
+  const out: Record<string, unknown> = { id: c.id, created_at: c.createdAt, updated_at: c.createdAt };
+  if (c.username !== null) out.username = c.username;
+  if (c.customId !== null) out.custom_id = c.customId;
+  if (c.tags !== null) out.tags = c.tags;
+  return out;
+}
+
+/** A keyauth credential as the DAO returns it: the consumer as a foreign key `{ id }`. */
+export function credentialEntity(c: KeyAuthCredential): Record<string, unknown> {
+  const out: Record<string, unknown> = {
+    id: c.id,
+    created_at: c.createdAt,
+    consumer: { id: c.consumerId },
+    key: c.key,
+  };
+  if (c.tags !== null) out.tags = c.tags;
+  return out;
+}
+
+/**
+ * A consumer group as Kong Gateway Enterprise's get_groups_by_consumer returns it: the entity plus
+ * `consumers_count` (consumer_groups_helpers.lua).
+ */
+export function consumerGroupEntity(g: ConsumerGroupEntity): Record<string, unknown> {
+  const out: Record<string, unknown> = {
+    id: g.id,
+    created_at: g.createdAt,
+    updated_at: g.createdAt,
+    name: g.name,
+    consumers_count: g.consumerIds.length,
+  };
+  if (g.tags !== null) out.tags = g.tags;
+  return out;
 }

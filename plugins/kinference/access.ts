@@ -11,9 +11,12 @@ import {
   type DecisionTracer,
   type RouteSpan,
 } from '../../src/telemetry/index.js';
+import type { CallerFacts } from '../../src/policies/index.js';
 import { bodyGate } from './body-gate.js';
+import { callerFacts, type CallerPdk } from './caller.js';
+import { gatewayOwnedHeaders, refuseHeaders } from './client-headers.js';
 import { withKvReuseReport } from './kv-reuse-report.js';
-import { callerFromHeaders, limitsAnswer } from './limits-phase.js';
+import { limitsAnswer } from './limits-phase.js';
 import { logOnce } from './log-once.js';
 import type { PendingDecisions } from './pending.js';
 import type { AccessPdk, RequestHeaders } from './pdk.js';
@@ -24,7 +27,7 @@ export const CTX_DECISION_KEY = 'kinference.decision_id';
 
 export interface PhaseDeps {
   config: PluginConfig;
-  router: Pick<Router, 'route' | 'observe'>;
+  router: Pick<Router, 'route' | 'observe'> & Partial<Pick<Router, 'waitTurn'>>;
   /** null when the config has no otlp_endpoint: then no tracing code runs at all. */
   tracer: DecisionTracer | null;
   pending: PendingDecisions;
@@ -53,6 +56,7 @@ async function routeRequest(
   pdk: AccessPdk,
   deps: PhaseDeps,
   headers: RequestHeaders,
+  callerPdk: CallerPdk | null,
 ): Promise<{ outcome: RouteOutcome; body: Uint8Array | string | null }> {
   // A body the plugin did not read: no model known, so Kong's target stays.
   const unread = (reason: FallbackReason, detail: string) => ({
@@ -71,7 +75,42 @@ async function routeRequest(
   if (body === undefined) return unread('body_unreadable', 'kong.request.get_raw_body returned no body');
   const size = typeof body === 'string' ? body.length : body.byteLength;
   if (size === 0) return unread('body_empty', 'the body is empty');
-  return { outcome: await deps.router.route(body, callerFromHeaders(deps.config.policies, headers)), body };
+  const policies = deps.config.policies;
+  if (!policies) return { outcome: await deps.router.route(body), body };
+  // Policies: who the caller is (its PDK calls only when tenant_from needs them), then its class may wait.
+  const caller = callerPdk
+    ? await callerFacts(callerPdk, policies, headers)
+    : { consumer: null, consumerGroups: [], headerTenant: null };
+  return { outcome: await routeWaiting(deps, body, caller), body };
+}
+
+/** Re-decisions of one waiting request at most (each after a wake, the poll or its deadline). */
+const MAX_REDECISIONS = 10_000;
+
+/**
+ * Routes with class admission's wait: a request no pod can take now waits its turn (fairness order, without
+ * blocking the event loop) and re-decides until placed or its class's max_wait_ms is over (then shed or
+ * served on its best pod).
+ */
+async function routeWaiting(
+  deps: PhaseDeps,
+  body: Uint8Array | string,
+  caller: CallerFacts,
+): Promise<RouteOutcome> {
+  const { router } = deps;
+  const waitTurn = router.waitTurn;
+  let outcome = await router.route(body, caller, { canWait: waitTurn !== undefined });
+  const startedMs = deps.now();
+  for (let i = 0; outcome.admission?.action === 'wait' && waitTurn; i++) {
+    const until = outcome.admission.waitUntilMs ?? 0;
+    const queued = i < MAX_REDECISIONS && (await waitTurn.call(router, outcome));
+    const now = deps.now();
+    outcome = await router.route(body, caller, {
+      waitUntilMs: queued ? until : Math.min(until, now),
+      waitedMs: now - startedMs,
+    });
+  }
+  return outcome;
 }
 
 /** JSON.parse messages quote the body: the log gets the reason and our own words only. */
@@ -101,15 +140,28 @@ export function reportFallback(o: RouteOutcome, nowMs?: number): void {
  * get_raw_body; one over a limit, cap or budget is get_headers → get_raw_body → response.exit(429).
  * Shedding: get_headers → get_raw_body → response.exit(429). The router never throws; the caller catches
  * anything else and lets the request through (fail open).
+ * Client-sent x-data-parallel-rank and x-kinference-* headers cost one clear_header each before set_target,
+ * and so does a tracestate whose traceparent we did not continue (client-headers.ts; docs/security.md).
  */
-export async function runAccess(pdk: AccessPdk, deps: PhaseDeps): Promise<void> {
+export async function runAccess(
+  pdk: AccessPdk,
+  deps: PhaseDeps,
+  callerPdk: CallerPdk | null = null,
+): Promise<void> {
   const { config, tracer } = deps;
   const startMs = deps.now();
   const headers = await pdk.getHeaders();
+  const owned = gatewayOwnedHeaders(headers);
+  const refused = refuseHeaders(headers, owned);
+  if (refused) {
+    logOnce(`refused:${refused.status}`, `request refused with ${refused.status}: ${refused.body}`);
+    pdk.exit(refused.status, refused.body, refused.headers);
+    return;
+  }
   // W3C Trace Context: a request carrying several traceparent headers has none we can trust (new trace).
   const tp = headers.traceparent;
   const incoming = tracer && tp?.length === 1 ? tp[0] : undefined;
-  const { outcome, body } = await routeRequest(pdk, deps, headers);
+  const { outcome, body } = await routeRequest(pdk, deps, headers, callerPdk);
   reportFallback(outcome);
   const span = tracer ? startSpan(tracer, incoming, startMs, decisionAttributes(outcome)) : null;
   let targetSet = false;
@@ -128,6 +180,12 @@ export async function runAccess(pdk: AccessPdk, deps: PhaseDeps): Promise<void> 
       pdk.exit(r.status, r.body, r.headers);
       return;
     }
+    // Cleared before set_target: if a later call fails, the request passes through without them too. A
+    // tracestate belongs to the traceparent it came with: when we start a new trace (none, several or an
+    // invalid one), it would describe a trace the pod is no longer part of (W3C Trace Context §3.3.1).
+    const clear = owned;
+    if (span && headers.tracestate && span.ref.traceId !== incoming?.split('-')[1]) clear.push('tracestate');
+    for (const name of clear) await pdk.clearUpstreamHeader(name);
     if (outcome.target) {
       await pdk.setTarget(outcome.target.host, outcome.target.port);
       targetSet = true;

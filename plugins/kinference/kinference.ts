@@ -6,7 +6,9 @@
  *
  * Module load does nothing but define things: no timers, sockets or files (Kong's query command must print
  * JSON and exit). Routers, Redis connections and tracers are module-level singletons keyed by config,
- * created on the first request (Kong builds one Plugin instance per config per worker, with no close hook).
+ * created on the first request (Kong builds one Plugin instance per config per worker, with no close hook);
+ * the config's tokenizer and chat template start loading at instance start, in the background, and no
+ * request waits for them (until they are loaded, requests are routed on load alone: tokenizer_loading).
  */
 import { setGlobalErrorHandler } from '@opentelemetry/core';
 import pkg from '../../package.json' with { type: 'json' };
@@ -19,9 +21,10 @@ import {
 import { KinferenceError } from '../../src/core/errors.js';
 import { toKongSchema } from '../../src/config/to-kong-schema.js';
 import { validateConfig } from '../../src/config/validate.js';
-import { configRouter } from '../../src/router/index.js';
+import { configRouter, preloadResources } from '../../src/router/index.js';
 import { getDecisionTracer, shutdownAllTracers } from '../../src/telemetry/index.js';
 import { runAccess, type PhaseDeps } from './access.js';
+import { wrapCaller } from './caller.js';
 import { installBinaryJsonShortcut, installExitEventCleanup } from './kong-pdk-workaround.js';
 import { runLog } from './log-phase.js';
 import { logOnce, takeLogLines, writeStderr } from './log-once.js';
@@ -142,6 +145,14 @@ class KinferencePlugin {
       this.#configError = describe(e);
       logOnce('config', `plugin disabled for this config, requests pass through: ${this.#configError}`);
     }
+    if (this.#config) {
+      // A load failure shows on the requests (tokenizer_error); a throw here would fail StartInstance (a 500).
+      try {
+        preloadResources(this.#config);
+      } catch (e) {
+        logOnce('preload', `tokenizer and template preload failed, they load on first use: ${describe(e)}`);
+      }
+    }
   }
 
   #phaseDeps(): PhaseDeps | null {
@@ -167,7 +178,7 @@ class KinferencePlugin {
   async access(kong: RawKong): Promise<void> {
     try {
       const deps = this.#phaseDeps();
-      if (deps) await runAccess(wrapKong(kong), deps);
+      if (deps) await runAccess(wrapKong(kong), deps, deps.config.policies ? wrapCaller(kong) : null);
       else logOnce('config', `plugin disabled for this config, requests pass through: ${this.#configError}`);
     } catch (e) {
       // Fail open: whatever went wrong, Kong proxies the request to what is set (the service url by default).

@@ -1,25 +1,7 @@
 // The limits in the plugin: a refused request's 429, the X-AI-RateLimit-* headers, the log phase's settle.
-import type { CallerFacts, Policies } from '../../src/policies/index.js';
 import type { RouteOutcome } from '../../src/router/index.js';
 import type { UpstreamReport } from '../../src/router/router.js';
 import { logOnce } from './log-once.js';
-import type { RequestHeaders } from './pdk.js';
-
-/**
- * Who the request is for, from what access already read (no PDK call): the tenant header when the policies
- * name it. The consumer and its groups come with tenant identity (h-policy: kong.client.get_consumer).
- */
-export function callerFromHeaders(
-  policies: Policies | undefined,
-  headers: RequestHeaders,
-): CallerFacts | undefined {
-  if (!policies) return undefined;
-  const v = policies.tenant_from.includes('header')
-    ? headers[policies.tenant_header.toLowerCase()]
-    : undefined;
-  // Several values name nobody: a client must not be able to pick one of its choice.
-  return { consumer: null, consumerGroups: [], headerTenant: v?.length === 1 ? v[0]! : null };
-}
 
 /** The store could not count (Redis down or slow): once in the log, whatever on_redis_error decided. */
 function reportDegraded(o: RouteOutcome): void {

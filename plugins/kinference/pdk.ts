@@ -3,8 +3,8 @@
  * sends (kong.md §1.3, §2.5): the raw body is a Uint8Array (msgpack bin), request headers a multimap of
  * lower-cased names (StepMultiMap, every value an array), kong.log.serialize() is a JSON string. Each method
  * is ONE RPC round trip to Kong; the access path makes at most four of them, five with expose_headers and
- * tracing off, one more when it asks the pod for reused-block reports (counted in
- * spec/02-integration/plugin/pdk-calls.spec.ts).
+ * tracing off, one more when it asks the pod for reused-block reports, and one per client-sent header only the
+ * gateway may set (client-headers.ts; counted in spec/02-integration/plugin/pdk-calls.spec.ts).
  */
 
 /** kong-pdk's bridge: a Proxy where every property path is callable as `kong.<a>.<b>(...)`. */
@@ -33,6 +33,8 @@ export interface AccessPdk {
   setTarget(host: string, port: number): Promise<void>;
   /** kong.service.request.set_headers: one round trip for any number of upstream headers. */
   setUpstreamHeaders(headers: Record<string, string>): Promise<void>;
+  /** kong.service.request.clear_header: one round trip per name (Kong has no call that clears several). */
+  clearUpstreamHeader(name: string): Promise<void>;
   /** kong.service.request.set_raw_body: the body sent upstream (Kong sets its Content-Length). */
   setUpstreamBody(body: Uint8Array): Promise<void>;
   ctxSharedSet(key: string, value: SharedValue): Promise<void>;
@@ -69,6 +71,7 @@ export function wrapKong(kong: RawKong): AccessPdk & LogPdk {
       setTarget(h: string, p: number): Promise<unknown>;
       request: {
         setHeaders(h: Record<string, string>): Promise<unknown>;
+        clearHeader(name: string): Promise<unknown>;
         setRawBody(b: Uint8Array): Promise<unknown>;
       };
     };
@@ -92,6 +95,9 @@ export function wrapKong(kong: RawKong): AccessPdk & LogPdk {
     },
     async setUpstreamHeaders(headers) {
       await k.service.request.setHeaders(headers);
+    },
+    async clearUpstreamHeader(name) {
+      await k.service.request.clearHeader(name);
     },
     async setUpstreamBody(body) {
       await k.service.request.setRawBody(body);

@@ -14,6 +14,11 @@ export function exposedHeaders(o: RouteOutcome): Record<string, string> {
     h['x-kinference-cached-tokens'] = String(chosen.cachedTokens);
   }
   if (o.fallbackReason) h['x-kinference-fallback'] = o.fallbackReason;
+  if (o.tenant) {
+    h['x-kinference-tenant'] = o.tenant.name;
+    h['x-kinference-class'] = o.tenant.serviceClass.name;
+  }
+  if (o.admission) h['x-kinference-class-admission'] = o.admission.action;
   return h;
 }
 
@@ -23,6 +28,7 @@ export function shedResponse(o: RouteOutcome & { shed: NonNullable<RouteOutcome[
   body: string;
   headers: Record<string, string>;
 } {
+  if (o.shed.byClass && o.admission) return classShedResponse(o, o.admission, o.shed.byClass.waitedMs);
   const chosen = o.decision.chosen;
   // The ITL guard refused every pod, or the best pod's TTFT is over the bound: say which.
   const itl = chosen?.withinItl === false;
@@ -35,6 +41,29 @@ export function shedResponse(o: RouteOutcome & { shed: NonNullable<RouteOutcome[
     status: o.shed.status,
     body: JSON.stringify({
       error: { message, type: 'rate_limit_error', code: itl ? 'itl_slo_exceeded' : 'ttft_slo_exceeded' },
+    }),
+    headers: { 'Retry-After': String(o.shed.retryAfterS), 'Content-Type': 'application/json' },
+  };
+}
+
+/**
+ * The 429 of a sheddable class no pod could take without pushing a higher class past its TTFT objective
+ * (policies): OpenAI's error shape, type server_overloaded, with Retry-After.
+ */
+function classShedResponse(
+  o: RouteOutcome & { shed: NonNullable<RouteOutcome['shed']> },
+  a: NonNullable<RouteOutcome['admission']>,
+  waitedMs: number,
+): { status: number; body: string; headers: Record<string, string> } {
+  const waited = waitedMs > 0 ? ` after waiting ${Math.round(waitedMs)} ms` : '';
+  const message =
+    `the fleet is serving higher-priority traffic: no pod can take a request of class "${a.className}" ` +
+    `(priority ${a.priority}) without pushing a higher class past its TTFT objective${waited}; ` +
+    `retry after ${o.shed.retryAfterS} s`;
+  return {
+    status: o.shed.status,
+    body: JSON.stringify({
+      error: { message, type: 'server_overloaded', param: null, code: 'class_overloaded' },
     }),
     headers: { 'Retry-After': String(o.shed.retryAfterS), 'Content-Type': 'application/json' },
   };

@@ -164,7 +164,10 @@ export interface ConfigIssue {
 
 function issueOf(e: ValueError): ConfigIssue {
   const hint = (e.schema as { description?: string }).description;
-  const got = e.value === undefined ? '' : ` (got ${JSON.stringify(e.value)?.slice(0, 80)})`;
+  // A secret field (Kong stores it encrypted: redis_url) is echoed without its user info: it may hold a password.
+  const secret = (e.schema as { 'x-kong'?: { encrypted?: boolean } })['x-kong']?.encrypted === true;
+  const shown = secret && typeof e.value === 'string' ? e.value.replace(/\/\/.*@/s, '//***@') : e.value;
+  const got = e.value === undefined ? '' : ` (got ${JSON.stringify(shown)?.slice(0, 80)})`;
   const words = SAID_IN_WORDS.has(e.type) ? expectedInWords(e.schema) : null;
   const explicit = typeof (e.schema as WordsNode)['x-expected'] === 'string';
   // A long regular expression says less than the field's description of the form it wants.

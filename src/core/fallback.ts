@@ -20,6 +20,7 @@ export const FALLBACK_REASONS = [
   'multimodal_content',
   'template_error',
   'tokenizer_error',
+  'tokenizer_loading',
   'prompt_truncated',
   'index_timeout',
   'index_error',

@@ -210,7 +210,14 @@ export class RedisConnection {
     if (!/^rediss?:\/\//.test(url))
       throw new KinferenceError(
         'KINF_ERR_CONFIG',
-        `Redis URL must start with redis:// or rediss://, got "${url}"`,
+        `Redis URL must start with redis:// or rediss://, got "${redactUrl(url)}"`,
+      );
+    // ioredis's own parse error (a TypeError) carries the whole URL, password included, in its `input`.
+    if (!URL.canParse(url))
+      throw new KinferenceError(
+        'KINF_ERR_CONFIG',
+        `redis_url "${redactUrl(url)}" is not a URL: expected redis://[user:password@]host:port/db ` +
+          '(port 1–65535; a password with / @ : or % percent-encoded)',
       );
     const extra = options.clusterNodes ?? [];
     if (!options.cluster && extra.length > 0)
@@ -374,9 +381,12 @@ export async function withDeadline<T>(
   }
 }
 
-/** The URL without its password, for logs. */
+/**
+ * The URL without its user and password, for logs and errors. Up to the LAST @: a password may hold a raw @
+ * or / (a URL parser ends the user info at the last @), and hiding a host is better than showing a password.
+ */
 export function redactUrl(url: string): string {
-  return url.replace(/\/\/[^@/]*@/, '//***@');
+  return url.replace(/\/\/.*@/s, '//***@');
 }
 
 /** Anything a Redis call throws, as a KinferenceError (KINF_ERR_REDIS unless it already has a code). */

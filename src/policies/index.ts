@@ -1,4 +1,4 @@
-// Tenants and policies: the one entry point (config section and its checks, tenant identity).
+// Tenants and policies: the one entry point (config section, tenant identity, class admission, fairness).
 export {
   DEFAULT_CLASSES,
   LimitMatchSchema,
@@ -24,3 +24,15 @@ export {
 } from './policy-config.js';
 export { policyProblems } from './policy-problems.js';
 export { MAX_TENANT_NAME, resolveTenant, type CallerFacts, type Consumer, type Tenant } from './tenant.js';
+export {
+  admitByClass,
+  blockedOn,
+  sheddable,
+  type Blocked,
+  type ClassVerdict,
+  type PendingRequest,
+  type PodFacts,
+  type ProtectedClass,
+} from './class-admission.js';
+export { ClassActivity, PROTECT_MS } from './class-activity.js';
+export { FairQueue, VirtualCounters, type FairQueueOptions } from './fair-queue.js';

@@ -14,6 +14,8 @@ export {
   closeAllRouters,
   routerCacheKey,
   defaultResources,
+  preloadResources,
+  resourcesSettled,
   routerStats,
   sweepRouters,
 } from './resources.js';

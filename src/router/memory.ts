@@ -4,6 +4,7 @@ import type { PluginConfig } from '../config/plugin-config.js';
 import type { IndexReader, ReservationStore } from '../index/index.js';
 import { TtftCorrection } from './correction.js';
 import { ItlAdmission } from './itl-admission.js';
+import { ClassActivity, FairQueue, VirtualCounters } from '../policies/index.js';
 import { ReservationBook } from './reservations.js';
 import { SendMemory } from './send-memory.js';
 import { SharedReservations } from './shared-reservations.js';
@@ -31,6 +32,20 @@ export interface RouterMemory {
   readonly failures: UpstreamFailures;
   /** Last pods seen per model, so an index outage can still spread load (fail open, not fail blind). */
   readonly lastKnownPods: Map<string, PodState[]>;
+  /** Service classes (policies only, else null): who was served where, tenants' work, who waits. */
+  readonly classes: ClassState | null;
+}
+
+/** What class admission and fairness keep per router (per node, per config; docs/policies.md). */
+export interface ClassState {
+  activity: ClassActivity;
+  counters: VirtualCounters;
+  queue: FairQueue;
+}
+
+function classState(): ClassState {
+  const counters = new VirtualCounters();
+  return { activity: new ClassActivity(), counters, queue: new FairQueue(counters) };
 }
 
 export function createRouterMemory(
@@ -50,5 +65,6 @@ export function createRouterMemory(
     itl: config.itl_slo_ms > 0 ? new ItlAdmission(config) : null,
     failures: new UpstreamFailures(),
     lastKnownPods: new Map(),
+    classes: config.policies ? classState() : null,
   };
 }

@@ -2,6 +2,7 @@
 import type { Decision } from '../core/choose.js';
 import type { FallbackReason } from '../core/fallback.js';
 import type { RouteLimit } from './steps/limit.js';
+import type { Tenant } from '../policies/index.js';
 import { zeroTimings, type RouteTimings } from './stopwatch.js';
 
 export interface RouteTarget {
@@ -35,7 +36,12 @@ export interface RouteOutcome {
   /** The rendered prompt's characters served by the tokenizer's segment cache, and those tokenized now. */
   promptChars: { cached: number; tokenized: number };
   timings: RouteTimings;
-  shed: { retryAfterS: number; status: 429 } | null;
+  /** A 429 with Retry-After: shed_ttft_slo_ms, or (byClass) a sheddable class no pod could take. */
+  shed: { retryAfterS: number; status: 429; byClass?: { waitedMs: number } } | null;
+  /** The request's tenant and class (null without `policies`). */
+  tenant: Tenant | null;
+  /** What class admission did (null without `policies`); `wait`: no pod now, the caller may wait and re-decide. */
+  admission: ClassAdmission | null;
   /** The reservation made on the chosen pod; `observe` releases it. */
   reservationId: number | null;
   /** The ITL guard's record of the request in flight (null when the guard is off); `observe` ends it. */
@@ -52,10 +58,25 @@ export interface RouteOutcome {
   limit?: RouteLimit | null;
 }
 
+/** What the class-admission step did (steps/admit-class.ts). */
+export interface ClassAdmission {
+  className: string;
+  priority: number;
+  /**
+   * best: its best pod hurt no higher class; moved: another pod did not; wait: no pod can take it now;
+   * shed: no pod could, and its class is sheddable; over_objective: none could, served on its best pod anyway.
+   */
+  action: 'best' | 'moved' | 'wait' | 'shed' | 'over_objective';
+  /** Which higher class each refused pod would have hurt, and by how much (bounded, prompt-free). */
+  detail: string | null;
+  /** With `wait`: when its waiting ends (then it is served or shed). */
+  waitUntilMs: number | null;
+}
+
 /** What the steps decided about a request, before the router books it on a pod (book.ts). */
 export type DecidedRoute = Omit<
   RouteOutcome,
-  'target' | 'shed' | 'reservationId' | 'flightId' | 'kvReuseReport' | 'limit'
+  'target' | 'shed' | 'reservationId' | 'flightId' | 'kvReuseReport' | 'tenant' | 'admission' | 'limit'
 >;
 
 /**
@@ -76,6 +97,8 @@ export function emptyOutcome(reason: FallbackReason, detail: string): RouteOutco
     promptChars: { cached: 0, tokenized: 0 },
     timings: zeroTimings(),
     shed: null,
+    tenant: null,
+    admission: null,
     reservationId: null,
     flightId: null,
     kvReuseReport: false,

@@ -12,6 +12,14 @@ export const MAX_KEYS_KEPT = 262_144;
 /** A reservation keeps at most this prefix of its keys (credit is found on the prefix; the rest is rare). */
 export const MAX_KEYS_PER_RESERVATION = MAX_KEYS_KEPT / 16;
 
+/** The service class of a reserved request (policies only): what class admission protects (admit-class.ts). */
+export interface ReservedClass {
+  priority: number;
+  objectiveMs: number;
+  /** Its TTFT as predicted when booked, plus what requests placed after it were predicted to add to it. */
+  expectedTtftMs: number;
+}
+
 /**
  * The router's own recent assignments per pod: work the pod's metrics do not show yet (they lag by a scrape
  * interval), and the prompts the pod is about to cache (the KV events of a prompt arrive only once the pod
@@ -23,6 +31,7 @@ export class ReservationBook {
   readonly #byId = new Map<number, Reservation>();
   readonly #idOf = new Map<Reservation, number>();
   readonly #keys = new Map<Reservation, readonly BlockKey[]>();
+  readonly #classes = new Map<Reservation, ReservedClass>();
   readonly #ttlMs: number;
   #nextId = 1;
   /** Keys held in #keys, summed. */
@@ -32,9 +41,13 @@ export class ReservationBook {
     this.#ttlMs = ttlMs;
   }
 
-  /** Returns an id for `release`, or null when reservations are off. `keys`: the prompt's block keys. */
-  add(r: Reservation, keys: readonly BlockKey[] = []): number | null {
+  /**
+   * Returns an id for `release`, or null when reservations are off. `keys`: the prompt's block keys; `cls`:
+   * its service class, when policies are configured.
+   */
+  add(r: Reservation, keys: readonly BlockKey[] = [], cls?: ReservedClass): number | null {
     if (this.#ttlMs <= 0) return null;
+    if (cls) this.#classes.set(r, cls);
     let list = this.#byPod.get(r.podId);
     if (!list) this.#byPod.set(r.podId, (list = []));
     list.push(r);
@@ -69,8 +82,14 @@ export class ReservationBook {
     return this.#keyCount;
   }
 
+  /** The service class a reservation was booked with (mutable: later admissions add to its expected TTFT). */
+  classOf(r: Reservation): ReservedClass | undefined {
+    return this.#classes.get(r);
+  }
+
   #forget(r: Reservation): void {
     this.#dropKeys(r);
+    this.#classes.delete(r);
     const id = this.#idOf.get(r);
     if (id !== undefined) this.#byId.delete(id);
     this.#idOf.delete(r);
@@ -128,6 +147,7 @@ export class ReservationBook {
     this.#byId.delete(id);
     this.#idOf.delete(r);
     this.#dropKeys(r);
+    this.#classes.delete(r);
     const list = this.#byPod.get(r.podId);
     const i = list ? list.indexOf(r) : -1;
     if (list && i >= 0) list.splice(i, 1);

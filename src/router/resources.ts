@@ -1,5 +1,6 @@
 // Builds a router's resources per plugin config (index, tokenizer, template) and caches routers by config.
 import { createHash } from 'node:crypto';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import {
   PluginConfigSchema,
   defaultTemplateKwargs,
@@ -10,10 +11,11 @@ import { createKvIndex, type KvIndex } from '../index/index.js';
 import { limiterFor } from './limiter.js';
 // Narrow imports, not the tokenize barrel: the plugin bundle carries only what the router uses.
 import { loadChatTemplate } from '../tokenize/load-chat-template.js';
-import { loadTokenizer } from '../tokenize/load-tokenizer.js';
+import { loadTokenizer, loadTokenizerAsync } from '../tokenize/load-tokenizer.js';
 import { createPromptTokenizer, type CachedPromptTokenizer } from '../tokenize/prompt-tokenizer.js';
 import type { SegmentCacheStats } from '../tokenize/segment-cache.js';
-import type { ChatTemplate, PromptTokenizer } from '../tokenize/types.js';
+import type { ChatTemplate, PromptTokenizer, Tokenizer } from '../tokenize/types.js';
+import { ResourceLoad } from './resource-load.js';
 import {
   FIRST_LOOKUP_BUDGET_MS,
   createRouter,
@@ -35,60 +37,98 @@ export function routerCacheKey(config: PluginConfig): string {
   return createHash('sha256').update(JSON.stringify(picked)).digest('hex').slice(0, 16);
 }
 
-/** A failed tokenizer or template load is tried again only after this long (a fixed file needs no restart). */
-export const LOAD_RETRY_MS = 30_000;
+export { LOAD_RETRY_MS, ResourceLoadingError, cachedLoad } from './resource-load.js';
 
-/**
- * `load` once; its value is kept for good, its failure for LOAD_RETRY_MS, during which the same error is
- * thrown again at no cost (a bad 4 MB tokenizer.json was re-read on every request, 5–7 ms each).
- */
-export function cachedLoad<T>(load: () => T, clock: () => number = Date.now): () => T {
-  let value: { v: T } | null = null;
-  let failed: { error: unknown; atMs: number } | null = null;
-  return () => {
-    if (value) return value.v;
-    if (failed && clock() - failed.atMs < LOAD_RETRY_MS) throw failed.error;
-    try {
-      value = { v: load() };
-      failed = null;
-      return value.v;
-    } catch (e) {
-      failed = { error: e, atMs: clock() };
-      throw e;
-    }
-  };
-}
-
-/** One loader per tokenizer spec, shared by every router using it (the segment cache lives in it). */
-const promptTokenizers = new Map<string, () => PromptTokenizer>();
+/** One load per tokenizer spec, shared by every router using it (the segment cache lives in it). */
+const promptTokenizers = new Map<string, ResourceLoad<PromptTokenizer>>();
 /** The loaded ones, for their segment caches' stats. */
 const loadedPromptTokenizers = new Map<string, CachedPromptTokenizer>();
+/** One load per chat template spec and default kwargs. */
+const templates = new Map<string, ResourceLoad<ChatTemplate>>();
 
 export interface ResourceOptions {
   /** For the load-retry backoff (tests). */
   clock?: () => number;
+  /**
+   * Load the tokenizer and template in the background and never wait for them: until they are loaded a
+   * request is routed on load alone (`tokenizer_loading`). The plugin's routers do; without it the first
+   * request that needs them loads them on its own stack (tools and specs that route at once).
+   */
+  background?: boolean;
+}
+
+function tokenizerLoad(spec: string, clock: () => number): ResourceLoad<PromptTokenizer> {
+  let load = promptTokenizers.get(spec);
+  if (!load) {
+    const wrap = (t: Tokenizer): PromptTokenizer => {
+      const p = createPromptTokenizer(t, { maxBytes: SEGMENT_CACHE_BYTES });
+      loadedPromptTokenizers.set(spec, p);
+      return p;
+    };
+    load = new ResourceLoad<PromptTokenizer>(
+      {
+        what: `tokenizer "${spec}"`,
+        loadSync: () => wrap(loadTokenizer(spec)),
+        loadAsync: () => loadTokenizerAsync(spec).then(wrap),
+      },
+      clock,
+    );
+    promptTokenizers.set(spec, load);
+  }
+  return load;
+}
+
+function templateLoad(config: PluginConfig, clock: () => number): ResourceLoad<ChatTemplate> {
+  const kwargs = defaultTemplateKwargs(config.default_chat_template_kwargs);
+  const key = `${config.chat_template}\u0000${JSON.stringify(kwargs ?? null)}`;
+  let load = templates.get(key);
+  if (!load) {
+    const loadSync = (): ChatTemplate => loadChatTemplate(config.chat_template, kwargs);
+    load = new ResourceLoad<ChatTemplate>(
+      {
+        what: `chat template "${config.chat_template}"`,
+        loadSync,
+        // An hf: template is read and compiled synchronously (tens of ms): on its own turn, not in a request.
+        loadAsync: () => nextTurn().then(loadSync),
+      },
+      clock,
+    );
+    templates.set(key, load);
+  }
+  return load;
 }
 
 /**
- * Tokenizer and template load lazily, on first use, so a bad path becomes a fallback reason (its error in
- * the outcome's fallbackDetail), not a crash; a failed load is retried after LOAD_RETRY_MS. The index is
- * the whole KvIndex the router reads (tests and tools seed it through its writer role).
+ * Starts loading a config's tokenizer and chat template in the background (the plugin calls it at instance
+ * start): the config's first request then finds them loaded, or loading, and never waits for them.
+ */
+export function preloadResources(config: PluginConfig, clock: () => number = Date.now): void {
+  tokenizerLoad(config.tokenizer, clock).start();
+  templateLoad(config, clock).start();
+}
+
+/** Settles when the config's tokenizer and template loads are not running (specs, benchmarks). */
+export async function resourcesSettled(config: PluginConfig): Promise<void> {
+  await Promise.all([
+    tokenizerLoad(config.tokenizer, Date.now).settled(),
+    templateLoad(config, Date.now).settled(),
+  ]);
+}
+
+/**
+ * Tokenizer and template load on first use (or in the background, `options.background`), so a bad path
+ * becomes a fallback reason (its error in the outcome's fallbackDetail), not a crash; a failed load is
+ * retried after LOAD_RETRY_MS. The index is the whole KvIndex the router reads (tests and tools seed it
+ * through its writer role).
  */
 export function defaultResources(
   config: PluginConfig,
   options: ResourceOptions = {},
 ): RouterResources & { index: KvIndex } {
   const clock = options.clock ?? Date.now;
-  const spec = config.tokenizer;
-  let tokenizer = promptTokenizers.get(spec);
-  if (!tokenizer) {
-    tokenizer = cachedLoad(() => {
-      const t = createPromptTokenizer(loadTokenizer(spec), { maxBytes: SEGMENT_CACHE_BYTES });
-      loadedPromptTokenizers.set(spec, t);
-      return t;
-    }, clock);
-    promptTokenizers.set(spec, tokenizer);
-  }
+  const tokenizer = tokenizerLoad(config.tokenizer, clock);
+  const template = templateLoad(config, clock);
+  const get = <T>(load: ResourceLoad<T>) => (options.background ? () => load.get() : () => load.getOrLoad());
   return {
     index: createKvIndex(
       config.index === 'memory'
@@ -105,12 +145,8 @@ export function defaultResources(
             lookupTimeoutMs: Math.max(config.redis_timeout_ms, FIRST_LOOKUP_BUDGET_MS),
           },
     ),
-    template: cachedLoad(
-      (): ChatTemplate =>
-        loadChatTemplate(config.chat_template, defaultTemplateKwargs(config.default_chat_template_kwargs)),
-      clock,
-    ),
-    promptTokenizer: tokenizer,
+    template: get(template),
+    promptTokenizer: get(tokenizer),
     limiter: limiterFor(config),
   };
 }
@@ -138,7 +174,10 @@ let nextSweepMs = 0;
 function routerFor(key: string, config: PluginConfig, nowMs: number): Router {
   let held = routers.get(key);
   if (!held) {
-    held = { router: createRouter(config, defaultResources(config)), lastUsedMs: nowMs };
+    held = {
+      router: createRouter(config, defaultResources(config, { background: true })),
+      lastUsedMs: nowMs,
+    };
     routers.set(key, held);
   }
   held.lastUsedMs = nowMs;
@@ -161,15 +200,18 @@ function routerFor(key: string, config: PluginConfig, nowMs: number): Router {
 export function configRouter(
   config: PluginConfig,
   clock: () => number = Date.now,
-): Pick<Router, 'route' | 'observe'> {
+): Pick<Router, 'route' | 'observe' | 'waitTurn'> {
   const key = routerCacheKey(config);
   const routedBy = new WeakMap<RouteOutcome, Router>();
   return {
-    async route(body, caller) {
+    async route(body, caller, attempt) {
       const router = routerFor(key, config, clock());
-      const outcome = await router.route(body, caller);
+      const outcome = await router.route(body, caller, attempt);
       routedBy.set(outcome, router);
       return outcome;
+    },
+    waitTurn(outcome) {
+      return (routedBy.get(outcome) ?? routerFor(key, config, clock())).waitTurn(outcome);
     },
     observe(outcome, actualTtftMs, upstream) {
       const router = routedBy.get(outcome);

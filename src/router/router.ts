@@ -1,13 +1,14 @@
 // createRouter and route(): the routing pipeline as its list of steps, plus the log-phase feedback.
 import { boundedDetail } from '../core/bounded-detail.js';
 import type { PluginConfig } from '../config/plugin-config.js';
-import type { IndexReader, KvIndex, ReservationStore } from '../index/index.js';
 import type { TokenLimiter } from '../limits/index.js';
-import { resolveTenant, type CallerFacts } from '../policies/index.js';
+import { resolveTenant, type CallerFacts, type Tenant } from '../policies/index.js';
+import type { IndexReader, KvIndex, ReservationStore } from '../index/index.js';
 import type { ChatTemplate, PromptTokenizer } from '../tokenize/types.js';
 import { createRouterMemory } from './memory.js';
-import type { DecidedRoute, RouteOutcome } from './outcome.js';
+import type { ClassAdmission, DecidedRoute, RouteOutcome } from './outcome.js';
 import { Stopwatch } from './stopwatch.js';
+import { admitClass } from './steps/admit-class.js';
 import { bookTarget, type BookedRequest } from './steps/book.js';
 import { choosePod } from './steps/choose.js';
 import { fallback, type FallbackContext } from './steps/fallback.js';
@@ -46,9 +47,34 @@ export interface UpstreamReport {
   detail: string;
 }
 
+/** How the caller takes a class-admission wait (policies only). */
+export interface RouteAttempt {
+  /** The caller can wait for capacity (the plugin's access phase): a blocked request may get `wait`. */
+  canWait?: boolean;
+  /** A re-decision after waiting: when the wait ends (the first outcome's admission.waitUntilMs). */
+  waitUntilMs?: number;
+  /** How long the request has waited so far, ms (said in a 429). */
+  waitedMs?: number;
+}
+
+/** No caller facts (a caller that is not the plugin): the tenant comes from the body's user, or the default. */
+const NO_CALLER: CallerFacts = { consumer: null, consumerGroups: [], headerTenant: null };
+
 export interface Router {
-  /** `caller`: who sent it, as the gateway knows before the body (tenant identity, policies only). */
-  route(body: Uint8Array | string, caller?: CallerFacts): Promise<RouteOutcome>;
+  /**
+   * Routes one request. `caller`: who sent it (plugins/kinference/caller.ts), read only with `policies`.
+   * An outcome whose admission is `wait` has no target: wait with `waitTurn`, then route again.
+   */
+  route(
+    body: Uint8Array | string,
+    caller?: CallerFacts | null,
+    attempt?: RouteAttempt,
+  ): Promise<RouteOutcome>;
+  /**
+   * Waits, without blocking, until it is this waiting request's turn to re-decide (capacity freed, in
+   * fairness order) or its wait is over. False: too many are waiting already (re-decide now, not waiting).
+   */
+  waitTurn(outcome: RouteOutcome): Promise<boolean>;
   /**
    * The log phase's feedback: releases the outcome's reservation, with a measured TTFT (streamed
    * responses only; null otherwise) teaches the pod's latency correction, and with an upstream report
@@ -101,42 +127,63 @@ export function createRouter(
     nowMs: number,
     uncachedTokens: number,
     request: BookedRequest | null = null,
+    tenant: Tenant | null = null,
+    admission: ClassAdmission | null = null,
     limit: RouteLimit | null = null,
   ): RouteOutcome {
-    // Shed after the limits admitted it: the request never runs, so it gives back what it counted.
-    if (shed && limit) void limit.release();
-    const booked = bookTarget(memory, { route, shed, uncachedTokens, request, nowMs });
+    const waiting = admission?.action === 'wait';
+    // Shed, or waiting to re-decide (which admits again): the limits' counts are given back.
+    if (limit && (shed || waiting)) void limit.release();
+    const booked = waiting
+      ? { target: null, reservationId: null, flightId: null, kvReuseReport: false }
+      : bookTarget(memory, { route, shed, uncachedTokens, request, nowMs, tenant });
+    if (tenant && booked.target && memory.classes)
+      memory.classes.counters.charge(
+        tenant.name,
+        uncachedTokens + (request?.maxTokens ?? config.policies?.default_output_tokens ?? 0),
+      );
     const outcome: RouteOutcome = {
       ...route,
       target: booked.target,
       shed,
+      tenant,
+      admission,
       reservationId: booked.reservationId,
       flightId: booked.flightId,
       kvReuseReport: booked.kvReuseReport,
-      ...(limit ? { limit } : {}),
+      ...(limit && !waiting ? { limit } : {}),
     };
     decisionOf.set(outcome, ++decisions);
     return outcome;
   }
 
   /** Over a limit, cap or budget: nothing is booked, Kong answers 429 (the plugin's limits phase). */
-  function refused(route: DecidedRoute, limit: RouteLimit): RouteOutcome {
-    return {
+  function refused(route: DecidedRoute, tenant: Tenant | null, limit: RouteLimit): RouteOutcome {
+    const outcome: RouteOutcome = {
       ...route,
       target: null,
       shed: null,
+      tenant,
+      admission: null,
       reservationId: null,
       flightId: null,
       kvReuseReport: false,
       limit,
     };
+    decisionOf.set(outcome, ++decisions);
+    return outcome;
   }
 
-  async function route(body: Uint8Array | string, caller?: CallerFacts): Promise<RouteOutcome> {
+  async function route(
+    body: Uint8Array | string,
+    caller: CallerFacts | null = null,
+    attempt: RouteAttempt = {},
+  ): Promise<RouteOutcome> {
     const watch = new Stopwatch();
+    const nowMs = clock();
+    let tenant: Tenant | null = null;
     /** Admission by the limits, started once prompt tokens are known, awaited before booking. */
     let limiting: Promise<RouteLimit | null> = Promise.resolve(null);
-    const nowMs = clock();
     const learned: Learned = {
       model: null,
       lora: null,
@@ -157,10 +204,10 @@ export function createRouter(
       const limit = await limiting;
       if (limit && !limit.verdict.admitted) {
         watch.stop();
-        return refused(fell.route, limit);
+        return refused(fell.route, tenant, limit);
       }
       // Never shed: a fallback has no cache knowledge to judge the SLOs by.
-      const outcome = book(fell.route, null, nowMs, fell.uncachedTokens, null, limit);
+      const outcome = book(fell.route, null, nowMs, fell.uncachedTokens, null, tenant, null, limit);
       watch.stop();
       return outcome;
     };
@@ -170,6 +217,7 @@ export function createRouter(
       learned.lora = parsed.lora;
       if (!parsed.ok) return await leave(new StepFallback(parsed.reason, parsed.detail));
       const { request, model, lora } = parsed;
+      if (config.policies) tenant = resolveTenant(config.policies, caller ?? NO_CALLER, request.user ?? null);
 
       const prompt = watch.time('templateMs', () => renderPrompt(resources.template, request));
       if (prompt instanceof StepFallback) return await leave(prompt);
@@ -185,12 +233,8 @@ export function createRouter(
       learned.promptTokens = tokens.length;
 
       // The limits run beside the lookup (their own Redis script, in flight at the same time).
-      const limiter = resources.limiter ?? null;
-      if (limiter && config.policies) {
-        const NOBODY: CallerFacts = { consumer: null, consumerGroups: [], headerTenant: null };
-        const tenant = resolveTenant(config.policies, caller ?? NOBODY, request.user ?? null);
-        limiting = startLimits(limiter, tenant, model, tokens.length, request.maxTokens ?? null);
-      }
+      if (resources.limiter && tenant)
+        limiting = startLimits(resources.limiter, tenant, model, tokens.length, request.maxTokens ?? null);
 
       const keys = watch.time('keysMs', () =>
         promptKeys(tokens, config.block_size, { model, lora, cacheSalt: request.cacheSalt ?? null }),
@@ -214,14 +258,24 @@ export function createRouter(
         }),
       );
 
-      const choice = watch.time('predictMs', () => choosePod(config, predictions, skipped, truncated));
+      let choice = watch.time('predictMs', () => choosePod(config, predictions, skipped, truncated));
 
       // Admission: a new step that may refuse the request (a policy, a limit) goes here, beside shedding.
-      const limit = await limiting;
-      const shed =
-        limit?.verdict.admitted === false
-          ? null
-          : shedOverload(memory, choice.decision.chosen, choice.fallbackReason);
+      let admission: ClassAdmission | null = null;
+      let shed: RouteOutcome['shed'] = null;
+      if (tenant) {
+        const wait = tenant.serviceClass.max_wait_ms;
+        const until = attempt.waitUntilMs ?? (attempt.canWait && wait > 0 ? nowMs + wait : null);
+        const waitedMs = attempt.waitedMs ?? 0;
+        ({ choice, admission, shed } = admitClass(memory, {
+          choice,
+          tenant,
+          nowMs,
+          waitUntilMs: until,
+          waitedMs,
+        }));
+      }
+      shed ??= shedOverload(memory, choice.decision.chosen, choice.fallbackReason);
 
       const decided: DecidedRoute = {
         decision: choice.decision,
@@ -235,9 +289,10 @@ export function createRouter(
         promptChars: learned.promptChars,
         timings: watch.timings,
       };
+      const limit = await limiting;
       if (limit && !limit.verdict.admitted) {
         watch.stop();
-        return refused(decided, limit);
+        return refused(decided, tenant, limit);
       }
       const outcome = book(
         decided,
@@ -245,8 +300,12 @@ export function createRouter(
         nowMs,
         choice.decision.chosen?.uncachedTokens ?? tokens.length,
         { keys, maxTokens, hasVllmXargs: request.hasVllmXargs === true },
+        tenant,
+        admission,
         limit,
       );
+      // A waiter that got its pod: the next one in fairness order re-decides now.
+      if (attempt.waitUntilMs !== undefined && admission?.action !== 'wait') memory.classes?.queue.wake();
       watch.stop();
       return outcome;
     } catch (e) {
@@ -265,6 +324,8 @@ export function createRouter(
       shared?.end(outcome.reservationId);
     }
     if (outcome.flightId !== null) itl?.end(outcome.flightId);
+    // Capacity freed: the first waiting request (fairness order) re-decides.
+    memory.classes?.queue.wake();
     if (outcome.target && upstream) {
       // An outcome from elsewhere (no record) counts as routed now.
       const seq = decisionOf.get(outcome) ?? decisions + 1;
@@ -285,10 +346,22 @@ export function createRouter(
       correction.observe(chosen.podId, chosen.modelTtftMs, actualTtftMs);
   }
 
+  async function waitTurn(outcome: RouteOutcome): Promise<boolean> {
+    const a = outcome.admission;
+    const queue = memory.classes?.queue;
+    if (!queue || !outcome.tenant || a?.action !== 'wait' || a.waitUntilMs === null) return false;
+    const turn = queue.wait(outcome.tenant.name, a.priority, a.waitUntilMs - clock());
+    if (turn === null) return false;
+    await turn;
+    return true;
+  }
+
   return {
     route,
+    waitTurn,
     observe,
     sweep(nowMs = clock()) {
+      memory.classes?.activity.sweep(nowMs);
       reservations.sweep(nowMs);
       shared?.sweep(nowMs);
       itl?.sweep(nowMs);
@@ -300,6 +373,7 @@ export function createRouter(
       sentKeys: memory.sends.size,
     }),
     close: async () => {
+      memory.classes?.queue.drain();
       await Promise.all([resources.index.close(), resources.limiter?.close()]);
     },
   };

@@ -69,6 +69,17 @@ export const ATTR_KINFERENCE_SHED = 'kinference.shed' as const;
 export const ATTR_KINFERENCE_RETRY_AFTER_S = 'kinference.shed.retry_after_s' as const;
 /** True when the request asks its pod to report the cached blocks it reuses (kv_reuse_reports_ms). */
 export const ATTR_KINFERENCE_KV_REUSE_REPORT = 'kinference.kv_reuse_report' as const;
+// --- tenants and service classes (policies only) ---------------------------------------------------------
+/** The request's tenant: a span attribute only, never a metric label (tenant names are unbounded). */
+export const ATTR_KINFERENCE_TENANT = 'kinference.tenant' as const;
+/** What named the tenant: consumer, consumer_group, header, user or default. */
+export const ATTR_KINFERENCE_TENANT_SOURCE = 'kinference.tenant.source' as const;
+export const ATTR_KINFERENCE_CLASS = 'kinference.class' as const;
+export const ATTR_KINFERENCE_CLASS_PRIORITY = 'kinference.class.priority' as const;
+/** Class admission: best, moved, shed or over_objective (src/router/outcome.ts ClassAdmission). */
+export const ATTR_KINFERENCE_CLASS_ADMISSION = 'kinference.class.admission' as const;
+/** Which higher class each refused pod would have pushed past its objective (bounded). */
+export const ATTR_KINFERENCE_CLASS_ADMISSION_DETAIL = 'kinference.class.admission_detail' as const;
 /** Set when the plugin glue itself failed and let the request through untouched. */
 export const ATTR_KINFERENCE_PLUGIN_ERROR = 'kinference.plugin.error' as const;
 

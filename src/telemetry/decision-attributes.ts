@@ -3,6 +3,7 @@ import type { Attributes } from '@opentelemetry/api';
 import type { Decision } from '../core/choose.js';
 import { NOT_READ_AS_CHAT, type FallbackReason } from '../core/fallback.js';
 import type { RouteTimings } from '../router/stopwatch.js';
+import { boundedDetail } from '../core/bounded-detail.js';
 import * as A from './attributes.js';
 
 /**
@@ -23,6 +24,9 @@ export interface DecisionRecord {
   timings: RouteTimings;
   shed: { retryAfterS: number; status: number } | null;
   kvReuseReport?: boolean;
+  /** The request's tenant and class (policies only). */
+  tenant?: { name: string; source: string; serviceClass: { name: string; priority: number } } | null;
+  admission?: { action: string; detail: string | null } | null;
 }
 
 const round = (x: number): number => Math.round(x * 1000) / 1000;
@@ -86,5 +90,16 @@ export function decisionAttributes(o: DecisionRecord): Attributes {
   if (o.fallbackDetail) attrs[A.ATTR_KINFERENCE_FALLBACK_DETAIL] = o.fallbackDetail;
   if (o.shed) attrs[A.ATTR_KINFERENCE_RETRY_AFTER_S] = o.shed.retryAfterS;
   if (o.kvReuseReport) attrs[A.ATTR_KINFERENCE_KV_REUSE_REPORT] = true;
+  if (o.tenant) {
+    attrs[A.ATTR_KINFERENCE_TENANT] = o.tenant.name;
+    attrs[A.ATTR_KINFERENCE_TENANT_SOURCE] = o.tenant.source;
+    attrs[A.ATTR_KINFERENCE_CLASS] = o.tenant.serviceClass.name;
+    attrs[A.ATTR_KINFERENCE_CLASS_PRIORITY] = o.tenant.serviceClass.priority;
+  }
+  if (o.admission) {
+    attrs[A.ATTR_KINFERENCE_CLASS_ADMISSION] = o.admission.action;
+    if (o.admission.detail)
+      attrs[A.ATTR_KINFERENCE_CLASS_ADMISSION_DETAIL] = boundedDetail(o.admission.detail);
+  }
   return attrs;
 }

@@ -1,9 +1,12 @@
 // The `hf:` tokenizer: HF's native tokenizers library, with our JS BPE for plain text when it matches.
 import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Tokenizer as NativeTokenizer } from 'tokenizers';
 import { KinferenceError } from '../core/errors.js';
 import type { ByteBpe } from './bpe/byte-bpe.js';
-import { byteBpeFromHfJson } from './bpe/from-hf.js';
+import { byteBpeFromHfJson, byteBpeFromHfJsonSliced } from './bpe/from-hf.js';
+import { runInSlices } from './bpe/slices.js';
 import { checkedEngine, ENGINE_PROBE, nativeEngineNote } from './bpe/probe.js';
 import type { SpecialTokenFlags, Tokenizer } from './types.js';
 import { isRecord } from '../core/is-record.js';
@@ -146,14 +149,50 @@ export function createHfTokenizer(
   try {
     text = readFileSync(path, 'utf8');
   } catch (e) {
-    throw new KinferenceError(
-      'KINF_ERR_TOKENIZER_SPEC',
-      `${spec}: cannot read ${path}: ${(e as Error).message}`,
-      {
-        cause: e,
-      },
-    );
+    throw unreadable(spec, path, e);
   }
+  const json = parseTokenizerJson(spec, path, text);
+  return new HfTokenizer(
+    spec,
+    nativeFrom(spec, path, text),
+    addedTokens(json),
+    isStartSensitive(json.pre_tokenizer),
+    engine ?? byteBpeFromHfJson(json),
+  );
+}
+
+/**
+ * createHfTokenizer without holding the event loop where the libraries allow it: the file is read
+ * asynchronously and the JS engine's tables built in slices, with a turn of the event loop between steps.
+ * JSON.parse and the native library's Tokenizer.fromString (it has no asynchronous form) stay synchronous.
+ */
+export async function createHfTokenizerAsync(spec: string, path: string): Promise<Tokenizer> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (e) {
+    throw unreadable(spec, path, e);
+  }
+  await nextTurn();
+  const json = parseTokenizerJson(spec, path, text);
+  await nextTurn();
+  const native = nativeFrom(spec, path, text);
+  await nextTurn();
+  const engine = await runInSlices(byteBpeFromHfJsonSliced(json));
+  return new HfTokenizer(spec, native, addedTokens(json), isStartSensitive(json.pre_tokenizer), engine);
+}
+
+function unreadable(spec: string, path: string, e: unknown): KinferenceError {
+  return new KinferenceError(
+    'KINF_ERR_TOKENIZER_SPEC',
+    `${spec}: cannot read ${path}: ${(e as Error).message}`,
+    {
+      cause: e,
+    },
+  );
+}
+
+function parseTokenizerJson(spec: string, path: string, text: string): Record<string, unknown> {
   let json: unknown;
   try {
     json = JSON.parse(text);
@@ -171,9 +210,12 @@ export function createHfTokenizer(
       'KINF_ERR_TOKENIZER_SPEC',
       `${spec}: ${path} is not a HF tokenizer.json (no "model")`,
     );
-  let native: NativeTokenizer;
+  return json;
+}
+
+function nativeFrom(spec: string, path: string, text: string): NativeTokenizer {
   try {
-    native = NativeTokenizer.fromString(text);
+    return NativeTokenizer.fromString(text);
   } catch (e) {
     throw new KinferenceError(
       'KINF_ERR_TOKENIZER_SPEC',
@@ -183,14 +225,10 @@ export function createHfTokenizer(
       },
     );
   }
-  const added = (Array.isArray(json.added_tokens) ? json.added_tokens : []).filter(
+}
+
+function addedTokens(json: Record<string, unknown>): AddedTokenJson[] {
+  return (Array.isArray(json.added_tokens) ? json.added_tokens : []).filter(
     (t): t is AddedTokenJson => isRecord(t) && typeof t.id === 'number' && typeof t.content === 'string',
-  );
-  return new HfTokenizer(
-    spec,
-    native,
-    added,
-    isStartSensitive(json.pre_tokenizer),
-    engine ?? byteBpeFromHfJson(json),
   );
 }

@@ -1,8 +1,14 @@
 // loadTokenizer: a tokenizer spec (tiktoken:, hf:) → a tokenizer, one per spec for the process.
 import { KinferenceError } from '../core/errors.js';
-import { createHfTokenizer } from './hf-tokenizer.js';
+import { createHfTokenizer, createHfTokenizerAsync } from './hf-tokenizer.js';
 import { resolveHfFile } from './hf-source.js';
-import { createTiktokenTokenizer, isTiktokenEncoding, TIKTOKEN_ENCODINGS } from './tiktoken-tokenizer.js';
+import {
+  createTiktokenTokenizer,
+  createTiktokenTokenizerAsync,
+  isTiktokenEncoding,
+  TIKTOKEN_ENCODINGS,
+  type TiktokenEncodingName,
+} from './tiktoken-tokenizer.js';
 import type { Tokenizer } from './types.js';
 
 /** One tokenizer per spec for the life of the process: loading o200k or a tokenizer.json costs ~0.5 s. */
@@ -16,7 +22,53 @@ const tokenizers = new Map<string, Tokenizer>();
 export function loadTokenizer(spec: string): Tokenizer {
   const cached = tokenizers.get(spec);
   if (cached) return cached;
-  let tok: Tokenizer;
+  const source = sourceOf(spec);
+  const tok =
+    source.kind === 'tiktoken'
+      ? createTiktokenTokenizer(spec, source.encoding)
+      : createHfTokenizer(spec, source.path);
+  tokenizers.set(spec, tok);
+  return tok;
+}
+
+/** Loads in flight, so two callers of loadTokenizerAsync share one load. */
+const loading = new Map<string, Promise<Tokenizer>>();
+
+/**
+ * loadTokenizer without holding the event loop where the libraries allow it (file reads asynchronous, our
+ * JS engine's tables built in slices; see createTiktokenTokenizerAsync and createHfTokenizerAsync for the
+ * steps that stay synchronous). A bad spec or a missing file throws at once, before any await.
+ */
+export function loadTokenizerAsync(spec: string): Promise<Tokenizer> {
+  const cached = tokenizers.get(spec);
+  if (cached) return Promise.resolve(cached);
+  const running = loading.get(spec);
+  if (running) return running;
+  const source = sourceOf(spec);
+  const load = (
+    source.kind === 'tiktoken'
+      ? createTiktokenTokenizerAsync(spec, source.encoding)
+      : createHfTokenizerAsync(spec, source.path)
+  ).then(
+    (tok) => {
+      loading.delete(spec);
+      const won = tokenizers.get(spec) ?? tok; // a blocking load may have finished first
+      tokenizers.set(spec, won);
+      return won;
+    },
+    (e: unknown) => {
+      loading.delete(spec);
+      throw e;
+    },
+  );
+  loading.set(spec, load);
+  return load;
+}
+
+type TokenizerSource = { kind: 'tiktoken'; encoding: TiktokenEncodingName } | { kind: 'hf'; path: string };
+
+/** Where a spec's tokenizer comes from; throws KINF_ERR_TOKENIZER_SPEC for a bad spec or a missing file. */
+function sourceOf(spec: string): TokenizerSource {
   if (spec.startsWith('tiktoken:')) {
     const name = spec.slice('tiktoken:'.length);
     if (!isTiktokenEncoding(name))
@@ -24,18 +76,15 @@ export function loadTokenizer(spec: string): Tokenizer {
         'KINF_ERR_TOKENIZER_SPEC',
         `tokenizer "${spec}": unknown tiktoken encoding "${name}" (known: ${TIKTOKEN_ENCODINGS.join(', ')})`,
       );
-    tok = createTiktokenTokenizer(spec, name);
-  } else if (spec.startsWith('hf:') && spec.length > 3) {
-    tok = createHfTokenizer(
-      spec,
-      resolveHfFile(spec, spec.slice(3), 'tokenizer.json', 'KINF_ERR_TOKENIZER_SPEC'),
-    );
-  } else {
-    throw new KinferenceError(
-      'KINF_ERR_TOKENIZER_SPEC',
-      `tokenizer "${spec}": expected tiktoken:<encoding> or hf:<path to tokenizer.json or Hugging Face model id>`,
-    );
+    return { kind: 'tiktoken', encoding: name };
   }
-  tokenizers.set(spec, tok);
-  return tok;
+  if (spec.startsWith('hf:') && spec.length > 3)
+    return {
+      kind: 'hf',
+      path: resolveHfFile(spec, spec.slice(3), 'tokenizer.json', 'KINF_ERR_TOKENIZER_SPEC'),
+    };
+  throw new KinferenceError(
+    'KINF_ERR_TOKENIZER_SPEC',
+    `tokenizer "${spec}": expected tiktoken:<encoding> or hf:<path to tokenizer.json or Hugging Face model id>`,
+  );
 }

@@ -1,8 +1,9 @@
 // The `tiktoken:` tokenizer (o200k_base, o200k_harmony, cl100k_base), gpt-oss specials as vLLM parses them.
 import { get_encoding, type Tiktoken, type TiktokenEncoding } from 'tiktoken';
 import type { ByteBpe } from './bpe/byte-bpe.js';
-import { byteBpeFromTiktoken } from './bpe/from-tiktoken.js';
+import { byteBpeFromTiktoken, byteBpeFromTiktokenAsync } from './bpe/from-tiktoken.js';
 import { checkedEngine, ENGINE_PROBE, nativeEngineNote } from './bpe/probe.js';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Tokenizer } from './types.js';
 
 /**
@@ -141,4 +142,19 @@ export function createTiktokenTokenizer(
     engine ?? byteBpeFromTiktoken(encoding),
     MAX_TOKEN_BYTES[encoding],
   );
+}
+
+/**
+ * createTiktokenTokenizer without holding the event loop where the libraries allow it: our JS engine's rank
+ * file is read asynchronously and its table built in slices. tiktoken's own encoder (its ranks are inside the
+ * WASM module) is built by one synchronous get_encoding call: that step cannot leave the event loop here.
+ */
+export async function createTiktokenTokenizerAsync(
+  spec: string,
+  encoding: TiktokenEncodingName,
+): Promise<Tokenizer> {
+  const base = encoding === 'o200k_harmony' ? 'o200k_base' : encoding;
+  const engine = await byteBpeFromTiktokenAsync(base);
+  await nextTurn();
+  return createTiktokenTokenizer(spec, encoding, engine);
 }

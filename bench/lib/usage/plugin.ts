@@ -1,11 +1,17 @@
 // bench:plugin's usage, imported FIRST by bench/plugin.ts: `--help` answers before heavy imports load.
 // A bad option answers here too, before the engine, Redis client and tokenizers evaluate (in import order).
-import { noOptions } from '../cli.js';
+import { benchArgs } from '../cli.js';
 
-noOptions(
+export const values = benchArgs(
   'bench:plugin',
-  `the latency the plugin adds to a request, through the real kong-js-pluginserver over its
-socket (the Kong stand-in's RPC client), the index in a private redis-server. Writes bench/results/plugin.json.
-KINF_BENCH_REQUESTS (default 300) sets the requests per configuration; the other runs scale with it (CI runs a
-small one).`,
+  `npm run bench:plugin [-- --cold-start]: the latency the plugin adds to a request, through the real
+kong-js-pluginserver over its socket (the Kong stand-in's RPC client), the index in a private redis-server.
+Writes bench/results/plugin.json. KINF_BENCH_REQUESTS (default 300) sets the requests per configuration; the
+other runs scale with it (CI runs a small one).
+
+--cold-start  instead: a fresh plugin server per tokenizer (tiktoken:o200k_base, hf: Qwen3), one route warm
+              and the other's first request: its access-phase time and the warm route's p50/p99 while the
+              other's tokenizer loads. Writes bench/results/plugin-cold-start.json. KINF_BENCH_BEFORE_PLUGIN
+              names a second bundle directory to measure the same way (the code before a change).`,
+  { 'cold-start': { type: 'boolean' } },
 );

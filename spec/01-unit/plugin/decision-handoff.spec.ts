@@ -30,6 +30,7 @@ function kong(o: { failOn?: string; traceparentSeen?: string } = {}): AccessPdk 
     getRawBody: async () => body,
     setTarget: () => call('setTarget'),
     setUpstreamHeaders: () => call('setUpstreamHeaders'),
+    clearUpstreamHeader: () => call('clearUpstreamHeader'),
     setUpstreamBody: () => call('setUpstreamBody'),
     setResponseHeaders: () => call('setResponseHeaders'),
     ctxSharedSet: async (k, v) => {

@@ -29,6 +29,8 @@ const base: RouteOutcome = {
   reservationId: 1,
   flightId: null,
   kvReuseReport: false,
+  tenant: null,
+  admission: null,
 };
 
 describe('upstream headers and the shed answer', () => {

@@ -1,7 +1,13 @@
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { PluginConfig } from '../../../src/config/plugin-config.js';
-import { closeAllRouters, configRouter, defaultResources } from '../../../src/router/index.js';
+import {
+  closeAllRouters,
+  configRouter,
+  defaultResources,
+  preloadResources,
+  resourcesSettled,
+} from '../../../src/router/index.js';
 import { ROUTER_IDLE_CLOSE_MS, openRouterCount } from '../../../src/router/resources.js';
 import { qwen3RouterConfig } from '../../helpers/qwen3.js';
 import { waitFor } from '../../helpers/ports.js';
@@ -59,6 +65,9 @@ describe('a config’s router is closed, with its Redis connection, after ROUTER
 
     const t0 = 5_000_000;
     let now = t0;
+    // The plugin's routers never wait on the tokenizer: load it first, as an instance start does.
+    preloadResources(cfgA);
+    await resourcesSettled(cfgA);
     const [a, b] = [configRouter(cfgA, () => now), configRouter(cfgB, () => now)];
     const first = await a.route(body('first'));
     expect(first.fallbackReason).toBeNull();

@@ -1,9 +1,12 @@
 // The book step: the chosen pod as Kong's target, its work reserved, the request's flight recorded.
 import { dataParallelRankOf, type BlockKey } from '../../core/types.js';
 import { splitAddress } from '../address.js';
+import type { Tenant } from '../../policies/index.js';
 import type { RouterMemory } from '../memory.js';
 import type { DecidedRoute, RouteOutcome, RouteTarget } from '../outcome.js';
 import { SEND_MEMORY_STRIDE } from '../send-memory.js';
+import type { Prediction } from '../../core/predictor.js';
+import type { ReservedClass } from '../reservations.js';
 import { reportsReuse } from './predict.js';
 
 /** What booking needs of a request routed on its cache (a fallback has none). */
@@ -20,6 +23,8 @@ export interface BookInput {
   uncachedTokens: number;
   request: BookedRequest | null;
   nowMs: number;
+  /** The request's tenant (policies only): its class is booked with the reservation. */
+  tenant?: Tenant | null;
 }
 
 export type Booking = Pick<RouteOutcome, 'target' | 'reservationId' | 'flightId' | 'kvReuseReport'>;
@@ -30,7 +35,10 @@ export type Booking = Pick<RouteOutcome, 'target' | 'reservationId' | 'flightId'
  * for a later partial rebuild, and whether to ask the pod for a reuse report. Nothing when no pod is chosen.
  */
 export function bookTarget(
-  memory: Pick<RouterMemory, 'config' | 'reservations' | 'shared' | 'itl' | 'sends' | 'lastKnownPods'>,
+  memory: Pick<
+    RouterMemory,
+    'config' | 'reservations' | 'shared' | 'itl' | 'sends' | 'lastKnownPods' | 'classes'
+  >,
   input: BookInput,
 ): Booking {
   const { config, reservations, shared, itl, sends, lastKnownPods } = memory;
@@ -41,7 +49,8 @@ export function bookTarget(
   const addr = chosen && !shed ? splitAddress(chosen.address) : null;
   if (!addr || !chosen) return { target: null, reservationId: null, flightId: null, kvReuseReport: false };
   const reserved = { podId: chosen.podId, atMs: nowMs, uncachedTokens, promptTokens: route.promptTokens };
-  const reservationId = reservations.add({ ...reserved }, keys);
+  const cls = input.tenant && memory.classes ? bookClass(memory, chosen, input.tenant, nowMs) : undefined;
+  const reservationId = reservations.add({ ...reserved }, keys, cls);
   if (reservationId !== null && shared && route.model !== null)
     shared.share(route.model, reservationId, reserved);
   const flightId = itl ? itl.record(chosen, nowMs, route.promptTokens, maxTokens) : null;
@@ -67,4 +76,27 @@ export function bookTarget(
       `index rebuilt without the pod's whole event history ${Math.round((nowMs - chosen.partialSinceMs) / 1000)} s ago: asking it to report the cached blocks this request reuses`,
     );
   return { target, reservationId, flightId, kvReuseReport };
+}
+
+/**
+ * Class bookkeeping of a request placed on a pod (policies only): the pod now protects its class for a while
+ * (class-activity.ts), and the higher-class requests pending there are expected to be later by its prefill.
+ * Returns the class to book with its reservation.
+ */
+function bookClass(
+  memory: Pick<RouterMemory, 'reservations' | 'classes'>,
+  chosen: Prediction,
+  tenant: Tenant,
+  nowMs: number,
+): ReservedClass {
+  const c = tenant.serviceClass;
+  const added = (chosen.prefillMs + chosen.loadMs) * chosen.ttftFactor;
+  const ownMs = added + chosen.overheadMs * chosen.ttftFactor;
+  const cls = { priority: c.priority, objectiveMs: c.ttft_objective_ms, ownMs };
+  memory.classes?.activity.record(chosen.podId, cls, nowMs);
+  for (const r of memory.reservations.active(chosen.podId, nowMs)) {
+    const rc = memory.reservations.classOf(r);
+    if (rc && rc.priority > c.priority && nowMs - r.atMs < rc.expectedTtftMs) rc.expectedTtftMs += added;
+  }
+  return { priority: c.priority, objectiveMs: c.ttft_objective_ms, expectedTtftMs: chosen.predictedTtftMs };
 }

@@ -4,6 +4,7 @@ import { ByteBpe } from './byte-bpe.js';
 import { PACK } from './merge.js';
 import { PairTable } from './pair-table.js';
 import { toJsPattern } from './pattern.js';
+import { SLICE_ITEMS, runAtOnce, type SlicedBuild } from './slices.js';
 import { isRecord } from '../../core/is-record.js';
 
 /** GPT-2's pre-tokenizer regex, which HF ByteLevel applies when `use_regex` is true. */
@@ -41,6 +42,11 @@ function preTokenizerPattern(pre: unknown): string | { unsupported: string } {
  * reason it is not, and the native library does the work.
  */
 export function byteBpeFromHfJson(json: Json): ByteBpe | { unsupported: string } {
+  return runAtOnce(byteBpeFromHfJsonSliced(json));
+}
+
+/** byteBpeFromHfJson as a build that yields between slices of its vocabulary and merges (slices.ts). */
+export function* byteBpeFromHfJsonSliced(json: Json): SlicedBuild<ByteBpe | { unsupported: string }> {
   const model = json.model;
   if (!isRecord(model) || model.type !== 'BPE') return { unsupported: 'model is not BPE' };
   if (!unset(model.dropout) && model.dropout !== 0) return { unsupported: 'BPE dropout' };
@@ -56,7 +62,12 @@ export function byteBpeFromHfJson(json: Json): ByteBpe | { unsupported: string }
   if (!isRecord(model.vocab) || !Array.isArray(model.merges)) return { unsupported: 'no vocab or merges' };
 
   const vocab = new Map<string, number>();
-  for (const [k, v] of Object.entries(model.vocab)) if (typeof v === 'number') vocab.set(k, v);
+  let n = 0;
+  for (const k in model.vocab) {
+    const v = model.vocab[k];
+    if (typeof v === 'number') vocab.set(k, v);
+    if (++n % SLICE_ITEMS === 0) yield;
+  }
   if (vocab.size >= PACK || model.merges.length >= PACK) return { unsupported: 'vocabulary too large' };
   const alphabet = byteLevelAlphabet();
   const byteIds = alphabet.map((ch) => vocab.get(ch) ?? -1);
@@ -70,6 +81,7 @@ export function byteBpeFromHfJson(json: Json): ByteBpe | { unsupported: string }
     const ia = vocab.get(a);
     const ib = vocab.get(b);
     const merged = vocab.get(a + b);
+    if (rank % SLICE_ITEMS === SLICE_ITEMS - 1) yield;
     if (ia === undefined || ib === undefined || merged === undefined) continue;
     pairs.add(ia, ib, rank * PACK + merged);
   }

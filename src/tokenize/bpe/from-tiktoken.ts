@@ -1,10 +1,12 @@
 // Builds our JS BPE engine from a tiktoken encoding's rank files.
 import { readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { ByteBpe } from './byte-bpe.js';
 import { PACK } from './merge.js';
 import { PairTable } from './pair-table.js';
 import { toJsPattern } from './pattern.js';
+import { SLICE_ITEMS, runAtOnce, runInSlices, type SlicedBuild } from './slices.js';
 
 interface TiktokenRanksJson {
   pat_str: string;
@@ -23,8 +25,25 @@ const UNKNOWN = -2;
  */
 export function byteBpeFromTiktoken(encoding: string): ByteBpe | { unsupported: string } {
   // Read, not require(): require would keep the multi-megabyte JSON in its module cache for the process.
-  const path = createRequire(import.meta.url).resolve(`tiktoken/encoders/${encoding}.json`);
-  const json = JSON.parse(readFileSync(path, 'utf8')) as TiktokenRanksJson;
+  return runAtOnce(
+    buildFromRanks(JSON.parse(readFileSync(ranksFile(encoding), 'utf8')) as TiktokenRanksJson),
+  );
+}
+
+/**
+ * byteBpeFromTiktoken without holding the event loop: the file is read asynchronously and the rank table
+ * built in slices (JSON.parse of the 2.3 MB file stays one synchronous step).
+ */
+export async function byteBpeFromTiktokenAsync(encoding: string): Promise<ByteBpe | { unsupported: string }> {
+  const text = await readFile(ranksFile(encoding), 'utf8');
+  return runInSlices(buildFromRanks(JSON.parse(text) as TiktokenRanksJson));
+}
+
+function ranksFile(encoding: string): string {
+  return createRequire(import.meta.url).resolve(`tiktoken/encoders/${encoding}.json`);
+}
+
+function* buildFromRanks(json: TiktokenRanksJson): SlicedBuild<ByteBpe | { unsupported: string }> {
   const pattern = toJsPattern(json.pat_str);
   if (pattern === null) return { unsupported: `pre-tokenizer regex not portable: ${json.pat_str}` };
   const ranks = new Map<string, number>();
@@ -36,6 +55,7 @@ export function byteBpeFromTiktoken(encoding: string): ByteBpe | { unsupported: 
       const bytes = Buffer.from(parts[i]!, 'base64').toString('latin1');
       ranks.set(bytes, first + i - 2);
       bytesOf[first + i - 2] = bytes;
+      if (i % SLICE_ITEMS === 0) yield;
     }
   }
   const byteIds: number[] = [];

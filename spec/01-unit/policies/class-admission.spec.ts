@@ -1,0 +1,119 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { admitByClass, blockedOn, sheddable, type PodFacts } from '../../../src/policies/index.js';
+
+const priority = fc.integer({ min: -5, max: 5 });
+const ms = fc.double({ min: 0, max: 20_000, noNaN: true });
+
+const pod = (i: number): fc.Arbitrary<PodFacts> =>
+  fc.record({
+    podId: fc.constant(`pod-${i}`),
+    eligible: fc.boolean(),
+    addedMs: ms,
+    waitBehindMs: ms,
+    pending: fc.array(
+      fc.record({ priority, objectiveMs: fc.integer({ min: 1, max: 20_000 }), expectedTtftMs: ms }),
+      {
+        maxLength: 4,
+      },
+    ),
+    protectedClasses: fc.array(
+      fc.record({ priority, objectiveMs: fc.integer({ min: 1, max: 20_000 }), ownMs: ms }),
+      {
+        maxLength: 3,
+      },
+    ),
+  });
+const fleet = fc
+  .integer({ min: 1, max: 5 })
+  .chain((n) => fc.tuple(...Array.from({ length: n }, (_, i) => pod(i))));
+
+/** Would placing a request of `p` on `f` push some higher class past its objective (the rule, restated)? */
+function hurts(p: number, f: PodFacts): boolean {
+  return (
+    f.pending.some((r) => r.priority > p && r.expectedTtftMs + f.addedMs > r.objectiveMs) ||
+    f.protectedClasses.some((c) => c.priority > p && f.waitBehindMs + (c.ownMs ?? 0) > c.objectiveMs)
+  );
+}
+
+describe('class admission (policies/class-admission.ts)', () => {
+  it('places a request on the best eligible pod where no higher class is pushed past its objective', () => {
+    fc.assert(
+      fc.property(priority, fleet, (p, pods) => {
+        const v = admitByClass(p, pods);
+        const ok = pods.findIndex((f) => f.eligible && !hurts(p, f));
+        const anyEligible = pods.some((f) => f.eligible);
+        if (ok >= 0) {
+          expect(v.kind === 'blocked').toBe(false);
+          if (v.kind !== 'blocked') expect(v.podIndex).toBe(ok === 0 ? 0 : ok);
+          expect(v.kind).toBe(ok === 0 ? 'best' : 'moved');
+        } else if (!anyEligible) {
+          // Nothing eligible: not class admission's call (the router's own choice stands).
+          expect(v).toEqual({ kind: 'best', podIndex: 0 });
+        } else {
+          expect(v.kind).toBe('blocked');
+          if (v.kind === 'blocked') {
+            expect(v.blocked.length).toBe(pods.filter((f) => f.eligible).length);
+            expect(v.retryAfterMs).toBeGreaterThan(0);
+          }
+        }
+      }),
+    );
+  });
+
+  it('strict between priorities: what a class may take, every higher class may take too', () => {
+    fc.assert(
+      fc.property(priority, priority, fleet, (a, b, pods) => {
+        const [lo, hi] = a <= b ? [a, b] : [b, a];
+        for (const f of pods) if (blockedOn(lo, f) === null) expect(blockedOn(hi, f)).toBeNull();
+      }),
+    );
+  });
+
+  it('never blocks a request of the highest priority present, and only higher classes block', () => {
+    fc.assert(
+      fc.property(fleet, (pods) => {
+        const top = Math.max(
+          5,
+          ...pods.flatMap((f) => [...f.pending, ...f.protectedClasses].map((c) => c.priority)),
+        );
+        const v = admitByClass(top, pods);
+        expect(v.kind).not.toBe('blocked');
+        if (v.kind === 'moved') expect(v.blocked).toEqual([]);
+        for (const f of pods) {
+          const b = blockedOn(-5, f);
+          if (b) expect(b.priority).toBeGreaterThan(-5);
+        }
+      }),
+    );
+  });
+
+  it('names the class it protects and by how much', () => {
+    const f: PodFacts = {
+      podId: 'pod-a',
+      eligible: true,
+      addedMs: 800,
+      waitBehindMs: 1500,
+      pending: [{ priority: 100, objectiveMs: 1000, expectedTtftMs: 400 }],
+      protectedClasses: [],
+    };
+    expect(blockedOn(-1, f)).toEqual({
+      podId: 'pod-a',
+      priority: 100,
+      objectiveMs: 1000,
+      overMs: 200,
+      who: 'pending',
+    });
+    expect(
+      blockedOn(-1, { ...f, pending: [], protectedClasses: [{ priority: 100, objectiveMs: 1000 }] }),
+    ).toMatchObject({
+      overMs: 500,
+      who: 'protected',
+    });
+    expect(blockedOn(100, f)).toBeNull();
+  });
+
+  it('negative priorities are sheddable, zero and above are not (Gateway API Inference Extension)', () => {
+    expect([-1000, -1, 0, 1, 100].map(sheddable)).toEqual([true, true, false, false, false]);
+  });
+});
