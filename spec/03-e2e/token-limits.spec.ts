@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MODEL } from '../02-integration/emulator/emulator-fleet.js';
 import { startFullSystem, type FullSystem } from '../helpers/full-system.js';
+import { waitFor } from '../helpers/ports.js';
 
 /**
  * Token limits end to end: emulated pods → collector → Redis → the plugin in the real plugin server behind
@@ -22,6 +23,8 @@ const post = (tenant: string, body: string): Promise<Response> =>
 
 beforeAll(async () => {
   sys = await startFullSystem('kinf-e2e-limits', {
+    // The behaviour is the point, not the budget: a loaded machine must not fail the limits open.
+    redis_timeout_ms: 2000,
     policies: {
       tenant_from: ['header'],
       rate_limits: [{ match: {}, limits: [{ tokens: 'total', window: 'hour', limit: 1000 }] }],
@@ -35,6 +38,18 @@ afterAll(async () => {
 
 describe('e2e: token rate limits through the stand-in and the real plugin server', () => {
   it('a tenant under its limit gets the X-AI-RateLimit headers; over it, 429 with Retry-After and an OpenAI error', async () => {
+    // Until the tokenizer has loaded (in the background), requests are routed on load, uncounted: warm up
+    // with a tenant of its own until the limits answer.
+    let warm = 0;
+    await waitFor(
+      'the limits count requests',
+      async () => {
+        const r = await post(`warm-${++warm}`, chat('warm up'));
+        await r.text();
+        return r.headers.get('x-ai-ratelimit-limit-3600-total') === '1000';
+      },
+      60_000,
+    );
     const first = await post('team-a', chat('what is a kv cache?'));
     const text = await first.text();
     expect(first.status).toBe(200);
