@@ -16,6 +16,7 @@ import { bodyGate } from './body-gate.js';
 import { callerFacts, type CallerPdk } from './caller.js';
 import { gatewayOwnedHeaders, refuseHeaders } from './client-headers.js';
 import { withKvReuseReport } from './kv-reuse-report.js';
+import { limitsAnswer } from './limits-phase.js';
 import { logOnce } from './log-once.js';
 import type { PendingDecisions } from './pending.js';
 import type { AccessPdk, RequestHeaders } from './pdk.js';
@@ -135,6 +136,8 @@ export function reportFallback(o: RouteOutcome, nowMs?: number): void {
  * get_headers gives the traceparent and the body's size and encoding: a body that is absent, compressed,
  * chunked or over max_body_bytes is never fetched (Kong's target is kept). The decision id reaches the log
  * phase in ctx.shared.
+ * Token limits (policies): a limited request adds response.set_headers (the X-AI-RateLimit-* family) after
+ * get_raw_body; one over a limit, cap or budget is get_headers → get_raw_body → response.exit(429).
  * Shedding: get_headers → get_raw_body → response.exit(429). The router never throws; the caller catches
  * anything else and lets the request through (fail open).
  * Client-sent x-data-parallel-rank and x-kinference-* headers cost one clear_header each before set_target,
@@ -166,6 +169,12 @@ export async function runAccess(
   let remembered = false;
   let pendingId: string | null = null;
   try {
+    const limits = limitsAnswer(outcome);
+    if ('exit' in limits) {
+      pdk.exit(limits.exit.status, limits.exit.body, limits.exit.headers);
+      return;
+    }
+    if (limits.headers) await pdk.setResponseHeaders(limits.headers);
     if (outcome.shed) {
       const r = shedResponse({ ...outcome, shed: outcome.shed });
       pdk.exit(r.status, r.body, r.headers);
@@ -194,7 +203,7 @@ export async function runAccess(
     // id goes in ctx.shared with tracing on too: a later plugin may replace the traceparent we send (Kong's
     // opentelemetry plugin injects its own), and a decision the log phase cannot find never gives back its
     // reservation and ITL record.
-    if (outcome.target || span) {
+    if (outcome.target || span || outcome.limit) {
       pendingId = span ? span.ref.spanId : randomBytes(8).toString('hex');
       const router = deps.router;
       deps.pending.put(pendingId, {
@@ -202,7 +211,10 @@ export async function runAccess(
         span: span?.ref ?? null,
         accessEndMs: deps.now(),
         // Without its log phase, the reservation and ITL record end when the decision is dropped.
-        release: () => router.observe(outcome, null),
+        release: () => {
+          router.observe(outcome, null);
+          void outcome.limit?.settle({ outputTokens: null, cost: null });
+        },
       });
       await pdk.ctxSharedSet(CTX_DECISION_KEY, pendingId);
       remembered = true;
@@ -210,9 +222,10 @@ export async function runAccess(
   } catch (e) {
     // The log phase will not find this decision (set_target never took, or a call after it failed): release
     // its reservation and ITL record now.
-    if (outcome.target && !remembered) {
+    if ((outcome.target || outcome.limit) && !remembered) {
       if (pendingId !== null) deps.pending.take(pendingId);
       deps.router.observe(outcome, null);
+      void outcome.limit?.release();
     }
     // The caller fails open; the span must not claim a pod Kong will not use, nor look like a success.
     if (span) {

@@ -2,6 +2,7 @@
 import * as A from '../../src/telemetry/attributes.js';
 import type { UpstreamReport } from '../../src/router/router.js';
 import { CTX_DECISION_KEY, type PhaseDeps } from './access.js';
+import { settleLimits } from './limits-phase.js';
 import type { LogPdk } from './pdk.js';
 
 /** The fields of kong.log.serialize() the log phase reads. */
@@ -77,6 +78,7 @@ export async function runLog(pdk: LogPdk, deps: PhaseDeps): Promise<void> {
   // failed connection or gateway error keeps the pod out of the next decisions for a while.
   const report = p.outcome.target ? upstreamReport(s) : null;
   deps.router.observe(p.outcome, observe ? actualMs : null, report);
+  await settleLimits(p.outcome, p.outcome.target ? report : upstreamReport(s));
 
   if (deps.tracer && p.span && measured) {
     const predicted = p.outcome.decision.chosen?.predictedTtftMs;

@@ -38,6 +38,11 @@ export interface AccessPdk {
   /** kong.service.request.set_raw_body: the body sent upstream (Kong sets its Content-Length). */
   setUpstreamBody(body: Uint8Array): Promise<void>;
   ctxSharedSet(key: string, value: SharedValue): Promise<void>;
+  /**
+   * kong.response.set_headers: headers for the client's response, set in access (Kong keeps them on the
+   * proxied answer and on an exit alike). One round trip, only when a token limit applied.
+   */
+  setResponseHeaders(headers: Record<string, string>): Promise<void>;
   /** kong.response.exit: Kong never steps the event again, so it is not awaited (and nothing may follow). */
   exit(status: number, body: string, headers: Record<string, string>): void;
 }
@@ -70,7 +75,10 @@ export function wrapKong(kong: RawKong): AccessPdk & LogPdk {
         setRawBody(b: Uint8Array): Promise<unknown>;
       };
     };
-    response: { exit(s: number, b: string, h: Record<string, string>): Promise<unknown> };
+    response: {
+      exit(s: number, b: string, h: Record<string, string>): Promise<unknown>;
+      setHeaders(h: Record<string, string>): Promise<unknown>;
+    };
     ctx: { shared: { set(k: string, v: SharedValue): Promise<unknown>; get(k: string): Promise<unknown> } };
     log: { serialize(): Promise<unknown>; warn(m: string): Promise<unknown> };
   };
@@ -96,6 +104,9 @@ export function wrapKong(kong: RawKong): AccessPdk & LogPdk {
     },
     async ctxSharedSet(key, value) {
       await k.ctx.shared.set(key, value);
+    },
+    async setResponseHeaders(headers) {
+      await k.response.setHeaders(headers);
     },
     exit(status, body, headers) {
       void k.response.exit(status, body, headers);

@@ -21,7 +21,14 @@ export {
   type SharedReservation,
 } from './kv-index.js';
 export { nextApplyId, processWriterId } from './apply-id.js';
-export { redactUrl, type IndexLog } from './redis-connection.js';
+export {
+  RedisConnection,
+  redactUrl,
+  type IndexLog,
+  type RedisConnectionOptions,
+  type RedisTlsSettings,
+} from './redis-connection.js';
+export { RedisScript } from './script.js';
 export { createKvIndex, type KvIndexOptions } from './create.js';
 export { MemoryKvIndex } from './memory-index.js';
 export { RedisKvIndex, REDIS_INDEX_DEFAULTS, type RedisKvIndexOptions } from './redis-index.js';

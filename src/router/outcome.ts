@@ -1,6 +1,7 @@
 // What route() returns: target, decision, reservation, timings; emptyOutcome for a body never read.
 import type { Decision } from '../core/choose.js';
 import type { FallbackReason } from '../core/fallback.js';
+import type { RouteLimit } from './steps/limit.js';
 import type { Tenant } from '../policies/index.js';
 import { zeroTimings, type RouteTimings } from './stopwatch.js';
 
@@ -50,6 +51,11 @@ export interface RouteOutcome {
    * was rebuilt without its whole event history a short while ago, and the body has no vllm_xargs of its own.
    */
   kvReuseReport: boolean;
+  /**
+   * Token limits, caps and budgets (policies; null when none apply): a refused request has no target and
+   * is answered 429; an admitted one settles at its log phase (src/limits).
+   */
+  limit?: RouteLimit | null;
 }
 
 /** What the class-admission step did (steps/admit-class.ts). */
@@ -70,7 +76,7 @@ export interface ClassAdmission {
 /** What the steps decided about a request, before the router books it on a pod (book.ts). */
 export type DecidedRoute = Omit<
   RouteOutcome,
-  'target' | 'shed' | 'reservationId' | 'flightId' | 'kvReuseReport' | 'tenant' | 'admission'
+  'target' | 'shed' | 'reservationId' | 'flightId' | 'kvReuseReport' | 'tenant' | 'admission' | 'limit'
 >;
 
 /**

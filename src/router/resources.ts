@@ -8,6 +8,7 @@ import {
   type PluginConfig,
 } from '../config/plugin-config.js';
 import { createKvIndex, type KvIndex } from '../index/index.js';
+import { limiterFor } from './limiter.js';
 // Narrow imports, not the tokenize barrel: the plugin bundle carries only what the router uses.
 import { loadChatTemplate } from '../tokenize/load-chat-template.js';
 import { loadTokenizer, loadTokenizerAsync } from '../tokenize/load-tokenizer.js';
@@ -146,6 +147,7 @@ export function defaultResources(
     ),
     template: get(template),
     promptTokenizer: get(tokenizer),
+    limiter: limiterFor(config),
   };
 }
 

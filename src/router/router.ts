@@ -1,6 +1,7 @@
 // createRouter and route(): the routing pipeline as its list of steps, plus the log-phase feedback.
 import { boundedDetail } from '../core/bounded-detail.js';
 import type { PluginConfig } from '../config/plugin-config.js';
+import type { TokenLimiter } from '../limits/index.js';
 import { resolveTenant, type CallerFacts, type Tenant } from '../policies/index.js';
 import type { IndexReader, KvIndex, ReservationStore } from '../index/index.js';
 import type { ChatTemplate, PromptTokenizer } from '../tokenize/types.js';
@@ -12,6 +13,7 @@ import { bookTarget, type BookedRequest } from './steps/book.js';
 import { choosePod } from './steps/choose.js';
 import { fallback, type FallbackContext } from './steps/fallback.js';
 import { promptKeys } from './steps/keys.js';
+import { startLimits, type RouteLimit } from './steps/limit.js';
 import { lookupPods, routableCandidates } from './steps/lookup.js';
 import { parseRequest } from './steps/parse.js';
 import { predictPods } from './steps/predict.js';
@@ -29,6 +31,8 @@ export interface RouterResources {
   index: IndexReader & ReservationStore & Pick<KvIndex, 'close'>;
   template: () => ChatTemplate;
   promptTokenizer: () => PromptTokenizer;
+  /** Token limits, caps and budgets (src/limits); absent when the policies configure none. */
+  limiter?: TokenLimiter | null;
 }
 
 export interface RouterOptions {
@@ -125,8 +129,11 @@ export function createRouter(
     request: BookedRequest | null = null,
     tenant: Tenant | null = null,
     admission: ClassAdmission | null = null,
+    limit: RouteLimit | null = null,
   ): RouteOutcome {
     const waiting = admission?.action === 'wait';
+    // Shed, or waiting to re-decide (which admits again): the limits' counts are given back.
+    if (limit && (shed || waiting)) void limit.release();
     const booked = waiting
       ? { target: null, reservationId: null, flightId: null, kvReuseReport: false }
       : bookTarget(memory, { route, shed, uncachedTokens, request, nowMs, tenant });
@@ -144,6 +151,24 @@ export function createRouter(
       reservationId: booked.reservationId,
       flightId: booked.flightId,
       kvReuseReport: booked.kvReuseReport,
+      ...(limit && !waiting ? { limit } : {}),
+    };
+    decisionOf.set(outcome, ++decisions);
+    return outcome;
+  }
+
+  /** Over a limit, cap or budget: nothing is booked, Kong answers 429 (the plugin's limits phase). */
+  function refused(route: DecidedRoute, tenant: Tenant | null, limit: RouteLimit): RouteOutcome {
+    const outcome: RouteOutcome = {
+      ...route,
+      target: null,
+      shed: null,
+      tenant,
+      admission: null,
+      reservationId: null,
+      flightId: null,
+      kvReuseReport: false,
+      limit,
     };
     decisionOf.set(outcome, ++decisions);
     return outcome;
@@ -157,6 +182,8 @@ export function createRouter(
     const watch = new Stopwatch();
     const nowMs = clock();
     let tenant: Tenant | null = null;
+    /** Admission by the limits, started once prompt tokens are known, awaited before booking. */
+    let limiting: Promise<RouteLimit | null> = Promise.resolve(null);
     const learned: Learned = {
       model: null,
       lora: null,
@@ -174,8 +201,13 @@ export function createRouter(
         watch,
         nowMs,
       });
+      const limit = await limiting;
+      if (limit && !limit.verdict.admitted) {
+        watch.stop();
+        return refused(fell.route, tenant, limit);
+      }
       // Never shed: a fallback has no cache knowledge to judge the SLOs by.
-      const outcome = book(fell.route, null, nowMs, fell.uncachedTokens, null, tenant);
+      const outcome = book(fell.route, null, nowMs, fell.uncachedTokens, null, tenant, null, limit);
       watch.stop();
       return outcome;
     };
@@ -199,6 +231,10 @@ export function createRouter(
       learned.promptChars.cached = tokenized.cachedChars;
       learned.promptChars.tokenized = tokenized.tokenizedChars;
       learned.promptTokens = tokens.length;
+
+      // The limits run beside the lookup (their own Redis script, in flight at the same time).
+      if (resources.limiter && tenant)
+        limiting = startLimits(resources.limiter, tenant, model, tokens.length, request.maxTokens ?? null);
 
       const keys = watch.time('keysMs', () =>
         promptKeys(tokens, config.block_size, { model, lora, cacheSalt: request.cacheSalt ?? null }),
@@ -241,25 +277,32 @@ export function createRouter(
       }
       shed ??= shedOverload(memory, choice.decision.chosen, choice.fallbackReason);
 
+      const decided: DecidedRoute = {
+        decision: choice.decision,
+        fallbackReason: choice.fallbackReason,
+        fallbackDetail: choice.fallbackDetail,
+        model,
+        lora,
+        promptTokens: tokens.length,
+        truncated,
+        blocks: keys.length,
+        promptChars: learned.promptChars,
+        timings: watch.timings,
+      };
+      const limit = await limiting;
+      if (limit && !limit.verdict.admitted) {
+        watch.stop();
+        return refused(decided, tenant, limit);
+      }
       const outcome = book(
-        {
-          decision: choice.decision,
-          fallbackReason: choice.fallbackReason,
-          fallbackDetail: choice.fallbackDetail,
-          model,
-          lora,
-          promptTokens: tokens.length,
-          truncated,
-          blocks: keys.length,
-          promptChars: learned.promptChars,
-          timings: watch.timings,
-        },
+        decided,
         shed,
         nowMs,
         choice.decision.chosen?.uncachedTokens ?? tokens.length,
         { keys, maxTokens, hasVllmXargs: request.hasVllmXargs === true },
         tenant,
         admission,
+        limit,
       );
       // A waiter that got its pod: the next one in fairness order re-decides now.
       if (attempt.waitUntilMs !== undefined && admission?.action !== 'wait') memory.classes?.queue.wake();
@@ -329,9 +372,9 @@ export function createRouter(
       flights: itl?.flights ?? 0,
       sentKeys: memory.sends.size,
     }),
-    close: () => {
+    close: async () => {
       memory.classes?.queue.drain();
-      return resources.index.close();
+      await Promise.all([resources.index.close(), resources.limiter?.close()]);
     },
   };
 }

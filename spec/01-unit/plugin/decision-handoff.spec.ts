@@ -32,6 +32,7 @@ function kong(o: { failOn?: string; traceparentSeen?: string } = {}): AccessPdk 
     setUpstreamHeaders: () => call('setUpstreamHeaders'),
     clearUpstreamHeader: () => call('clearUpstreamHeader'),
     setUpstreamBody: () => call('setUpstreamBody'),
+    setResponseHeaders: () => call('setResponseHeaders'),
     ctxSharedSet: async (k, v) => {
       await call('ctxSharedSet');
       shared.set(k, v);

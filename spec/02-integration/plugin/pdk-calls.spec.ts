@@ -118,6 +118,14 @@ beforeAll(async () => {
             route('traced', { otlp_endpoint: `${sink.url}/v1/traces` }),
             route('shed', { shed_ttft_slo_ms: 1000 }),
             route('small-max', { max_body_bytes: 32768, expose_headers: true }),
+            route('limited', {
+              // The call sequence is the point, not the budget: a loaded machine must not fail it open.
+              redis_timeout_ms: 2000,
+              policies: {
+                tenant_from: ['header'],
+                rate_limits: [{ match: {}, limits: [{ tokens: 'prompt', window: 'day', limit: 1e9 }] }],
+              },
+            }),
           ],
         },
       ],
@@ -134,7 +142,7 @@ beforeAll(async () => {
   });
   // Each route's config gets its own router; its first lookup also opens the Redis connection and loads the
   // script, which can exceed redis_timeout_ms (25 ms) and fall back by design. Warm each one up.
-  for (const name of ['plain', 'exposed', 'traced']) await send(name);
+  for (const name of ['plain', 'exposed', 'traced', 'limited']) await send(name);
   await gw.idle();
   events.length = 0;
 });
@@ -171,6 +179,21 @@ describe('kinference plugin PDK calls (real plugin server)', () => {
     expect(methods(r, 'access')).toEqual([
       'kong.request.get_headers',
       'kong.request.get_raw_body',
+      'kong.service.set_target',
+      'kong.ctx.shared.set',
+    ]);
+    await gw.idle();
+    expect(methods(r, 'log')).toEqual(['kong.log.serialize', 'kong.ctx.shared.get']);
+  });
+
+  it('a token limit: one response.set_headers carries the X-AI-RateLimit headers (5 round trips), the log settles', async () => {
+    const r = await send('limited', body, { 'x-tenant-id': 'team-a' });
+    expect(await r.json()).toMatchObject({ served_by: 'pod-b' });
+    expect(r.headers.get('x-ai-ratelimit-limit-86400-prompt')).toBe('1000000000');
+    expect(methods(r, 'access')).toEqual([
+      'kong.request.get_headers',
+      'kong.request.get_raw_body',
+      'kong.response.set_headers',
       'kong.service.set_target',
       'kong.ctx.shared.set',
     ]);
