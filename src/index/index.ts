@@ -21,7 +21,15 @@ export {
   type SharedReservation,
 } from './kv-index.js';
 export { nextApplyId, processWriterId } from './apply-id.js';
-export { redactUrl, type IndexLog } from './redis-connection.js';
+export {
+  clusterOptions,
+  clusterSeeds,
+  failFastOptions,
+  redactUrl,
+  redisTlsOptions,
+  type IndexLog,
+  type RedisTlsSettings,
+} from './redis-connection.js';
 export { createKvIndex, type KvIndexOptions } from './create.js';
 export { MemoryKvIndex } from './memory-index.js';
 export { RedisKvIndex, REDIS_INDEX_DEFAULTS, type RedisKvIndexOptions } from './redis-index.js';
