@@ -17,6 +17,7 @@ import { logOnce } from './log-once.js';
 import type { PendingDecisions } from './pending.js';
 import type { AccessPdk, RequestHeaders } from './pdk.js';
 import { exposedHeaders, shedResponse } from './upstream-headers.js';
+import { quoteToClient, recordShed, type UsageDeps } from './usage-phase.js';
 
 /** ctx.shared key carrying the decision id to the log phase when tracing is off. */
 export const CTX_DECISION_KEY = 'kinference.decision_id';
@@ -28,6 +29,8 @@ export interface PhaseDeps {
   tracer: DecisionTracer | null;
   pending: PendingDecisions;
   now: () => number;
+  /** Usage records and cost quotes (policies section, src/usage); absent or null: none. */
+  usage?: UsageDeps | null;
 }
 
 function startSpan(
@@ -115,6 +118,7 @@ export async function runAccess(pdk: AccessPdk, deps: PhaseDeps): Promise<void> 
   let pendingId: string | null = null;
   try {
     if (outcome.shed) {
+      if (deps.usage) recordShed(deps.usage, outcome, deps.now());
       const r = shedResponse({ ...outcome, shed: outcome.shed });
       pdk.exit(r.status, r.body, r.headers);
       return;
@@ -131,6 +135,7 @@ export async function runAccess(pdk: AccessPdk, deps: PhaseDeps): Promise<void> 
     if (span) upstreamHeaders.traceparent = span.traceparent;
     if (config.expose_headers) Object.assign(upstreamHeaders, exposedHeaders(outcome));
     if (Object.keys(upstreamHeaders).length > 0) await pdk.setUpstreamHeaders(upstreamHeaders);
+    if (deps.usage) await quoteToClient(pdk, deps.usage, outcome, span);
 
     // Remember the decision for the log phase: when there is a pod to learn about, or a span to extend. Its
     // id goes in ctx.shared with tracing on too: a later plugin may replace the traceparent we send (Kong's

@@ -36,6 +36,8 @@ export interface AccessPdk {
   /** kong.service.request.set_raw_body: the body sent upstream (Kong sets its Content-Length). */
   setUpstreamBody(body: Uint8Array): Promise<void>;
   ctxSharedSet(key: string, value: SharedValue): Promise<void>;
+  /** kong.response.set_header: a header of the answer the client gets (set in access, sent with it). */
+  setResponseHeader(name: string, value: string): Promise<void>;
   /** kong.response.exit: Kong never steps the event again, so it is not awaited (and nothing may follow). */
   exit(status: number, body: string, headers: Record<string, string>): void;
 }
@@ -67,7 +69,10 @@ export function wrapKong(kong: RawKong): AccessPdk & LogPdk {
         setRawBody(b: Uint8Array): Promise<unknown>;
       };
     };
-    response: { exit(s: number, b: string, h: Record<string, string>): Promise<unknown> };
+    response: {
+      exit(s: number, b: string, h: Record<string, string>): Promise<unknown>;
+      setHeader(n: string, v: string): Promise<unknown>;
+    };
     ctx: { shared: { set(k: string, v: SharedValue): Promise<unknown>; get(k: string): Promise<unknown> } };
     log: { serialize(): Promise<unknown>; warn(m: string): Promise<unknown> };
   };
@@ -90,6 +95,9 @@ export function wrapKong(kong: RawKong): AccessPdk & LogPdk {
     },
     async ctxSharedSet(key, value) {
       await k.ctx.shared.set(key, value);
+    },
+    async setResponseHeader(name, value) {
+      await k.response.setHeader(name, value);
     },
     exit(status, body, headers) {
       void k.response.exit(status, body, headers);

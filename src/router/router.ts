@@ -189,6 +189,7 @@ export function createRouter(
           model,
           lora,
           promptTokens: tokens.length,
+          maxTokens,
           truncated,
           blocks: keys.length,
           promptChars: learned.promptChars,

@@ -31,6 +31,7 @@ function kong(o: { failOn?: string; traceparentSeen?: string } = {}): AccessPdk 
     setTarget: () => call('setTarget'),
     setUpstreamHeaders: () => call('setUpstreamHeaders'),
     setUpstreamBody: () => call('setUpstreamBody'),
+    setResponseHeader: () => call('setResponseHeader'),
     ctxSharedSet: async (k, v) => {
       await call('ctxSharedSet');
       shared.set(k, v);
