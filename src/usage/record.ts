@@ -28,7 +28,7 @@ export interface UsageEvent {
   cost: CostEstimate;
 }
 
-/** Every counter of a record, in report order; the `_ms`, cost and saving fields are floats. */
+/** Every counter of a record, in report order; the `_ms`, cost and saving fields are floats (one le field per TTFT_BUCKETS_MS). */
 export const USAGE_FIELDS = [
   'requests',
   'shed',
@@ -39,7 +39,14 @@ export const USAGE_FIELDS = [
   'output_unknown',
   'ttft_count',
   'ttft_sum_ms',
-  ...TTFT_BUCKETS_MS.map((b) => `ttft_le_${b}`),
+  'ttft_le_100',
+  'ttft_le_250',
+  'ttft_le_500',
+  'ttft_le_1000',
+  'ttft_le_2500',
+  'ttft_le_5000',
+  'ttft_le_10000',
+  'ttft_le_30000',
   'ttft_le_inf',
   'cost',
   'saving',
