@@ -72,7 +72,9 @@ function buildUsageDeps(config: PluginConfig): UsageDeps | null {
  */
 export function tenantOf(outcome: RouteOutcome, p: Policies): { name: string; serviceClass: string } {
   const t = (outcome as RouteOutcome & { tenant?: Tenant | null }).tenant;
-  return t ? { name: t.name, serviceClass: t.serviceClass.name } : { name: p.default_tenant, serviceClass: p.default_class };
+  return t
+    ? { name: t.name, serviceClass: t.serviceClass.name }
+    : { name: p.default_tenant, serviceClass: p.default_class };
 }
 
 /** Prompt tokens the chosen pod serves from its cache: held on GPU, or loaded back from its CPU tier. */
@@ -151,8 +153,17 @@ export function usageEvent(
   const prices = pricesOf(outcome, p);
   const cost: CostEstimate =
     prices && output
-      ? estimateCost({ promptTokens: outcome.promptTokens, cachedTokens, outputTokens: output.tokens }, prices)
-      : { cost: null, saving: prices ? estimateCost({ promptTokens: outcome.promptTokens, cachedTokens, outputTokens: 0 }, prices).saving : null };
+      ? estimateCost(
+          { promptTokens: outcome.promptTokens, cachedTokens, outputTokens: output.tokens },
+          prices,
+        )
+      : {
+          cost: null,
+          saving: prices
+            ? estimateCost({ promptTokens: outcome.promptTokens, cachedTokens, outputTokens: 0 }, prices)
+                .saving
+            : null,
+        };
   const proxy = s.latencies?.proxy;
   const ttftMs = output?.streamed && status === 200 && typeof proxy === 'number' && proxy >= 0 ? proxy : null;
   return {

@@ -83,7 +83,9 @@ export async function readFleetTotals(client: Redis | Cluster, keyPrefix: string
     t.totals[field as UsageField] = Number(v) || 0;
   }
   return [...by.values()].sort((a, b) =>
-    a.serviceClass === b.serviceClass ? a.model.localeCompare(b.model) : a.serviceClass.localeCompare(b.serviceClass),
+    a.serviceClass === b.serviceClass
+      ? a.model.localeCompare(b.model)
+      : a.serviceClass.localeCompare(b.serviceClass),
   );
 }
 

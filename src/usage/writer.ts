@@ -124,10 +124,15 @@ export class UsageWriter {
     const metricsArgs = [metricsKey(keyPrefix), metricsFieldPrefix(e.serviceClass, e.model), ...pairs];
     const c = this.#client as unknown as Scripted & (Redis | Cluster);
     if (this.#o.cluster) {
-      const [counted] = await Promise.all([c.kinfUsageRecord(...recordArgs), c.kinfUsageMetrics(...metricsArgs)]);
+      const [counted] = await Promise.all([
+        c.kinfUsageRecord(...recordArgs),
+        c.kinfUsageMetrics(...metricsArgs),
+      ]);
       return counted === 1;
     }
-    const p = this.#client.pipeline() as unknown as Scripted & { exec(): Promise<[Error | null, unknown][] | null> };
+    const p = this.#client.pipeline() as unknown as Scripted & {
+      exec(): Promise<[Error | null, unknown][] | null>;
+    };
     void p.kinfUsageRecord(...recordArgs);
     void p.kinfUsageMetrics(...metricsArgs);
     const res = (await p.exec()) ?? [];

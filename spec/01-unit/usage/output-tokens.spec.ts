@@ -33,7 +33,9 @@ function wireBytes(texts: string[], finish = 'stop'): number {
   const headers =
     Buffer.byteLength('HTTP/1.1 200 OK\r\n') +
     Object.entries(HEADERS).reduce((a, [k, v]) => a + Buffer.byteLength(`${k}: ${v}\r\n`), 0) +
-    Buffer.byteLength('Date: Sun, 06 Dec 2026 23:38:02 GMT\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n');
+    Buffer.byteLength(
+      'Date: Sun, 06 Dec 2026 23:38:02 GMT\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n',
+    );
   return headers + framed.reduce((a, b) => a + b, 0) + 5;
 }
 
@@ -58,13 +60,16 @@ describe('output tokens from the bytes Kong sent (SSE: one chat.completion.chunk
 
   it('property: with any text per token the error is its text bytes off the assumed ones over the chunk size', () => {
     fc.assert(
-      fc.property(fc.array(fc.stringMatching(/^ [a-z]{0,9}$/), { minLength: 20, maxLength: 2000 }), (texts) => {
-        const r = estimate(wireBytes(texts, 'length'))!;
-        const mean = texts.reduce((a, t) => a + Buffer.byteLength(t), 0) / texts.length;
-        // One token's chunk is ~190 bytes here; ±1 for rounding and the finish reason's length.
-        const bound = (Math.abs(mean - TEXT_BYTES_PER_TOKEN) / 180) * texts.length + 1;
-        expect(Math.abs(r.tokens - texts.length)).toBeLessThanOrEqual(bound);
-      }),
+      fc.property(
+        fc.array(fc.stringMatching(/^ [a-z]{0,9}$/), { minLength: 20, maxLength: 2000 }),
+        (texts) => {
+          const r = estimate(wireBytes(texts, 'length'))!;
+          const mean = texts.reduce((a, t) => a + Buffer.byteLength(t), 0) / texts.length;
+          // One token's chunk is ~190 bytes here; ±1 for rounding and the finish reason's length.
+          const bound = (Math.abs(mean - TEXT_BYTES_PER_TOKEN) / 180) * texts.length + 1;
+          expect(Math.abs(r.tokens - texts.length)).toBeLessThanOrEqual(bound);
+        },
+      ),
     );
   });
 

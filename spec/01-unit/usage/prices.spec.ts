@@ -78,7 +78,10 @@ describe('estimateCost: cached prompt tokens are their own token type; unknown i
             }),
             null,
           );
-          const a = estimateCost({ promptTokens: prompt, cachedTokens: cached, outputTokens: output }, prices);
+          const a = estimateCost(
+            { promptTokens: prompt, cachedTokens: cached, outputTokens: output },
+            prices,
+          );
           const c = Math.min(cached, prompt);
           const expected = (prompt - c) * prices.input! + c * prices.cachedInput! + output * prices.output!;
           expect(a.cost).toBeCloseTo(expected, 9);

@@ -42,7 +42,9 @@ describe("the collector's usage series: fleet totals per class and model from Re
     expect(text).toContain('kinference_usage_requests_total{class="interactive",model="m"} 2');
     expect(text).toContain('kinference_usage_requests_total{class="batch",model="m"} 2');
     expect(text).toContain('kinference_usage_cached_prompt_tokens_total{class="batch",model="m"} 128');
-    expect(text).toContain('kinference_usage_output_tokens_total{class="batch",model="m",kind="estimated"} 20');
+    expect(text).toContain(
+      'kinference_usage_output_tokens_total{class="batch",model="m",kind="estimated"} 20',
+    );
     expect(text).toContain('kinference_usage_cost_total{class="interactive",model="m"} 1');
     expect(text).toContain('kinference_usage_ttft_seconds_bucket{class="interactive",model="m",le="0.1"} 2');
     expect(text).toContain('kinference_usage_ttft_seconds_bucket{class="batch",model="m",le="2.5"} 0');

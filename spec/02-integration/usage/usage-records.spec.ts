@@ -39,8 +39,9 @@ describe('usage records in Redis: per tenant, model and UTC hour; fleet totals p
     expect(await w.record(event())).toBe(true);
     expect(await w.record(event({ ttftMs: 4000, cost: { cost: null, saving: null } }))).toBe(true);
     expect(await w.record(event({ shed: true }))).toBe(true);
-    expect(await w.record(event({ atMs: AT + 3_600_000, output: { tokens: 0, exact: true, streamed: false } })))
-      .toBe(true);
+    expect(
+      await w.record(event({ atMs: AT + 3_600_000, output: { tokens: 0, exact: true, streamed: false } })),
+    ).toBe(true);
     const rows = await readUsage(client, 'k1', AT - 1, AT + 3_600_000);
     expect(rows.map((r) => [r.hour, r.tenant, r.model])).toEqual([
       ['2026120623', 'team-a', 'm'],

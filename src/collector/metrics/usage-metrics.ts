@@ -24,7 +24,11 @@ export const USAGE_METRIC_PREFIX = 'kinference_usage_';
 export const USAGE_SERIES = {
   requests: ['requests_total', 'counter', 'Requests recorded, shed ones included'],
   shed: ['shed_requests_total', 'counter', 'Requests refused before forwarding (429)'],
-  prompt: ['prompt_tokens_total', 'counter', 'Prompt tokens of forwarded requests (exact: the router tokenized them)'],
+  prompt: [
+    'prompt_tokens_total',
+    'counter',
+    'Prompt tokens of forwarded requests (exact: the router tokenized them)',
+  ],
   cached: [
     'cached_prompt_tokens_total',
     'counter',
@@ -36,17 +40,33 @@ export const USAGE_SERIES = {
     'Output tokens: kind=estimated (from the bytes Kong sent) or exact (answers without a body)',
   ],
   cost: ['cost_total', 'counter', 'Estimated cost of priced requests, in policies.currency'],
-  saving: ['cache_saving_total', 'counter', 'Cost saved by cached prompt tokens (input − cached input price)'],
-  unpriced: ['unpriced_requests_total', 'counter', 'Requests whose cost is unknown (a price it needs is missing)'],
+  saving: [
+    'cache_saving_total',
+    'counter',
+    'Cost saved by cached prompt tokens (input − cached input price)',
+  ],
+  unpriced: [
+    'unpriced_requests_total',
+    'counter',
+    'Requests whose cost is unknown (a price it needs is missing)',
+  ],
   ttft: ['ttft_seconds', 'histogram', 'TTFT of streamed answers (Kong latencies.proxy), fleet-wide'],
-  up: ['export_up', 'gauge', '1 when the last read of the usage counters from Redis succeeded, 0 when it failed'],
+  up: [
+    'export_up',
+    'gauge',
+    '1 when the last read of the usage counters from Redis succeeded, 0 when it failed',
+  ],
 } as const;
 
 /** Full names of every usage series, as Prometheus sees them (histograms as their _bucket/_sum/_count). */
 export function usageSeriesNames(): string[] {
   return Object.values(USAGE_SERIES).flatMap(([n, type]) =>
     type === 'histogram'
-      ? [`${USAGE_METRIC_PREFIX}${n}_bucket`, `${USAGE_METRIC_PREFIX}${n}_sum`, `${USAGE_METRIC_PREFIX}${n}_count`]
+      ? [
+          `${USAGE_METRIC_PREFIX}${n}_bucket`,
+          `${USAGE_METRIC_PREFIX}${n}_sum`,
+          `${USAGE_METRIC_PREFIX}${n}_count`,
+        ]
       : [`${USAGE_METRIC_PREFIX}${n}`],
   );
 }
@@ -102,8 +122,14 @@ export function registerUsageMetrics(registry: Registry, o: UsageMetricsOptions)
     cached: (r) => counters(r, (t) => t.cached_tokens),
     output: (r) =>
       r.flatMap((x) => [
-        { labels: { class: x.serviceClass, model: x.model, kind: 'estimated' }, value: x.totals.output_tokens_estimated },
-        { labels: { class: x.serviceClass, model: x.model, kind: 'exact' }, value: x.totals.output_tokens_exact },
+        {
+          labels: { class: x.serviceClass, model: x.model, kind: 'estimated' },
+          value: x.totals.output_tokens_estimated,
+        },
+        {
+          labels: { class: x.serviceClass, model: x.model, kind: 'exact' },
+          value: x.totals.output_tokens_exact,
+        },
       ]),
     cost: (r) => counters(r, (t) => t.cost),
     saving: (r) => counters(r, (t) => t.saving),
