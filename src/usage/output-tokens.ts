@@ -1,4 +1,4 @@
-// Output tokens of an answer the plugin cannot read: estimated from the bytes Kong sent (kong.log.serialize()).
+// Output tokens of an answer the plugin cannot read, estimated from the bytes Kong sent.
 /**
  * An external Kong plugin sees no response body (no body_filter phase; a `response` phase would buffer and
  * break streaming), only what kong.log.serialize() gives: response.size (nginx's $bytes_sent: status line,

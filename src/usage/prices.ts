@@ -1,4 +1,4 @@
-// Per-token prices of a model (given, or derived from a GPU-hour price and the pod's speeds) and a request's cost.
+// Per-token prices (from the table, or a GPU-hour price over the pod's speeds) and a request's cost.
 import type { Price } from '../policies/index.js';
 
 /** Milliseconds in an hour: a GPU-hour price over this is the price of one GPU-millisecond. */

@@ -1,4 +1,4 @@
-// A usage record's shape: the hash fields of one request, the TTFT buckets, the keys per tenant/model/UTC hour.
+// A usage record: the hash fields of one request, TTFT buckets, keys per tenant/model/UTC hour.
 import type { CostEstimate } from './prices.js';
 import type { OutputEstimate } from './output-tokens.js';
 

@@ -1,4 +1,4 @@
-// Writes usage records to Redis: one script per request on its hour's keys (cap, counters, TTL) + fleet totals.
+// Writes usage records to Redis: one script on the hour's keys (cap, counters, TTL) + fleet totals.
 import type { Cluster, Redis } from 'ioredis';
 import {
   DEFAULT_MAX_TENANTS_PER_HOUR,

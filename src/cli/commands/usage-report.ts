@@ -1,4 +1,4 @@
-// `kinference usage`: reads the usage records from the fleet's Redis and prints them grouped (table/JSON/CSV).
+// `kinference usage`: the usage records from the fleet's Redis, grouped, as a table, JSON or CSV.
 import { loadFleetConfig } from '../../config/fleet-config.js';
 import { redisTlsSettings } from '../../config/plugin-config.js';
 import { KinferenceError } from '../../core/errors.js';
