@@ -8,7 +8,7 @@
  * router's prediction (the record) against vLLM's usage.prompt_tokens_details.cached_tokens (the client reads
  * it; the plugin cannot).
  */
-import './lib/usage/usage-estimate.js'; // first: --help before the heavy imports
+import './lib/usage/usage.js'; // first: --help before the heavy imports
 import { request } from 'node:http';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

@@ -1,4 +1,4 @@
-// bench:usage's usage, imported FIRST by bench/usage-estimate.ts: `--help` answers before heavy imports load.
+// bench:usage's usage, imported FIRST by bench/usage.ts: `--help` answers before heavy imports load.
 // A bad option answers here too, before the engine, Redis client and tokenizers evaluate (in import order).
 import { noOptions } from '../cli.js';
 
