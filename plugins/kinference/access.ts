@@ -99,6 +99,8 @@ export function reportFallback(o: RouteOutcome, nowMs?: number): void {
  * get_headers gives the traceparent and the body's size and encoding: a body that is absent, compressed,
  * chunked or over max_body_bytes is never fetched (Kong's target is kept). The decision id reaches the log
  * phase in ctx.shared.
+ * With a policies section that prices the model and quote_cost on, one more: response.set_header
+ * (x-kinference-cost-estimate, usage-phase.ts), whose failure is logged and ignored.
  * Shedding: get_headers → get_raw_body → response.exit(429). The router never throws; the caller catches
  * anything else and lets the request through (fail open).
  */
