@@ -3,8 +3,18 @@ import { runAccess, type PhaseDeps } from '../../../plugins/kinference/access.js
 import { runLog } from '../../../plugins/kinference/log-phase.js';
 import { PendingDecisions } from '../../../plugins/kinference/pending.js';
 import type { AccessPdk, LogPdk, SharedValue } from '../../../plugins/kinference/pdk.js';
-import { COST_HEADER, quoteCost, type UsageDeps } from '../../../plugins/kinference/usage-phase.js';
-import { createRouter, defaultResources, type RouteOutcome } from '../../../src/router/index.js';
+import {
+  COST_HEADER,
+  quoteCost,
+  recordShed,
+  type UsageDeps,
+} from '../../../plugins/kinference/usage-phase.js';
+import {
+  createRouter,
+  defaultResources,
+  emptyOutcome,
+  type RouteOutcome,
+} from '../../../src/router/index.js';
 import type { UsageEvent } from '../../../src/usage/index.js';
 import { qwen3RouterConfig } from '../../helpers/qwen3.js';
 
@@ -155,5 +165,21 @@ describe('usage in the plugin phases', () => {
     await runLog(k.pdk, plain);
     expect(k.responseHeaders).toEqual([]);
     expect(d.events).toEqual([]);
+  });
+
+  it('a shed request (429 before forwarding) is counted as shed with no tokens; one of no known model is not', async () => {
+    const d = deps({ prices: PRICES });
+    const shed: RouteOutcome = {
+      ...emptyOutcome('no_pods_in_index', ''),
+      fallbackReason: null,
+      model: MODEL,
+      promptTokens: 900,
+      shed: { retryAfterS: 2, status: 429 },
+    };
+    recordShed(d.usage!, shed, Date.now());
+    recordShed(d.usage!, { ...shed, model: null }, Date.now());
+    await new Promise((r) => setImmediate(r));
+    expect(d.events).toHaveLength(1);
+    expect(d.events[0]).toMatchObject({ tenant: 'default', model: MODEL, shed: true, cost: { cost: 0 } });
   });
 });
