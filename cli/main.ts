@@ -7,6 +7,7 @@ import {
   createProgram,
   registerCollector,
   registerExplain,
+  registerUsage,
   registerValidate,
   registerVerifyTokenizer,
   runProgram,
@@ -55,6 +56,7 @@ demo?.(program);
 emulator?.(program);
 registerExplain(program);
 gateway?.(program);
+registerUsage(program);
 registerValidate(program);
 registerVerifyTokenizer(program);
 

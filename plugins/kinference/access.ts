@@ -21,6 +21,7 @@ import { logOnce } from './log-once.js';
 import type { PendingDecisions } from './pending.js';
 import type { AccessPdk, RequestHeaders } from './pdk.js';
 import { exposedHeaders, shedResponse } from './upstream-headers.js';
+import { quoteHeaders, recordShed, type UsageDeps } from './usage-phase.js';
 
 /** ctx.shared key carrying the decision id to the log phase when tracing is off. */
 export const CTX_DECISION_KEY = 'kinference.decision_id';
@@ -32,6 +33,8 @@ export interface PhaseDeps {
   tracer: DecisionTracer | null;
   pending: PendingDecisions;
   now: () => number;
+  /** Usage records and cost quotes (policies section, src/usage); absent or null: none. */
+  usage?: UsageDeps | null;
 }
 
 function startSpan(
@@ -138,6 +141,8 @@ export function reportFallback(o: RouteOutcome, nowMs?: number): void {
  * phase in ctx.shared.
  * Token limits (policies): a limited request adds response.set_headers (the X-AI-RateLimit-* family) after
  * get_raw_body; one over a limit, cap or budget is get_headers → get_raw_body → response.exit(429).
+ * With a policies section that prices the model and quote_cost on, the x-kinference-cost-estimate header
+ * (usage-phase.ts) goes in that same response.set_headers; its failure is logged and ignored.
  * Shedding: get_headers → get_raw_body → response.exit(429). The router never throws; the caller catches
  * anything else and lets the request through (fail open).
  * Client-sent x-data-parallel-rank and x-kinference-* headers cost one clear_header each before set_target,
@@ -174,12 +179,24 @@ export async function runAccess(
       pdk.exit(limits.exit.status, limits.exit.body, limits.exit.headers);
       return;
     }
-    if (limits.headers) await pdk.setResponseHeaders(limits.headers);
     if (outcome.shed) {
+      if (deps.usage) recordShed(deps.usage, outcome, deps.now());
       const r = shedResponse({ ...outcome, shed: outcome.shed });
-      pdk.exit(r.status, r.body, r.headers);
+      pdk.exit(r.status, r.body, { ...limits.headers, ...r.headers });
       return;
     }
+    // The limit headers and the cost quote: one set_headers. Its failure costs the client those headers, not
+    // the routing decision.
+    const responseHeaders = {
+      ...limits.headers,
+      ...(deps.usage ? quoteHeaders(deps.usage, outcome, span) : {}),
+    };
+    if (Object.keys(responseHeaders).length > 0)
+      await pdk
+        .setResponseHeaders(responseHeaders)
+        .catch((e: unknown) =>
+          logOnce('response-headers', `response headers not sent (the request goes on): ${boundedDetail(e)}`),
+        );
     // Cleared before set_target: if a later call fails, the request passes through without them too. A
     // tracestate belongs to the traceparent it came with: when we start a new trace (none, several or an
     // invalid one), it would describe a trace the pod is no longer part of (W3C Trace Context §3.3.1).

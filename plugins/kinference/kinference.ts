@@ -31,6 +31,7 @@ import { logOnce, takeLogLines, writeStderr } from './log-once.js';
 import { installStateDump, startHousekeeping } from './housekeeping.js';
 import { PENDING_MAX_ENTRIES, PENDING_TTL_MS, PendingDecisions } from './pending.js';
 import { wrapKong, type RawKong } from './pdk.js';
+import { usageDeps } from './usage-phase.js';
 
 export const Version: string = pkg.version;
 /** After auth (1000+) and rate limiting (910), before Kong's OpenTelemetry plugin (14) (kong.md §6.2). */
@@ -171,6 +172,7 @@ class KinferencePlugin {
       tracer: config.otlp_endpoint ? tracerOrNull(config, config.otlp_endpoint) : null,
       pending,
       now: Date.now,
+      usage: usageDeps(config),
     };
     return this.#deps;
   }

@@ -35,13 +35,17 @@ export function limitsAnswer(
 
 /**
  * The log phase ends the request's counts: an upstream failure gives everything back (the request did not
- * run); otherwise the reservation settles to the actual use. The seam for exact output tokens and cost
- * (h-usage reads them from the response): until then the log phase knows neither, and the reservation
- * (max_tokens or default_output_tokens, the estimated cost) stands as counted; the slot is freed either way.
+ * run); otherwise the reservation settles to the use the log phase measured (the usage record's output tokens,
+ * estimated from the bytes sent for a stream, and its cost); without a usage record the reservation
+ * (max_tokens or default_output_tokens, the estimated cost) stands as counted. The slot is freed either way.
  */
-export async function settleLimits(o: RouteOutcome, upstream: UpstreamReport | null): Promise<void> {
+export async function settleLimits(
+  o: RouteOutcome,
+  upstream: UpstreamReport | null,
+  actual: { outputTokens: number | null; cost: number | null } = { outputTokens: null, cost: null },
+): Promise<void> {
   const l = o.limit;
   if (!l || !l.verdict.admitted) return;
-  const failed = await (upstream?.failed ? l.release() : l.settle({ outputTokens: null, cost: null }));
+  const failed = await (upstream?.failed ? l.release() : l.settle(actual));
   if (failed) logOnce('limits:settle', `token limits: a request's counts could not be settled: ${failed}`);
 }

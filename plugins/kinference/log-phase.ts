@@ -4,12 +4,14 @@ import type { UpstreamReport } from '../../src/router/router.js';
 import { CTX_DECISION_KEY, type PhaseDeps } from './access.js';
 import { settleLimits } from './limits-phase.js';
 import type { LogPdk } from './pdk.js';
+import { recordUsage, usageSpanAttributes } from './usage-phase.js';
 
 /** The fields of kong.log.serialize() the log phase reads. */
 export interface Serialized {
   latencies?: { proxy?: number };
   upstream_status?: string;
-  response?: { status?: number; headers?: Record<string, string | string[]> };
+  /** size: nginx's $bytes_sent (status line, headers, chunked framing, body). */
+  response?: { status?: number; size?: number; headers?: Record<string, string | string[]> };
   request?: { headers?: Record<string, string | string[]> };
   /** One entry per balancer try; a retried try gets state/code, the last one only on a 5xx with no retry left. */
   tries?: { ip?: string; port?: number; state?: string; code?: number }[];
@@ -78,7 +80,11 @@ export async function runLog(pdk: LogPdk, deps: PhaseDeps): Promise<void> {
   // failed connection or gateway error keeps the pod out of the next decisions for a while.
   const report = p.outcome.target ? upstreamReport(s) : null;
   deps.router.observe(p.outcome, observe ? actualMs : null, report);
-  await settleLimits(p.outcome, p.outcome.target ? report : upstreamReport(s));
+  const usage = deps.usage ? recordUsage(deps.usage, p.outcome, s, deps.now()) : null;
+  await settleLimits(p.outcome, p.outcome.target ? report : upstreamReport(s), {
+    outputTokens: usage?.output?.tokens ?? null,
+    cost: usage?.cost.cost ?? null,
+  });
 
   if (deps.tracer && p.span && measured) {
     const predicted = p.outcome.decision.chosen?.predictedTtftMs;
@@ -93,6 +99,7 @@ export async function runLog(pdk: LogPdk, deps: PhaseDeps): Promise<void> {
     if (upstreamStatus !== undefined && Number.isFinite(upstreamStatus))
       attrs[A.ATTR_HTTP_RESPONSE_STATUS_CODE] = upstreamStatus;
     if (p.outcome.target) attrs[A.ATTR_KINFERENCE_CHOSEN_POD_ID] = p.outcome.target.podId;
+    if (usage) Object.assign(attrs, usageSpanAttributes(usage));
     // A gateway error from the chosen pod is an error in Jaeger too, not just a status code to look for.
     const error = report?.failed ? report.detail : undefined;
     deps.tracer.recordTtft(p.span, p.accessEndMs, p.accessEndMs + actualMs, attrs, error);

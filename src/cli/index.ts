@@ -3,5 +3,6 @@
 export { createProgram, runProgram } from './program.js';
 export { registerCollector } from './commands/collector.js';
 export { registerExplain } from './commands/explain.js';
+export { registerUsage } from './commands/usage.js';
 export { registerValidate } from './commands/validate.js';
 export { registerVerifyTokenizer } from './commands/verify-tokenizer.js';

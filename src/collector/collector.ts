@@ -137,6 +137,11 @@ export class Collector {
     );
   }
 
+  /** The writer lease's state, null without a lease (a single collector). */
+  get leaseState(): LeaseState | null {
+    return this.#lease ? this.#lease.state : null;
+  }
+
   *workers(): Iterable<StreamWorker> {
     for (const p of this.#pods.values()) yield* p.workers;
   }

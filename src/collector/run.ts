@@ -16,6 +16,8 @@ import { KubernetesDiscovery, loadKubeConfig } from './discovery/kubernetes.js';
 import { StaticDiscovery } from './discovery/static.js';
 import { startCollectorServer } from './http-server.js';
 import { createLogger } from './logger.js';
+import { registerUsageMetrics } from './metrics/usage-metrics.js';
+import { createUsageRedis } from '../usage/index.js';
 
 /**
  * `kinference collector --config <file.yaml>`: follow every pod of the fleet, keep the index true, serve
@@ -89,6 +91,15 @@ export async function runCollector(configPath: string): Promise<void> {
     }
   }
 
+  // The fleet's usage per class and model (every Kong node's plugin writes it to this Redis), exported by the
+  // lease holder only (metrics/usage-metrics.ts).
+  const usageRedis = createUsageRedis(redis);
+  usageRedis.on('error', () => {});
+  registerUsageMetrics(collector.metrics.registry, {
+    client: usageRedis,
+    keyPrefix: fleet.redis_key_prefix,
+    exporting: () => collector.leaseState === null || collector.leaseState === 'held',
+  });
   const server = await startCollectorServer(collector, settings.listen).catch((e: unknown) => {
     // A busy or foreign listen address is a config error: `kinference: <file>: …`, exit 2.
     throw isKinferenceError(e) ? new KinferenceError(e.code, `${configPath}: ${e.message}`, { cause: e }) : e;
@@ -107,6 +118,7 @@ export async function runCollector(configPath: string): Promise<void> {
     await Promise.race([started, signal]);
   } catch (e) {
     await collector.stop().catch(() => false); // gives the lease back if it was taken
+    usageRedis.disconnect();
     await Promise.all([lease.close(), server.close(), index.close()]);
     throw asConfigError(e);
   }
@@ -115,6 +127,7 @@ export async function runCollector(configPath: string): Promise<void> {
   await server.close();
   await lease.close();
   await index.close();
+  usageRedis.disconnect();
   log.info('stopped', { flushed });
   process.exit(0);
 }

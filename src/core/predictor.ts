@@ -66,6 +66,11 @@ export interface Prediction {
   /** False when taking this request would push the pod past the ITL bound (itl-guard.ts). */
   withinItl: boolean;
   reasons: string[];
+  /**
+   * The pod's measured GPU time per token (prefill ms per uncached token, one decode step's ms), for prices
+   * derived from a GPU-hour price (src/usage); absent until the collector has calibrated the pod.
+   */
+  speeds?: { prefillMsPerToken: number; decodeStepMs: number };
 }
 
 /** Cached-credit factor: full while fresh, linear down to 0 at 3× the staleness bound; halved while resyncing. */
@@ -170,5 +175,13 @@ export function predictTtft(pod: PodLookup, opts: PredictOptions): Prediction {
     predictedItlMs: null,
     withinItl: true,
     reasons,
+    ...(s.calibration
+      ? {
+          speeds: {
+            prefillMsPerToken: s.calibration.prefillMsPerToken,
+            decodeStepMs: s.decodeSteps?.stepMs ?? s.calibration.decodeStepMs,
+          },
+        }
+      : {}),
   };
 }

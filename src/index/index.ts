@@ -23,7 +23,11 @@ export {
 export { nextApplyId, processWriterId } from './apply-id.js';
 export {
   RedisConnection,
+  clusterOptions,
+  clusterSeeds,
+  failFastOptions,
   redactUrl,
+  redisTlsOptions,
   type IndexLog,
   type RedisConnectionOptions,
   type RedisTlsSettings,

@@ -30,6 +30,8 @@ export interface RouteOutcome {
   model: string | null;
   lora: string | null;
   promptTokens: number;
+  /** The request's max_tokens (max_completion_tokens), null when it names none or was not parsed. */
+  maxTokens?: number | null;
   truncated: boolean;
   /** Blocks of the prompt (full blocks with a key). */
   blocks: number;

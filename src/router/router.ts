@@ -208,15 +208,19 @@ export function createRouter(
       }
       // Never shed: a fallback has no cache knowledge to judge the SLOs by.
       const outcome = book(fell.route, null, nowMs, fell.uncachedTokens, null, tenant, null, limit);
+      // What a cost quote reserves for the answer, known once the body parsed.
+      outcome.maxTokens = maxTokens;
       watch.stop();
       return outcome;
     };
+    let maxTokens: number | null = null;
     try {
       const parsed = watch.time('parseMs', () => parseRequest(body, config));
       learned.model = parsed.model;
       learned.lora = parsed.lora;
       if (!parsed.ok) return await leave(new StepFallback(parsed.reason, parsed.detail));
       const { request, model, lora } = parsed;
+      maxTokens = request.maxTokens ?? null;
       if (config.policies) tenant = resolveTenant(config.policies, caller ?? NO_CALLER, request.user ?? null);
 
       const prompt = watch.time('templateMs', () => renderPrompt(resources.template, request));
@@ -246,7 +250,6 @@ export function createRouter(
       const candidates = routableCandidates(memory, model, found.pods);
       if (candidates instanceof StepFallback) return await leave(candidates);
 
-      const maxTokens = request.maxTokens ?? null;
       const { predictions, skipped } = watch.time('predictMs', () =>
         predictPods(memory, {
           pods: candidates,
@@ -284,6 +287,7 @@ export function createRouter(
         model,
         lora,
         promptTokens: tokens.length,
+        maxTokens,
         truncated,
         blocks: keys.length,
         promptChars: learned.promptChars,

@@ -100,3 +100,17 @@ export const ATTR_KINFERENCE_TTFT_PREDICTED_MS = 'kinference.ttft.predicted_ms' 
 export const ATTR_KINFERENCE_TTFT_ERROR_MS = 'kinference.ttft.error_ms' as const;
 /** Whether the measurement fed the online calibration (streaming 200 responses from a chosen pod only). */
 export const ATTR_KINFERENCE_TTFT_OBSERVED = 'kinference.ttft.observed' as const;
+
+// --- usage and cost (policies.prices; src/usage) ---------------------------------------------------------
+/** Predicted cost before forwarding: prompt, predicted cached tokens, reserved output (access phase). */
+export const ATTR_KINFERENCE_COST_PREDICTED = 'kinference.cost.predicted' as const;
+/** The currency of the cost attributes (policies.currency). */
+export const ATTR_KINFERENCE_COST_CURRENCY = 'kinference.cost.currency' as const;
+/** Prompt tokens priced as cached: the chosen pod's predicted prefix on GPU and its CPU tier. */
+export const ATTR_KINFERENCE_USAGE_CACHED_TOKENS = 'kinference.usage.cached_tokens' as const;
+/** Output tokens, from the bytes Kong sent (log phase; estimated unless the answer had no body). */
+export const ATTR_GEN_AI_USAGE_OUTPUT_TOKENS = 'gen_ai.usage.output_tokens' as const;
+/** Whether gen_ai.usage.output_tokens is an estimate (true for every answer with a body). */
+export const ATTR_KINFERENCE_USAGE_OUTPUT_ESTIMATED = 'kinference.usage.output_tokens_estimated' as const;
+/** Cost with the output counted in the log phase; absent when a price it needs is unknown. */
+export const ATTR_KINFERENCE_COST_ESTIMATED = 'kinference.cost.estimated' as const;

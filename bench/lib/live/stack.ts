@@ -50,6 +50,10 @@ export interface LiveStackOptions {
   admission?: { itl_slo_ms: number; shed_ttft_slo_ms: number } & Record<string, unknown>;
   /** Append the children's stderr (their JSON logs) to this file instead of this process's stderr. */
   childLog?: string;
+  /** More settings for the kinference route's plugin (e.g. a policies section). */
+  pluginExtra?: Record<string, unknown>;
+  /** More settings for the emulated pods (the fleet file's emulator section). */
+  emulatorExtra?: Record<string, unknown>;
 }
 
 function get(host: string, port: number, path: string): Promise<number> {
@@ -159,6 +163,7 @@ async function startLiveStackOnce(o: LiveStackOptions): Promise<LiveStack> {
         time_scale: o.timeScale,
         kv_capacity_tokens: o.kvCapacityTokens,
         seed: o.seed,
+        ...o.emulatorExtra,
       },
     };
     const pluginConfig = {
@@ -170,6 +175,7 @@ async function startLiveStackOnce(o: LiveStackOptions): Promise<LiveStack> {
       chat_template: o.model.templateSpec,
       block_size: 16,
       model_pods: { [o.model.model]: pods.map((p) => `${p.host}:${p.port}`) },
+      ...o.pluginExtra,
     };
     const accessLog = join(dir, 'access.log');
     const kong = {

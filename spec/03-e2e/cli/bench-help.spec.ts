@@ -19,6 +19,7 @@ const SCRIPTS = [
   'tokenizers',
   'load',
   'fuzz',
+  'usage',
 ];
 
 const script = (name: string): string =>

@@ -5,7 +5,16 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 const cli = fileURLToPath(new URL('../../../bin/kinference.js', import.meta.url));
-const COMMANDS = ['collector', 'demo', 'emulator', 'explain', 'gateway', 'validate', 'verify-tokenizer'];
+const COMMANDS = [
+  'collector',
+  'demo',
+  'emulator',
+  'explain',
+  'gateway',
+  'usage',
+  'validate',
+  'verify-tokenizer',
+];
 
 describe('kinference <command> --help', () => {
   it('the program lists every command', () => {

@@ -1,6 +1,7 @@
 // The limit step: token limits, caps and budgets admitted beside the index lookup (src/limits).
 import { TokenLimiter, type ActualUsage, type LimitVerdict } from '../../limits/index.js';
 import type { Policies, Tenant } from '../../policies/index.js';
+import { estimateCost, priceFor, tokenPrices } from '../../usage/index.js';
 
 /** What the outcome carries of the limits: the verdict, and how the log phase ends the request's counts. */
 export interface RouteLimit {
@@ -12,10 +13,9 @@ export interface RouteLimit {
 }
 
 /**
- * The request's estimated cost for a daily budget, at admission (before the lookup: every prompt token
- * priced as uncached, an upper bound; the end settles to the real cost). The seam for src/usage's prices
- * (h-usage): until it lands, the per-million input and output prices of policies.prices, and null (not
- * counted) for a model priced only per GPU-hour.
+ * The request's estimated cost for a daily budget, at admission (before the lookup: every prompt token priced
+ * as uncached, an upper bound; the end settles to the real cost), with src/usage's prices. A model priced only
+ * per GPU-hour has no per-token price before a pod is chosen: null, not counted at admission (the end counts it).
  */
 export function admissionCost(
   policies: Policies,
@@ -23,12 +23,8 @@ export function admissionCost(
   promptTokens: number,
   outputTokens: number,
 ): number | null {
-  const price = (model !== null ? policies.prices?.[model] : undefined) ?? policies.prices?.['*'];
-  if (!price || (price.input_per_million === undefined && price.output_per_million === undefined))
-    return null;
-  return (
-    ((price.input_per_million ?? 0) * promptTokens + (price.output_per_million ?? 0) * outputTokens) / 1e6
-  );
+  const prices = tokenPrices(priceFor(policies.prices, model), null);
+  return estimateCost({ promptTokens, cachedTokens: 0, outputTokens }, prices).cost;
 }
 
 /**
