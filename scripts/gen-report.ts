@@ -1,8 +1,9 @@
 // Rewrites a benchmark's report and charts (bench/results/<name>.md, charts/) from its results JSON.
 /**
  * The report and charts come from the same code a run uses (bench/lib/report/), so a layout change reaches the
- * committed results without re-running a 15-minute schedule. Usage: `npm run gen:report -- [name …]` (default
- * seed); `--check` exits 1 when a report or chart differs from what its JSON gives.
+ * committed results without re-running a 15-minute schedule; seed.json also gives README.md's results table
+ * (between its bench-summary markers). Usage: `npm run gen:report -- [name …]` (default seed); `--check` exits 1
+ * when a report, chart or the README's table differs from what its JSON gives.
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,17 +12,29 @@ import { fileURLToPath } from 'node:url';
 import type { BenchResults } from '../bench/lib/report/analyze.js';
 import { writeCharts } from '../bench/lib/report/charts.js';
 import { toMarkdown } from '../bench/lib/report/markdown.js';
+import { spliceSummary } from '../bench/lib/report/summary.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const RESULTS = join(ROOT, 'bench/results');
+const README = join(ROOT, 'README.md');
 
 interface SavedRun extends BenchResults {
   meta: { commit: string; date: string; wallS: number; command: string };
 }
 
+function loadRun(name: string): SavedRun {
+  return JSON.parse(readFileSync(join(RESULTS, `${name}.json`), 'utf8')) as SavedRun;
+}
+
+/** README.md as the seed run's results give it: the bench-summary block rendered from seed.json. */
+export function renderReadme(readme = readFileSync(README, 'utf8')): string {
+  const { meta: _meta, ...results } = loadRun('seed');
+  return spliceSummary(readme, results);
+}
+
 /** The report of `name` and its charts (file name → SVG), rendered from bench/results/<name>.json. */
 export async function renderReport(name: string): Promise<{ markdown: string; charts: Map<string, string> }> {
-  const { meta, ...results } = JSON.parse(readFileSync(join(RESULTS, `${name}.json`), 'utf8')) as SavedRun;
+  const { meta, ...results } = loadRun(name);
   const dir = mkdtempSync(join(tmpdir(), 'kinf-report-'));
   try {
     const files = await writeCharts(results, dir, name);
@@ -55,6 +68,15 @@ async function main(): Promise<void> {
         writeFileSync(path, content);
         process.stdout.write(`wrote bench/results/${rel}\n`);
       }
+    }
+  }
+  const readme = readFileSync(README, 'utf8');
+  const fresh = renderReadme(readme);
+  if (fresh !== readme) {
+    if (check) stale.push('README.md (bench-summary)');
+    else {
+      writeFileSync(README, fresh);
+      process.stdout.write('wrote README.md (bench-summary)\n');
     }
   }
   if (stale.length > 0) {
