@@ -92,4 +92,6 @@ export async function runBenchScript(base: BenchSchedule, script: string, module
   });
   console.log(out.markdown);
   console.log(`\nwrote ${out.files.join(', ')}`);
+  if (schedule.name === 'seed')
+    console.log("README.md's results table comes from seed.json: `npm run gen:report` rewrites it.");
 }
