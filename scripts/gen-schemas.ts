@@ -3,7 +3,7 @@
  *   schemas/plugin-config.schema.json   JSON Schema (editor completion, CI checks of kong.yaml plugin config)
  *   schemas/kinference.kong-schema.json Kong's plugin schema, exactly what --dump-all-plugins reports
  *   schemas/kinference.schema.lua       the same as a Lua schema.lua (Konnect/hybrid control planes need Lua)
- *   docs/configuration.md               the configuration reference, also spliced into README.md
+ *   docs/configuration.md               the configuration reference (README.md links it, no copy)
  * Usage: `npm run gen:schemas` to write, `npm run gen:schemas -- --check` to fail when a file is stale.
  * spec/01-unit/kong/schemas-fresh.spec.ts runs the check in the test suite.
  */
@@ -88,17 +88,6 @@ export function renderConfigReference(): string {
   ].join('\n');
 }
 
-export const README_START = '<!-- config-reference:start -->';
-export const README_END = '<!-- config-reference:end -->';
-
-/** README.md with the reference spliced between its markers (unchanged when the markers are absent). */
-export function spliceReadme(readme: string): string {
-  const a = readme.indexOf(README_START);
-  const b = readme.indexOf(README_END);
-  if (a < 0 || b < a) return readme;
-  return `${readme.slice(0, a + README_START.length)}\n${renderConfigReference()}${readme.slice(b)}`;
-}
-
 /**
  * The schema of a config as a user writes it: TypeBox lists every field without Optional as required, defaults
  * included, because it checks configs after filling them in. A field with a default may be left out.
@@ -116,6 +105,17 @@ function asWritten(schema: unknown): unknown {
   }
   return out;
 }
+
+/** docs/configuration.md before the reference: where it comes from, and where the fleet file is described. */
+const CONFIGURATION_INTRO = `The \`config\` of the \`kinference\` plugin on a Kong route or service (decK, \`KongPlugin\`; examples in
+[deployment](deployment.md)). Generated from the one config source (\`src/config/plugin-config.ts\`), like the
+Kong schema (\`schemas/kinference.kong-schema.json\`), the JSON Schema and the TypeScript type; \`npm run
+gen:schemas\` rewrites this page and a test fails when it is stale.
+
+The collector, \`explain\`, the emulator and the demo share one fleet YAML (models, pods or \`kubernetes:\`,
+\`collector:\`, \`emulator:\`, \`router:\` sections): [collector](collector.md) for the fleet, \`collector:\` and
+\`router:\`, [emulator](emulator.md) for \`emulator:\`.
+`;
 
 /** docs/configuration.md after the reference: how to check a config before deploying it, and model ids. */
 const CHECKING_A_CONFIG = `## Checking a config before it is deployed
@@ -171,7 +171,7 @@ export function renderSchemaFiles(): Record<string, string> {
     'schemas/plugin-config.schema.json': `${JSON.stringify(jsonSchema, null, 2)}\n`,
     'schemas/kinference.kong-schema.json': `${JSON.stringify(kong, null, 2)}\n`,
     'schemas/kinference.schema.lua': renderLua(kong.fields[0].config.fields),
-    'docs/configuration.md': `# Plugin configuration\n\n${renderConfigReference()}\n${CHECKING_A_CONFIG}`,
+    'docs/configuration.md': `# Plugin configuration\n\n${CONFIGURATION_INTRO}\n${renderConfigReference()}\n${CHECKING_A_CONFIG}`,
   };
 }
 
@@ -188,8 +188,6 @@ export function staleSchemaFiles(root = ROOT): string[] {
   const stale: string[] = [];
   for (const [rel, content] of Object.entries(renderSchemaFiles()))
     if (readOrNull(join(root, rel)) !== content) stale.push(rel);
-  const readme = readOrNull(join(root, 'README.md'));
-  if (readme === null || spliceReadme(readme) !== readme) stale.push('README.md');
   return stale;
 }
 
@@ -207,12 +205,6 @@ function main(): void {
     mkdirSync(dirname(path), { recursive: true });
     writeFileSync(path, content);
     process.stdout.write(`wrote ${rel}\n`);
-  }
-  const readmePath = join(ROOT, 'README.md');
-  const readme = readOrNull(readmePath);
-  if (readme !== null && spliceReadme(readme) !== readme) {
-    writeFileSync(readmePath, spliceReadme(readme));
-    process.stdout.write('wrote README.md (configuration reference)\n');
   }
 }
 

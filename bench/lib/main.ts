@@ -1,7 +1,7 @@
 // Runs a benchmark schedule and writes bench/results/<name>.{json,md} and charts (bench:seed, bench:des).
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { scheduleFromArgs, scheduleUsage } from './cli-args.js';
 import { orUsage } from './cli.js';
 import type { BenchResults } from './report/analyze.js';
@@ -46,21 +46,27 @@ export async function runBench(
     date: new Date().toISOString(),
     wallS: (performance.now() - wall0) / 1000,
   };
-  const markdown = toMarkdown(results, opts.command, meta);
   const files: string[] = [];
-  if (opts.resultsDir !== undefined) {
-    mkdirSync(opts.resultsDir, { recursive: true });
-    const json = join(opts.resultsDir, `${s.name}.json`);
-    writeFileSync(
-      json,
-      JSON.stringify({ meta: { ...meta, command: opts.command, mode: 'des' }, ...results }, null, 1) + '\n',
-    );
-    const md = join(opts.resultsDir, `${s.name}.md`);
-    writeFileSync(md, markdown + '\n');
-    files.push(json, md);
-    if (opts.charts !== false)
-      files.push(...(await writeCharts(results, join(opts.resultsDir, 'charts'), s.name)));
-  }
+  if (opts.resultsDir === undefined)
+    return { results, markdown: toMarkdown(results, opts.command, meta), files };
+  mkdirSync(opts.resultsDir, { recursive: true });
+  const json = join(opts.resultsDir, `${s.name}.json`);
+  writeFileSync(
+    json,
+    JSON.stringify({ meta: { ...meta, command: opts.command, mode: 'des' }, ...results }, null, 1) + '\n',
+  );
+  // Charts first: the report shows them, by paths relative to itself.
+  const charts =
+    opts.charts === false ? [] : await writeCharts(results, join(opts.resultsDir, 'charts'), s.name);
+  const markdown = toMarkdown(
+    results,
+    opts.command,
+    meta,
+    charts.map((f) => `charts/${basename(f)}`),
+  );
+  const md = join(opts.resultsDir, `${s.name}.md`);
+  writeFileSync(md, markdown + '\n');
+  files.push(json, md, ...charts);
   return { results, markdown, files };
 }
 
@@ -86,4 +92,6 @@ export async function runBenchScript(base: BenchSchedule, script: string, module
   });
   console.log(out.markdown);
   console.log(`\nwrote ${out.files.join(', ')}`);
+  if (schedule.name === 'seed')
+    console.log("README.md's results table comes from seed.json: `npm run gen:report` rewrites it.");
 }

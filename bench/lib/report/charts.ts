@@ -13,10 +13,20 @@ async function render(spec: TopLevelSpec): Promise<string> {
   return svg;
 }
 
-/** TTFT CDF per arm (one chart per workload) and goodput vs concurrency, as SVG files (vega-lite, headless). */
+/**
+ * The headline chart (kinference vs random), then TTFT CDF per arm (one chart per workload) and goodput vs
+ * concurrency, as SVG files (vega-lite, headless).
+ */
 export async function writeCharts(r: BenchResults, dir: string, prefix: string): Promise<string[]> {
   mkdirSync(dir, { recursive: true });
   const written: string[] = [];
+  // First: the report shows the charts in this order.
+  const headline = await headlineChart(r);
+  if (headline !== null) {
+    const f = join(dir, `${prefix}-headline.svg`);
+    writeFileSync(f, headline);
+    written.push(f);
+  }
   for (const w of r.schedule.workloads) {
     const values = r.cdf
       .filter((c) => c.workload === w)
@@ -77,4 +87,87 @@ export async function writeCharts(r: BenchResults, dir: string, prefix: string):
     written.push(f);
   }
   return written;
+}
+
+// The README's picture: the nine arms of the full charts are too many to read at a glance.
+const HEADLINE_ARMS: readonly string[] = ['random', 'kinference', 'kinference-slo'];
+
+/**
+ * kinference against random (and kinference with admission control) on the workloads with shared prefixes:
+ * the TTFT CDF above, goodput against concurrency below. Null when the run has neither.
+ */
+async function headlineChart(r: BenchResults): Promise<string | null> {
+  const workloads: readonly string[] = r.schedule.workloads.filter((w) => w !== 'control');
+  const ttft = r.cdf
+    .filter((c) => workloads.includes(c.workload) && HEADLINE_ARMS.includes(c.arm))
+    .flatMap((c) => {
+      const n = c.ttftS.length;
+      const step = Math.max(1, Math.floor(n / 400));
+      const pts: { workload: string; arm: string; ttft: number; p: number }[] = [];
+      for (let i = 0; i < n; i += step)
+        pts.push({ workload: c.workload, arm: c.arm, ttft: c.ttftS[i]!, p: (i + 1) / n });
+      pts.push({ workload: c.workload, arm: c.arm, ttft: c.ttftS[n - 1]!, p: 1 });
+      return pts;
+    });
+  const gp = r.goodput
+    .filter((g) => workloads.includes(g.workload) && HEADLINE_ARMS.includes(g.arm))
+    .flatMap((g) =>
+      Object.entries(g.byConcurrency).map(([c, v]) => ({
+        workload: g.workload,
+        arm: g.arm,
+        concurrency: Number(c),
+        goodput: v,
+      })),
+    );
+  if (!ttft.length || !gp.length) return null;
+  const color = {
+    field: 'arm',
+    type: 'nominal',
+    title: 'router',
+    scale: { domain: [...HEADLINE_ARMS], range: ['#e45756', '#4c78a8', '#54a24b'] },
+  } as const;
+  const column = { field: 'workload', type: 'nominal' as const, title: null, sort: [...workloads] };
+  return render({
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title: {
+      text: 'kinference vs random routing: 3 emulated vLLM pods (L40S, 27B FP8), GuideLLM workloads',
+      subtitle: `bench:${r.schedule.name}, discrete-event, ${r.schedule.trials} trial(s); kinference-slo = with admission control`,
+    },
+    vconcat: [
+      {
+        data: { values: ttft },
+        facet: { column },
+        spec: {
+          width: 340,
+          height: 200,
+          mark: { type: 'line', interpolate: 'step-after' },
+          encoding: {
+            x: {
+              field: 'ttft',
+              type: 'quantitative',
+              title: 'time to first token (s, log)',
+              scale: { type: 'log' },
+            },
+            y: { field: 'p', type: 'quantitative', title: 'fraction of requests (Poisson load)' },
+            color,
+          },
+        },
+      },
+      {
+        data: { values: gp },
+        facet: { column },
+        spec: {
+          width: 340,
+          height: 200,
+          mark: { type: 'line', point: true },
+          encoding: {
+            x: { field: 'concurrency', type: 'quantitative', title: 'concurrent streams' },
+            y: { field: 'goodput', type: 'quantitative', title: 'goodput (req/min within SLO)' },
+            color,
+          },
+        },
+        resolve: { scale: { y: 'independent' } },
+      },
+    ],
+  });
 }

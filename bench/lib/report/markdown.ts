@@ -8,11 +8,22 @@ const pct = (x: number): string =>
   Number.isFinite(x) ? `${x >= 0 ? '+' : '−'}${Math.abs(x * 100).toFixed(1)}%` : '–';
 const ci = (c: [number, number]): string => `[${pct(c[0])}, ${pct(c[1])}]`;
 
+/** The alt text of a chart written by writeCharts, from its file name (`charts/seed-ttft-cdf-multiturn.svg`). */
+function chartAlt(path: string, prefix: string): string {
+  const base = path.replace(/^.*\//, '').replace(/\.svg$/, '');
+  const kind = base.startsWith(`${prefix}-`) ? base.slice(prefix.length + 1) : base;
+  if (kind === 'headline') return 'kinference vs random: TTFT CDF and goodput vs concurrency';
+  if (kind === 'goodput-vs-concurrency') return 'goodput vs concurrency, every arm';
+  if (kind.startsWith('ttft-cdf-')) return `TTFT CDF, every arm: ${kind.slice('ttft-cdf-'.length)}`;
+  return kind;
+}
+
 /** The published table's layout (metric, random, arm, improvement, CI), per workload and arm, plus the rest. */
 export function toMarkdown(
   r: BenchResults,
   command: string,
   meta: { commit: string; date: string; wallS: number },
+  charts: readonly string[] = [],
 ): string {
   const s = r.schedule;
   const L: string[] = [];
@@ -40,6 +51,12 @@ export function toMarkdown(
   for (const t of r.targets)
     L.push(`| ${t.name} | ${t.target} | ${t.measured} | ${t.met ? 'yes' : '**no**'} |`);
   L.push('');
+
+  // The charts as images, so the report shows them where it is read (GitHub renders SVG images).
+  if (charts.length > 0) {
+    L.push('## Charts', '');
+    for (const c of charts) L.push(`![${chartAlt(c, s.name)}](${c})`, '');
+  }
 
   L.push('## SLO used for goodput', '', '| workload | TTFT ≤ | ITL ≤ | basis |', '|---|---|---|---|');
   for (const w of s.workloads)

@@ -1,4 +1,7 @@
-import { describe, expect, it } from 'vitest';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { runBench } from '../../../bench/lib/main.js';
 import { latencyProfile, SMOKE_SCHEDULE } from '../../../bench/lib/schedule.js';
 import { profileLabel } from '../../../bench/lib/types.js';
@@ -6,11 +9,21 @@ import { profileLabel } from '../../../bench/lib/types.js';
 // The CI configuration of the discrete-event benchmark: emulator engine, real router, collector key path.
 describe('bench:smoke (discrete-event, tiny schedule)', () => {
   it('produces a complete, sane report', { timeout: 240_000 }, async () => {
+    // Written to a temporary directory, charts included: the report shows them (bench/lib/main.ts).
+    const dir = mkdtempSync(join(tmpdir(), 'kinf-smoke-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     const { results: r, markdown } = await runBench(SMOKE_SCHEDULE, {
       command: 'vitest smoke',
       workers: 0,
       progress: false,
+      resultsDir: dir,
     });
+    const written = readFileSync(join(dir, 'smoke.md'), 'utf8');
+    expect(written).toBe(`${markdown}\n`);
+    const images = [...written.matchAll(/!\[[^\]]+\]\((charts\/smoke-[^)]+\.svg)\)/g)].map((m) => m[1]!);
+    expect(images[0]).toBe('charts/smoke-headline.svg');
+    expect(images).toContain('charts/smoke-goodput-vs-concurrency.svg');
+    for (const img of images) expect(existsSync(join(dir, img)), img).toBe(true);
     const s = r.schedule;
     // One group per workload × profile × arm, each with measured requests.
     expect(r.groups).toHaveLength(s.workloads.length * (1 + s.concurrency.length) * s.arms.length);
