@@ -1,4 +1,4 @@
-// The process's one tokenizer worker: starts it on first use, matches answers to calls, restarts it if it dies.
+// The process's one tokenizer worker: started on first use, answers matched to calls, restarted if it dies.
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { KinferenceError, type ErrorCode } from '../../core/errors.js';

@@ -1,4 +1,4 @@
-// Loads a tokenizer in a worker thread: the plugin's event loop only rebuilds the JS engine's maps, in slices.
+// Loads a tokenizer in a worker thread; the plugin's thread only rebuilds the JS engine's maps, in slices.
 import { runInSlices } from '../bpe/slices.js';
 import type { Tokenizer } from '../types.js';
 import { loadInWorker } from './client.js';

@@ -1,4 +1,4 @@
-// A tokenizer served on the caller's thread by the JS engine, and by the worker's native encoder for the rest.
+// A tokenizer served here by the JS engine, and by the worker's native encoder for everything else.
 import type { ByteBpe } from '../bpe/byte-bpe.js';
 import type { SpecialTokenFlags, Tokenizer } from '../types.js';
 import { callWorker } from './client.js';
