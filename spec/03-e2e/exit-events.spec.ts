@@ -18,6 +18,7 @@ import {
   LONG_SYSTEM_PROMPT,
   seedIndex,
   type BuiltPlugin,
+  SEEDED_INDEX_CONFIG,
 } from '../02-integration/plugin/harness.js';
 
 /**
@@ -73,6 +74,8 @@ beforeAll(async () => {
     tokenizer: 'tiktoken:o200k_base',
     chat_template: 'chatml',
     shed_ttft_slo_ms: 1000,
+    // The index is seeded once and the tokenizer load comes after: no collector keeps it fresh.
+    ...SEEDED_INDEX_CONFIG,
   };
   gw = await startGateway({
     kongConfig: kongConfigFor(service.url, pluginConfig),
