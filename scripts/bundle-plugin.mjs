@@ -23,6 +23,28 @@ export async function bundlePlugin(outRoot = join(ROOT, 'dist', 'plugins')) {
   const dir = join(outRoot, 'kinference');
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
+  // The tokenizer worker (src/tokenize/off-thread/worker.ts) is carried inside the plugin file as text and
+  // started with `eval: true`: Kong deployments copy that one file, so the worker cannot be a file beside it.
+  // Its `require` resolves the runtime externals from the plugin file, passed as workerData.moduleFile.
+  const worker = await build({
+    absWorkingDir: ROOT,
+    entryPoints: [join(ROOT, 'src/tokenize/off-thread/worker.ts')],
+    write: false,
+    bundle: true,
+    platform: 'node',
+    target: 'node20',
+    format: 'cjs',
+    external: PLUGIN_EXTERNALS,
+    logLevel: 'warning',
+    legalComments: 'none',
+    define: { 'import.meta.url': '__kinferenceModuleUrl' },
+  });
+  const workerSource = [
+    "(function (require) { const __kinferenceModuleUrl = require('node:url').pathToFileURL(",
+    "require('node:worker_threads').workerData.moduleFile).href;\n",
+    worker.outputFiles[0].text,
+    "\n})(require('node:module').createRequire(require('node:worker_threads').workerData.moduleFile));",
+  ].join('');
   await build({
     absWorkingDir: ROOT,
     entryPoints: [join(ROOT, 'plugins/kinference/kinference.ts')],
@@ -36,7 +58,10 @@ export async function bundlePlugin(outRoot = join(ROOT, 'dist', 'plugins')) {
     legalComments: 'none',
     sourcemap: false,
     // ESM sources locate package data with createRequire(import.meta.url); in CommonJS that is the bundle file.
-    define: { 'import.meta.url': '__kinferenceModuleUrl' },
+    define: {
+      'import.meta.url': '__kinferenceModuleUrl',
+      __KINFERENCE_TOKENIZE_WORKER__: JSON.stringify(workerSource),
+    },
     banner: { js: "const __kinferenceModuleUrl = require('node:url').pathToFileURL(__filename).href;" },
   });
   writeFileSync(join(outRoot, 'package.json'), '{ "type": "commonjs" }\n');

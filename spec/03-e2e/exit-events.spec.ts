@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { createInterface, type Interface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitPluginWarm } from '../helpers/plugin-warm-up.js';
 import { jsPluginServerDef, startGateway, type Gateway } from '../../kong/stand-in/index.js';
 import { waitFor } from '../helpers/ports.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
@@ -17,6 +18,7 @@ import {
   LONG_SYSTEM_PROMPT,
   seedIndex,
   type BuiltPlugin,
+  SEEDED_INDEX_CONFIG,
 } from '../02-integration/plugin/harness.js';
 
 /**
@@ -64,21 +66,26 @@ beforeAll(async () => {
   server = spawn(process.execPath, [script, plugin.dir, socket], { stdio: ['pipe', 'pipe', 'pipe'] });
   probeLines = createInterface({ input: server.stdout });
   await waitFor('plugin server socket', () => existsSync(socket));
+  const pluginConfig = {
+    redis_url: redis.url,
+    redis_key_prefix: PREFIX,
+    // Generous: a lookup timing out on a loaded machine is routed, not shed, and this test is about events.
+    redis_timeout_ms: 2000,
+    tokenizer: 'tiktoken:o200k_base',
+    chat_template: 'chatml',
+    shed_ttft_slo_ms: 1000,
+    // The index is seeded once and the tokenizer load comes after: no collector keeps it fresh.
+    ...SEEDED_INDEX_CONFIG,
+  };
   gw = await startGateway({
-    kongConfig: kongConfigFor(service.url, {
-      redis_url: redis.url,
-      redis_key_prefix: PREFIX,
-      // Generous: a lookup timing out on a loaded machine is routed, not shed, and this test is about events.
-      redis_timeout_ms: 2000,
-      tokenizer: 'tiktoken:o200k_base',
-      chat_template: 'chatml',
-      shed_ttft_slo_ms: 1000,
-    }),
+    kongConfig: kongConfigFor(service.url, pluginConfig),
     port: 0,
     // Kong's "assuming external process management": no start command, connect to our server's socket.
     pluginServers: [{ ...jsPluginServerDef('kinference', plugin.dir, tmp), socket, startCmd: null }],
     logger: process.env.KINF_TEST_LOG ? (l, m) => process.stderr.write(`[${l}] ${m}\n`) : () => undefined,
   });
+  // Until the tokenizer is loaded requests are routed on load (tokenizer_loading), not shed.
+  await waitPluginWarm(gw, pluginConfig);
 });
 
 afterAll(async () => {

@@ -34,7 +34,7 @@ export function isStartSensitive(preTokenizer: unknown): boolean {
 }
 
 /** Pre-tokens longer than this send their segment to the native library, off the event loop. */
-const LONG_PIECE_CHARS = 1024;
+export const LONG_PIECE_CHARS = 1024;
 
 class HfTokenizer implements Tokenizer {
   readonly spec: string;
@@ -145,19 +145,37 @@ export function createHfTokenizer(
   path: string,
   engine?: ByteBpe | { unsupported: string },
 ): Tokenizer {
+  const file = readHfTokenizerJson(spec, path);
+  return hfTokenizerFrom(spec, path, file, engine ?? byteBpeFromHfJson(file.json));
+}
+
+/** A tokenizer.json read and parsed; throws KINF_ERR_TOKENIZER_SPEC when it cannot be read or is not one. */
+export function readHfTokenizerJson(
+  spec: string,
+  path: string,
+): { text: string; json: Record<string, unknown> } {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
   } catch (e) {
     throw unreadable(spec, path, e);
   }
-  const json = parseTokenizerJson(spec, path, text);
+  return { text, json: parseTokenizerJson(spec, path, text) };
+}
+
+/** The tokenizer over a read tokenizer.json and a JS engine built from it (the tokenizer worker builds both). */
+export function hfTokenizerFrom(
+  spec: string,
+  path: string,
+  file: { text: string; json: Record<string, unknown> },
+  engine: ByteBpe | { unsupported: string },
+): Tokenizer {
   return new HfTokenizer(
     spec,
-    nativeFrom(spec, path, text),
-    addedTokens(json),
-    isStartSensitive(json.pre_tokenizer),
-    engine ?? byteBpeFromHfJson(json),
+    nativeFrom(spec, path, file.text),
+    addedTokens(file.json),
+    isStartSensitive(file.json.pre_tokenizer),
+    engine,
   );
 }
 

@@ -1,5 +1,6 @@
 // loadTokenizer: a tokenizer spec (tiktoken:, hf:) → a tokenizer, one per spec for the process.
 import { KinferenceError } from '../core/errors.js';
+import { loadTokenizerOffThread } from './off-thread/index.js';
 import { createHfTokenizer, createHfTokenizerAsync } from './hf-tokenizer.js';
 import { resolveHfFile } from './hf-source.js';
 import {
@@ -35,9 +36,11 @@ export function loadTokenizer(spec: string): Tokenizer {
 const loading = new Map<string, Promise<Tokenizer>>();
 
 /**
- * loadTokenizer without holding the event loop where the libraries allow it (file reads asynchronous, our
- * JS engine's tables built in slices; see createTiktokenTokenizerAsync and createHfTokenizerAsync for the
- * steps that stay synchronous). A bad spec or a missing file throws at once, before any await.
+ * loadTokenizer without holding the event loop: the file is read and parsed, the native encoder built and the
+ * JS engine checked in a worker thread (off-thread/), and only the JS engine's maps are rebuilt here, in
+ * slices. Should the worker itself fail (not the file: its KinferenceError is the load's), the load runs on
+ * this thread as before, giving the event loop back between its steps. A bad spec or a missing file throws at
+ * once, before any await.
  */
 export function loadTokenizerAsync(spec: string): Promise<Tokenizer> {
   const cached = tokenizers.get(spec);
@@ -45,22 +48,27 @@ export function loadTokenizerAsync(spec: string): Promise<Tokenizer> {
   const running = loading.get(spec);
   if (running) return running;
   const source = sourceOf(spec);
-  const load = (
+  const inThread = (): Promise<Tokenizer> =>
     source.kind === 'tiktoken'
       ? createTiktokenTokenizerAsync(spec, source.encoding)
-      : createHfTokenizerAsync(spec, source.path)
-  ).then(
-    (tok) => {
-      loading.delete(spec);
-      const won = tokenizers.get(spec) ?? tok; // a blocking load may have finished first
-      tokenizers.set(spec, won);
-      return won;
-    },
-    (e: unknown) => {
-      loading.delete(spec);
-      throw e;
-    },
-  );
+      : createHfTokenizerAsync(spec, source.path);
+  const load = loadTokenizerOffThread(spec, source)
+    .catch((e: unknown) => {
+      if (e instanceof KinferenceError) throw e;
+      return inThread();
+    })
+    .then(
+      (tok) => {
+        loading.delete(spec);
+        const won = tokenizers.get(spec) ?? tok; // a blocking load may have finished first
+        tokenizers.set(spec, won);
+        return won;
+      },
+      (e: unknown) => {
+        loading.delete(spec);
+        throw e;
+      },
+    );
   loading.set(spec, load);
   return load;
 }

@@ -9,7 +9,7 @@ import { loadDeclarative, packageRoot, processPluginConfig } from '../../../kong
 import { toKongSchema } from '../../../src/config/to-kong-schema.js';
 import { PluginConfigSchema } from '../../../src/config/plugin-config.js';
 import { validateConfig } from '../../../src/config/validate.js';
-import { freePort } from '../../helpers/ports.js';
+import { freePort, waitFor } from '../../helpers/ports.js';
 import { buildPlugin, kongConfigFor, type BuiltPlugin } from '../plugin/harness.js';
 import { startNamedUpstream, type TestServer } from './test-servers.js';
 
@@ -90,18 +90,28 @@ describe('kinference gateway (CLI)', { timeout: STARTUP_MS + 30_000 }, () => {
     let stderr = '';
     proc.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
     await listening(proc, () => stderr);
-    const r = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
-      method: 'POST',
-      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
-    });
-    expect(await r.json()).toMatchObject({ served_by: 'service' });
+    // The config's first requests are routed on load while its tokenizer loads (tokenizer_loading): ask
+    // until the plugin routes with it, then it finds no pods.
+    await waitFor(
+      'a decision made with the tokenizer',
+      async () => {
+        const r = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
+          method: 'POST',
+          body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+        });
+        expect(await r.json()).toMatchObject({ served_by: 'service' });
+        return upstream.requests.at(-1)!.headers['x-kinference-fallback'] !== 'tokenizer_loading';
+      },
+      60_000,
+    );
     expect(upstream.requests.at(-1)!.headers['x-kinference-fallback']).toBe('no_pods_in_index');
     const code = await new Promise<number | null>((resolve) => {
       proc.once('exit', (c) => resolve(c));
       proc.kill('SIGTERM');
     });
     expect(code).toBe(0);
-  });
+    // A CLI start and a tokenizer load: tens of seconds under load, not what the test asserts.
+  }, 90_000);
 
   it('fails with a clear message on a bad kong.yaml', async () => {
     const yamlPath = join(dir, 'bad.yaml');

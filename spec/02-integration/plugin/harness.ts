@@ -6,6 +6,7 @@ import { validateConfig } from '../../../src/config/validate.js';
 import type { BlockKey, PodState } from '../../../src/core/types.js';
 import { createKvIndex } from '../../../src/index/index.js';
 import { requestKeys } from '../../../src/router/index.js';
+import { waitPluginWarm } from '../../helpers/plugin-warm-up.js';
 import {
   packageRoot,
   startGateway,
@@ -67,19 +68,30 @@ export function kongConfigFor(
   };
 }
 
+/**
+ * The stand-in with the plugin on one chat route; resolves once the config's tokenizer and template are
+ * loaded in the plugin server (waitPluginWarm), so the spec's first request is routed with them.
+ */
 export async function startPluginGateway(
   plugin: BuiltPlugin,
   serviceUrl: string,
   pluginConfig: Record<string, unknown>,
   extra: Partial<GatewayOptions> = {},
 ): Promise<Gateway> {
-  return startGateway({
+  const gw = await startGateway({
     kongConfig: kongConfigFor(serviceUrl, pluginConfig),
     port: 0,
     pluginsDir: plugin.dir,
     logger: process.env.KINF_TEST_LOG ? (l, m) => process.stderr.write(`[${l}] ${m}\n`) : () => undefined,
     ...extra,
   });
+  try {
+    await waitPluginWarm(gw, pluginConfig);
+  } catch (e) {
+    await gw.close();
+    throw e;
+  }
+  return gw;
 }
 
 /** The block keys the router computes for `body` under `config` (src/router/request-keys.ts). */

@@ -1,3 +1,4 @@
+import { waitPluginWarm } from '../../helpers/plugin-warm-up.js';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway, GatewayEvent } from '../../../kong/stand-in/index.js';
@@ -142,6 +143,8 @@ beforeAll(async () => {
   });
   // Each route's config gets its own router; its first lookup also opens the Redis connection and loads the
   // script, which can exceed redis_timeout_ms (25 ms) and fall back by design. Warm each one up.
+  // And every route routes on load (tokenizer_loading) until the shared tokenizer is loaded: wait for it.
+  await waitPluginWarm(gw, baseConfig());
   for (const name of ['plain', 'exposed', 'traced', 'limited']) await send(name);
   await gw.idle();
   events.length = 0;

@@ -47,6 +47,25 @@ export function byteBpeFromHfJson(json: Json): ByteBpe | { unsupported: string }
 
 /** byteBpeFromHfJson as a build that yields between slices of its vocabulary and merges (slices.ts). */
 export function* byteBpeFromHfJsonSliced(json: Json): SlicedBuild<ByteBpe | { unsupported: string }> {
+  const tables = yield* hfTables(json);
+  return 'unsupported' in tables ? tables : engineFromHfTables(tables);
+}
+
+/** What the JS engine of a supported tokenizer.json is made of (plain data: another thread can build it). */
+export interface HfTables {
+  kind: 'hf';
+  pattern: RegExp;
+  normalize: 'NFC' | null;
+  /** Id of each byte's byte-level symbol. */
+  byteIds: number[];
+  /** (left id, right id) → rank * PACK + merged id. */
+  pairs: PairTable;
+  /** The vocabulary, for HF `ignore_merges` (a piece that is one token is that token); else null. */
+  wholeWords: Map<string, number> | null;
+}
+
+/** The tables of a tokenizer.json whose pipeline the engine reproduces, or why it does not. */
+export function* hfTables(json: Json): SlicedBuild<HfTables | { unsupported: string }> {
   const model = json.model;
   if (!isRecord(model) || model.type !== 'BPE') return { unsupported: 'model is not BPE' };
   if (!unset(model.dropout) && model.dropout !== 0) return { unsupported: 'BPE dropout' };
@@ -85,8 +104,22 @@ export function* byteBpeFromHfJsonSliced(json: Json): SlicedBuild<ByteBpe | { un
     if (ia === undefined || ib === undefined || merged === undefined) continue;
     pairs.add(ia, ib, rank * PACK + merged);
   }
+  return {
+    kind: 'hf',
+    pattern,
+    normalize: nfc ? 'NFC' : null,
+    byteIds,
+    pairs,
+    wholeWords: model.ignore_merges === true ? vocab : null,
+  };
+}
+
+/** The engine over built tables. */
+export function engineFromHfTables(t: HfTables): ByteBpe {
+  const { wholeWords: vocab, pairs } = t;
+  const alphabet = byteLevelAlphabet();
   const wholeWord =
-    model.ignore_merges === true
+    vocab !== null
       ? (bytes: readonly number[]): number | undefined => {
           let s = '';
           for (let i = 0; i < bytes.length; i++) s += alphabet[bytes[i]!]!;
@@ -94,10 +127,10 @@ export function* byteBpeFromHfJsonSliced(json: Json): SlicedBuild<ByteBpe | { un
         }
       : undefined;
   return new ByteBpe({
-    pattern,
+    pattern: t.pattern,
     keepGaps: true,
-    normalize: nfc ? 'NFC' : null,
-    byteIds,
+    normalize: t.normalize,
+    byteIds: t.byteIds,
     lookup: (a, b) => pairs.get(a, b, -1),
     wholeWord,
   });

@@ -43,21 +43,48 @@ function ranksFile(encoding: string): string {
   return createRequire(import.meta.url).resolve(`tiktoken/encoders/${encoding}.json`);
 }
 
+/** What the JS engine of a tiktoken encoding is made of: its regex and each token's bytes (latin1) → rank. */
+export interface TiktokenTables {
+  kind: 'tiktoken';
+  pattern: RegExp;
+  ranks: Map<string, number>;
+}
+
 function* buildFromRanks(json: TiktokenRanksJson): SlicedBuild<ByteBpe | { unsupported: string }> {
+  const tables = yield* tiktokenTables(json);
+  return 'unsupported' in tables ? tables : engineFromTiktokenTables(tables);
+}
+
+/** The rank file's tables (the costly part: base64 decoding every token), yielding between slices. */
+export function* tiktokenTables(
+  json: TiktokenRanksJson,
+): SlicedBuild<TiktokenTables | { unsupported: string }> {
   const pattern = toJsPattern(json.pat_str);
   if (pattern === null) return { unsupported: `pre-tokenizer regex not portable: ${json.pat_str}` };
   const ranks = new Map<string, number>();
-  const bytesOf: string[] = [];
   for (const line of json.bpe_ranks.split('\n')) {
     const parts = line.split(' ');
     const first = Number(parts[1]);
     for (let i = 2; i < parts.length; i++) {
-      const bytes = Buffer.from(parts[i]!, 'base64').toString('latin1');
-      ranks.set(bytes, first + i - 2);
-      bytesOf[first + i - 2] = bytes;
+      ranks.set(Buffer.from(parts[i]!, 'base64').toString('latin1'), first + i - 2);
       if (i % SLICE_ITEMS === 0) yield;
     }
   }
+  return { kind: 'tiktoken', pattern, ranks };
+}
+
+/** The tables of `tiktoken/encoders/<encoding>.json`, read and built at once (a worker thread does this). */
+export function tiktokenTablesOf(encoding: string): TiktokenTables | { unsupported: string } {
+  return runAtOnce(
+    tiktokenTables(JSON.parse(readFileSync(ranksFile(encoding), 'utf8')) as TiktokenRanksJson),
+  );
+}
+
+/** The engine over built tables: a token's rank is its id; a pair merges when its bytes are a token. */
+export function engineFromTiktokenTables(t: TiktokenTables): ByteBpe | { unsupported: string } {
+  const { pattern, ranks } = t;
+  const bytesOf: string[] = [];
+  for (const [bytes, id] of ranks) bytesOf[id] = bytes;
   const byteIds: number[] = [];
   for (let b = 0; b < 256; b++) {
     const id = ranks.get(String.fromCharCode(b));

@@ -1,3 +1,12 @@
+// PairTable: token-id pair → packed merge, in typed arrays (BPE looks one up per adjacent symbol).
+/** A PairTable's contents: slot arrays of a power-of-two length. */
+export interface PairTableParts {
+  left: Int32Array;
+  right: Int32Array;
+  value: Float64Array;
+  size: number;
+}
+
 /**
  * An open-addressing hash table from a pair of token ids to a packed merge (see merge.ts), in typed arrays:
  * BPE looks up a pair per adjacent symbol, and a Map keyed by `a * PACK + b` (a double, not a small
@@ -50,6 +59,22 @@ export class PairTable {
     this.#right[h] = b;
     this.#value[h] = value;
     this.#size++;
+  }
+
+  /** The table's arrays, to send to another thread (transferable) and rebuild there with fromParts. */
+  parts(): PairTableParts {
+    return { left: this.#left, right: this.#right, value: this.#value, size: this.#size };
+  }
+
+  /** A table over arrays made by parts() (in another thread): no copy, no rehash. */
+  static fromParts(p: PairTableParts): PairTable {
+    const t = new PairTable(0);
+    t.#left = p.left;
+    t.#right = p.right;
+    t.#value = p.value;
+    t.#mask = p.left.length - 1;
+    t.#size = p.size;
+    return t;
   }
 
   clear(): void {
