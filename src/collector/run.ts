@@ -2,7 +2,7 @@
 import { validateConfig } from '../config/validate.js';
 import { CollectorSectionSchema } from '../config/collector-section.js';
 import { loadFleetConfig } from '../config/fleet-config.js';
-import { redisTlsSettings } from '../config/plugin-config.js';
+import { redisSentinelSettings, redisTlsSettings } from '../config/plugin-config.js';
 import { KinferenceError, isKinferenceError } from '../core/errors.js';
 import {
   RedisWriterLease,
@@ -36,6 +36,7 @@ export async function runCollector(configPath: string): Promise<void> {
     cluster: fleet.redis_cluster,
     clusterNodes: fleet.redis_cluster_nodes,
     tls: redisTlsSettings(fleet),
+    sentinel: redisSentinelSettings(fleet),
     keyPrefix: fleet.redis_key_prefix,
   };
   // The index logs Redis connection loss and recovery, and writes Redis lost (each pod is then rebuilt).

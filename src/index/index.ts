@@ -21,7 +21,7 @@ export {
   type SharedReservation,
 } from './kv-index.js';
 export { nextApplyId, processWriterId } from './apply-id.js';
-export { redactUrl, type IndexLog } from './redis-connection.js';
+export { redactUrl, type IndexLog, type RedisSentinelSettings } from './redis-connection.js';
 export { createKvIndex, type KvIndexOptions } from './create.js';
 export { MemoryKvIndex } from './memory-index.js';
 export { RedisKvIndex, REDIS_INDEX_DEFAULTS, type RedisKvIndexOptions } from './redis-index.js';
