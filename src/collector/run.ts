@@ -97,6 +97,10 @@ export async function runCollector(configPath: string): Promise<void> {
   log.info('collector listening', {
     address: server.address,
     redis: redactUrl(fleet.redis_url),
+    // With Sentinel the URL's host is not used: say where the primary comes from.
+    ...(fleet.redis_sentinels?.length
+      ? { sentinels: fleet.redis_sentinels, sentinelMaster: fleet.redis_sentinel_master }
+      : {}),
   });
   // A standby may wait in start() for a long time: a signal meanwhile stops it like any other.
   const signal = new Promise<string>((resolve) => {
