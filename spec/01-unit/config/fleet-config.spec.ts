@@ -119,6 +119,12 @@ describe('fleet config', () => {
     expect(
       errorOf(() => parseFleetConfig({ ...good, ...sentinels, redis_sentinels: ['s0'] }, 'f', '/')),
     ).toContain('redis_sentinels.0');
+    // A password of the wrong type is refused without being echoed.
+    const numeric = errorOf(() =>
+      parseFleetConfig({ ...good, ...sentinels, redis_sentinel_password: 918273 }, 'f', '/'),
+    );
+    expect(numeric).toContain('redis_sentinel_password');
+    expect(numeric).not.toContain('918273');
   });
 });
 
