@@ -144,7 +144,7 @@ describe.each([
     } finally {
       await index.close();
     }
-    await waitFor('the replica has the index', () => b.inSync());
+    await waitFor('the replica has the index', () => b.inSync(), 30_000, 50);
     gw = await startPluginGateway(plugin, service.url, config);
     client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: 'test', maxRetries: 0 });
     await waitFor(

@@ -247,6 +247,8 @@ export function sentinelOptions(
 
 /** Redis's answers to a SELECT of a database it does not have (out of range, or cluster mode). */
 const SELECT_FAILED = /DB index is out of range|invalid DB index|SELECT is not allowed/i;
+/** ioredis's error while no sentinel of the list answers (it retries by itself). */
+const SENTINELS_UNREACHABLE = /^All sentinels are unreachable/;
 /** A node's answer to CLUSTER SLOTS when it is a standalone Redis. */
 const CLUSTER_DISABLED = /cluster support disabled/i;
 
@@ -313,6 +315,13 @@ export class RedisConnection {
     this.client.on('error', (e: Error) => {
       this.#lastError = e;
       if (SELECT_FAILED.test(e.message)) this.#refuseDatabase(e);
+      // ioredis goes on asking the sentinels without closing anything: without this, every call would wait
+      // out its whole budget while no sentinel answers, and say "no answer" instead of why.
+      else if (SENTINELS_UNREACHABLE.test(e.message)) {
+        this.#down = true;
+        this.#reportDown();
+        this.#settle(this.#unavailable());
+      }
     });
     if (this.client instanceof Cluster) this.#watchCluster(this.client);
     this.client.on('ready', () => {

@@ -163,7 +163,7 @@ describe.each([
     await store('pod-a', 3);
     await store('pod-b', 5);
     await indexEqualsModel('the first writes are indexed');
-    await waitFor('the replica has them', () => b.inSync());
+    await waitFor('the replica has them', () => b.inSync(), 30_000, 50);
 
     const primary = await b.primary();
     const replica = await b.replica();

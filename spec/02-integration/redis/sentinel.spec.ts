@@ -8,7 +8,8 @@ import {
   type RedisKvIndexOptions,
 } from '../../../src/index/index.js';
 import { chain } from '../../conformance/chains.js';
-import { waitFor } from '../../helpers/ports.js';
+import { freePort, waitFor } from '../../helpers/ports.js';
+import { rejection } from '../../helpers/redis-indexes.js';
 
 /**
  * The index through Redis Sentinel (`redis_sentinels`): a real primary, two replicas and three sentinels
@@ -119,7 +120,7 @@ function tests(ctx: { s: RedisSentinelSetup }, prefixBase: string, lostWrites = 
       const m = 'model-d';
       const { ix, pod, losses } = await writer(m);
       await ix.apply(pod, [{ op: 'store', keys: keys.slice(0, 8), tier: 'GPU' }]);
-      await waitFor('replicas in sync', () => ctx.s.replicasInSync());
+      await waitFor('replicas in sync', () => ctx.s.replicasInSync(), 30_000, 50);
       const old = await ctx.s.primary();
       const replica = ctx.s.nodes.find((x, i) => i !== old && x.admin.status === 'ready')!;
       // The replica stops, and the primary drops its link (else the bytes already in the replica's socket
@@ -159,7 +160,7 @@ function tests(ctx: { s: RedisSentinelSetup }, prefixBase: string, lostWrites = 
     const m = 'model-b';
     const { ix, pod, losses, reader } = await writer(m);
     await ix.apply(pod, [{ op: 'store', keys: keys.slice(0, 12), tier: 'GPU' }]);
-    await waitFor('replicas in sync', () => ctx.s.replicasInSync());
+    await waitFor('replicas in sync', () => ctx.s.replicasInSync(), 30_000, 50);
     const old = await ctx.s.primary();
     const r = await underTraffic(reader, m, [12], async () => {
       await ctx.s.sentinels[0]!.admin.call('SENTINEL', 'FAILOVER', ctx.s.master);
@@ -191,7 +192,7 @@ function tests(ctx: { s: RedisSentinelSetup }, prefixBase: string, lostWrites = 
     const m = 'model-c';
     const { ix, pod, losses, reader } = await writer(m);
     await ix.apply(pod, [{ op: 'store', keys: keys.slice(0, 14), tier: 'GPU' }]);
-    await waitFor('replicas in sync', () => ctx.s.replicasInSync());
+    await waitFor('replicas in sync', () => ctx.s.replicasInSync(), 30_000, 50);
     const old = await ctx.s.primary();
     let killedAt = 0;
     let promotedAt = 0;
@@ -222,6 +223,28 @@ function tests(ctx: { s: RedisSentinelSetup }, prefixBase: string, lostWrites = 
     expect(losses).toEqual([]);
   }, 60_000);
 }
+
+describe('no sentinel answers', () => {
+  it('every call fails at once, saying so, instead of waiting out its budget', async () => {
+    const ports = [await freePort(), await freePort()];
+    const ix = new RedisKvIndex({
+      url: 'redis://127.0.0.1:6379/0',
+      sentinel: { nodes: ports.map((p) => `127.0.0.1:${p}`), master: 'kinf' },
+      lookupTimeoutMs: 20_000,
+    });
+    try {
+      const first = await rejection(ix.lookup('m', []));
+      expect(isKinferenceError(first, 'KINF_ERR_REDIS')).toBe(true);
+      expect(String(first)).toContain('All sentinels are unreachable');
+      const t0 = Date.now();
+      const again = await rejection(ix.lookup('m', []));
+      expect(isKinferenceError(again, 'KINF_ERR_REDIS')).toBe(true);
+      expect(Date.now() - t0).toBeLessThan(1000);
+    } finally {
+      await ix.close();
+    }
+  });
+});
 
 describe('redis sentinel settings refused', () => {
   it('sentinels with redis_cluster, no sentinel, a bad address, an empty master name', () => {
