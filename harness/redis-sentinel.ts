@@ -108,7 +108,8 @@ async function launchSentinel(
     address: `127.0.0.1:${port}`,
     admin,
     kill: () => stopWith('SIGKILL'),
-    stop: () => stopWith('SIGTERM'),
+    // Nothing of a sentinel is worth a clean shutdown here (its config file goes with the directory).
+    stop: () => stopWith('SIGKILL'),
   };
 }
 
