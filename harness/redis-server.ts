@@ -18,6 +18,10 @@ export interface RedisServer {
   kill(): Promise<void>;
   /** Kill, then start again on the same port (empty). */
   restart(): Promise<void>;
+  /** SIGSTOP: the process answers nothing (and replicates nothing) until `resume()`. */
+  pause(): void;
+  /** SIGCONT after `pause()`. */
+  resume(): void;
 }
 
 /** Binds `port` (0: the kernel picks) on loopback and releases it; null when it is taken. */
@@ -132,6 +136,7 @@ async function exit(proc: ChildProcess, signal: NodeJS.Signals): Promise<void> {
   await new Promise<void>((resolve) => {
     proc.once('exit', () => resolve());
     proc.kill(signal);
+    proc.kill('SIGCONT'); // a paused process acts on SIGTERM only once it runs again
   });
 }
 
@@ -152,5 +157,7 @@ export async function startRedisServer(
       await exit(proc, 'SIGKILL');
       proc = await launch(port, timeoutMs, extraArgs);
     },
+    pause: () => void proc.kill('SIGSTOP'),
+    resume: () => void proc.kill('SIGCONT'),
   };
 }

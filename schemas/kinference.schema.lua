@@ -52,6 +52,54 @@ return {
             },
           },
           {
+            redis_sentinels = {
+              type = "array",
+              required = false,
+              len_min = 1,
+              len_max = 64,
+              elements = {
+                type = "string",
+                match_any = {
+                  patterns = {
+                    "^[^: \009\010\011\012\013]+:[0-9][0-9]?[0-9]?[0-9]?[0-9]?$",
+                  },
+                  err = "expected host:port (e.g. 10.0.0.7:8000; port 1–65535)",
+                },
+              },
+              description = "Redis Sentinel: sentinels to ask for the primary of redis_sentinel_master, as host:port; failovers are followed. redis_url then gives only user, password, database and TLS of the data nodes.",
+            },
+          },
+          {
+            redis_sentinel_master = {
+              type = "string",
+              required = false,
+              match_any = {
+                patterns = {
+                  "^[^ \009\010\011\012\013]+$",
+                },
+                err = "expected the master name the sentinels monitor (sentinel monitor <name> ...)",
+              },
+              description = "With redis_sentinels: the name the sentinels monitor the primary under (sentinel monitor <name> host port quorum).",
+            },
+          },
+          {
+            redis_sentinel_password = {
+              type = "string",
+              required = false,
+              len_min = 1,
+              referenceable = true,
+              encrypted = true,
+              description = "With redis_sentinels: the password of the sentinels themselves (their requirepass), when they have one; the data nodes take theirs from redis_url.",
+            },
+          },
+          {
+            redis_sentinel_tls = {
+              type = "boolean",
+              required = false,
+              description = "With redis_sentinels: the sentinels speak TLS, with the redis_tls_* settings of the data nodes. Unset: as redis_url (rediss:// or not).",
+            },
+          },
+          {
             redis_tls_ca_file = {
               type = "string",
               required = false,

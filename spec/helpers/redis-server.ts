@@ -21,5 +21,7 @@ export async function startRedis(): Promise<TestRedis> {
     },
     kill: () => server.kill(),
     restart: () => server.restart(),
+    pause: () => server.pause(),
+    resume: () => server.resume(),
   };
 }

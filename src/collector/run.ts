@@ -2,7 +2,7 @@
 import { validateConfig } from '../config/validate.js';
 import { CollectorSectionSchema } from '../config/collector-section.js';
 import { loadFleetConfig } from '../config/fleet-config.js';
-import { redisTlsSettings } from '../config/plugin-config.js';
+import { redisSentinelSettings, redisTlsSettings } from '../config/plugin-config.js';
 import { KinferenceError, isKinferenceError } from '../core/errors.js';
 import {
   RedisWriterLease,
@@ -38,6 +38,7 @@ export async function runCollector(configPath: string): Promise<void> {
     cluster: fleet.redis_cluster,
     clusterNodes: fleet.redis_cluster_nodes,
     tls: redisTlsSettings(fleet),
+    sentinel: redisSentinelSettings(fleet),
     keyPrefix: fleet.redis_key_prefix,
   };
   // The index logs Redis connection loss and recovery, and writes Redis lost (each pod is then rebuilt).
@@ -107,6 +108,10 @@ export async function runCollector(configPath: string): Promise<void> {
   log.info('collector listening', {
     address: server.address,
     redis: redactUrl(fleet.redis_url),
+    // With Sentinel the URL's host is not used: say where the primary comes from.
+    ...(fleet.redis_sentinels?.length
+      ? { sentinels: fleet.redis_sentinels, sentinelMaster: fleet.redis_sentinel_master }
+      : {}),
   });
   // A standby may wait in start() for a long time: a signal meanwhile stops it like any other.
   const signal = new Promise<string>((resolve) => {

@@ -38,6 +38,36 @@ export const PluginConfigSchema = Type.Object(
           'With redis_cluster: more nodes of the Redis Cluster to start from, as host:port, when the node of redis_url does not answer. User, password and TLS come from redis_url.',
       }),
     ),
+    redis_sentinels: Type.Optional(
+      Type.Array(Type.String({ pattern: HOST_PORT_PATTERN, 'x-expected': HOST_PORT_WORDS }), {
+        minItems: 1,
+        maxItems: 64,
+        description:
+          'Redis Sentinel: sentinels to ask for the primary of redis_sentinel_master, as host:port; failovers are followed. redis_url then gives only user, password, database and TLS of the data nodes.',
+      }),
+    ),
+    redis_sentinel_master: Type.Optional(
+      Type.String({
+        pattern: '^[^ \\t\\n\\v\\f\\r]+$',
+        'x-expected': 'the master name the sentinels monitor (sentinel monitor <name> ...)',
+        description:
+          'With redis_sentinels: the name the sentinels monitor the primary under (sentinel monitor <name> host port quorum).',
+      }),
+    ),
+    redis_sentinel_password: Type.Optional(
+      Type.String({
+        minLength: 1,
+        description:
+          'With redis_sentinels: the password of the sentinels themselves (their requirepass), when they have one; the data nodes take theirs from redis_url.',
+        'x-kong': { referenceable: true, encrypted: true },
+      }),
+    ),
+    redis_sentinel_tls: Type.Optional(
+      Type.Boolean({
+        description:
+          'With redis_sentinels: the sentinels speak TLS, with the redis_tls_* settings of the data nodes. Unset: as redis_url (rediss:// or not).',
+      }),
+    ),
     redis_tls_ca_file: Type.Optional(
       Type.String({
         minLength: 1,
@@ -257,7 +287,7 @@ export type PluginConfig = Static<typeof PluginConfigSchema>;
 export function pluginConfigProblems(
   c: Pick<PluginConfig, 'redis_cluster' | 'redis_cluster_nodes'> &
     Partial<Pick<PluginConfig, 'model_pods' | 'lora_adapters' | 'default_chat_template_kwargs'>> &
-    Partial<Pick<PluginConfig, 'redis_url' | RedisTlsField | 'policies'>>,
+    Partial<Pick<PluginConfig, 'redis_url' | RedisTlsField | RedisSentinelField | 'policies'>>,
 ): string[] {
   const problems: string[] = [...policyProblems(c.policies)];
   const tlsSet = REDIS_TLS_FIELDS.filter((f) => c[f] !== undefined);
@@ -275,6 +305,7 @@ export function pluginConfigProblems(
     problems.push(
       'redis_cluster_nodes: set, but redis_cluster is not (set redis_cluster: true for a Redis Cluster, or drop redis_cluster_nodes)',
     );
+  problems.push(...sentinelProblems(c));
   // The schema's pattern takes 1–5 digits (Kong's Lua patterns have no alternation to say 1–65535).
   const badPort = (address: string): boolean => {
     const port = Number(address.slice(address.lastIndexOf(':') + 1));
@@ -282,6 +313,9 @@ export function pluginConfigProblems(
   };
   c.redis_cluster_nodes?.forEach((a, i) => {
     if (badPort(a)) problems.push(`redis_cluster_nodes.${i}: ${a}: the port must be 1–65535`);
+  });
+  c.redis_sentinels?.forEach((a, i) => {
+    if (badPort(a)) problems.push(`redis_sentinels.${i}: ${a}: the port must be 1–65535`);
   });
   // Kong refuses an empty string, map keys included; TypeBox's Record cannot say so for keys.
   if (Object.hasOwn(c.model_pods ?? {}, '')) problems.push('model_pods: a model name is empty');
@@ -291,6 +325,55 @@ export function pluginConfigProblems(
       if (badPort(a)) problems.push(`model_pods.${model}.${i}: ${a}: the port must be 1–65535`);
     });
   return problems;
+}
+
+const REDIS_SENTINEL_FIELDS = [
+  'redis_sentinels',
+  'redis_sentinel_master',
+  'redis_sentinel_password',
+  'redis_sentinel_tls',
+] as const;
+type RedisSentinelField = (typeof REDIS_SENTINEL_FIELDS)[number];
+
+/** Sentinel's cross-field rules: a master name with the sentinels, no Cluster, no sentinel option alone. */
+function sentinelProblems(
+  c: Partial<Pick<PluginConfig, RedisSentinelField | 'redis_cluster' | 'redis_cluster_nodes'>>,
+): string[] {
+  const problems: string[] = [];
+  const sentinels = (c.redis_sentinels?.length ?? 0) > 0;
+  if (sentinels && c.redis_cluster)
+    problems.push(
+      'redis_sentinels: set together with redis_cluster: a Redis Cluster fails over by itself (drop redis_sentinels), or Sentinel watches a standalone primary (unset redis_cluster)',
+    );
+  if (sentinels && c.redis_sentinel_master === undefined)
+    problems.push(
+      'redis_sentinel_master: required with redis_sentinels: the name the sentinels monitor the primary under (sentinel monitor <name> …)',
+    );
+  if (!sentinels) {
+    const alone = REDIS_SENTINEL_FIELDS.filter((f) => f !== 'redis_sentinels' && c[f] !== undefined);
+    if (alone.length > 0)
+      problems.push(
+        `${alone.join(', ')}: set, but redis_sentinels is not (list the sentinels as host:port, or drop them)`,
+      );
+  }
+  return problems;
+}
+
+/**
+ * The Sentinel settings of the Redis connection, as redis-connection.ts takes them; undefined without
+ * redis_sentinels.
+ */
+export function redisSentinelSettings(
+  c: Partial<Pick<PluginConfig, RedisSentinelField>>,
+): { nodes: string[]; master: string; password?: string; tls?: boolean } | undefined {
+  if (!c.redis_sentinels?.length) return undefined;
+  return {
+    nodes: c.redis_sentinels,
+    // Checked by pluginConfigProblems; the connection refuses an empty name too.
+    master: c.redis_sentinel_master ?? '',
+    ...(c.redis_sentinel_password !== undefined ? { password: c.redis_sentinel_password } : {}),
+    ...(c.redis_sentinel_tls !== undefined ? { tls: c.redis_sentinel_tls } : {}),
+  };
 }
 
 const REDIS_TLS_FIELDS = [

@@ -164,9 +164,14 @@ export interface ConfigIssue {
 
 function issueOf(e: ValueError): ConfigIssue {
   const hint = (e.schema as { description?: string }).description;
-  // A secret field (Kong stores it encrypted: redis_url) is echoed without its user info: it may hold a password.
+  // A secret field (Kong stores it encrypted: redis_url, redis_sentinel_password) is echoed without its user
+  // info when a string (a URL may hold a password), and not at all otherwise (a password given as a number).
   const secret = (e.schema as { 'x-kong'?: { encrypted?: boolean } })['x-kong']?.encrypted === true;
-  const shown = secret && typeof e.value === 'string' ? e.value.replace(/\/\/.*@/s, '//***@') : e.value;
+  const shown = !secret
+    ? e.value
+    : typeof e.value === 'string'
+      ? e.value.replace(/\/\/.*@/s, '//***@')
+      : '***';
   const got = e.value === undefined ? '' : ` (got ${JSON.stringify(shown)?.slice(0, 80)})`;
   const words = SAID_IN_WORDS.has(e.type) ? expectedInWords(e.schema) : null;
   const explicit = typeof (e.schema as WordsNode)['x-expected'] === 'string';

@@ -1,7 +1,7 @@
 // createKvIndex: the one way the router, the collector and the tools obtain an index (Redis or in-memory).
 import type { KvIndex } from './kv-index.js';
 import { MemoryKvIndex } from './memory-index.js';
-import type { IndexLog, RedisTlsSettings } from './redis-connection.js';
+import type { IndexLog, RedisSentinelSettings, RedisTlsSettings } from './redis-connection.js';
 import { RedisKvIndex } from './redis-index.js';
 
 export type KvIndexOptions =
@@ -15,6 +15,8 @@ export type KvIndexOptions =
       clusterNodes?: readonly string[];
       /** With a rediss:// URL: CA, client certificate and key files, server name (redis-connection.ts). */
       tls?: RedisTlsSettings;
+      /** The primary is the one these sentinels name (the URL gives only user, password, db and TLS). */
+      sentinel?: RedisSentinelSettings;
       keyPrefix?: string;
       lookupTimeoutMs?: number;
       blockTtlSeconds?: number;

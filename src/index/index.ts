@@ -30,6 +30,7 @@ export {
   redisTlsOptions,
   type IndexLog,
   type RedisConnectionOptions,
+  type RedisSentinelSettings,
   type RedisTlsSettings,
 } from './redis-connection.js';
 export { RedisScript } from './script.js';

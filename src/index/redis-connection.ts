@@ -1,4 +1,4 @@
-// The index's Redis connection (ioredis, standalone or Cluster): TLS, reconnect backoff, deadlines, logs.
+// The index's Redis connection (ioredis: standalone, Sentinel or Cluster): TLS, backoff, deadlines, logs.
 import { readFileSync } from 'node:fs';
 import type { ConnectionOptions } from 'node:tls';
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
@@ -30,6 +30,11 @@ export interface RedisConnectionOptions {
   /** With a rediss:// URL: what the server and this client prove to each other (redisTlsOptions). */
   tls?: RedisTlsSettings;
   /**
+   * Redis Sentinel: the primary is the one these sentinels name, followed across failovers. The URL then
+   * gives only the data nodes' user, password, database and TLS (its host and port are not used).
+   */
+  sentinel?: RedisSentinelSettings;
+  /**
    * Gets one line per transition: connected, lost (with the error), restored (with the outage's length),
    * never one per reconnection attempt. Default: silent (the plugin).
    */
@@ -48,6 +53,18 @@ export interface RedisTlsSettings {
   keyFile?: string;
   /** The name the server certificate must carry (SNI and hostname check), when not the URL's host. */
   servername?: string;
+}
+
+/** Where Sentinel finds the primary (redis_sentinels, redis_sentinel_master, redis_sentinel_*). */
+export interface RedisSentinelSettings {
+  /** Sentinels to ask, host:port; ioredis adds the others they know of. */
+  nodes: readonly string[];
+  /** The name the sentinels monitor the primary under (`sentinel monitor <name> …`). */
+  master: string;
+  /** The sentinels' own password (their `requirepass`), when they have one. */
+  password?: string;
+  /** The sentinels speak TLS (with the TLS settings of the data nodes); default: as the URL does. */
+  tls?: boolean;
 }
 
 function readPem(option: string, path: string): Buffer {
@@ -92,6 +109,11 @@ export function redisTlsOptions(url: string, t: RedisTlsSettings = {}): Connecti
 /** Reconnect backoff: 50 ms doubling to 2 s, forever (the index must come back without a restart). */
 export function reconnectDelayMs(attempt: number): number {
   return Math.min(50 * 2 ** Math.min(Math.max(attempt - 1, 0), 6), 2000);
+}
+
+/** Reconnect backoff through Sentinel: 50 ms doubling to 500 ms, forever. */
+export function sentinelReconnectDelayMs(attempt: number): number {
+  return Math.min(reconnectDelayMs(attempt), 500);
 }
 
 /**
@@ -163,21 +185,70 @@ export function clusterOptions(
 export function clusterSeeds(url: string, extra: readonly string[] = []): { host: string; port: number }[] {
   const u = new URL(url);
   const seeds = [{ host: u.hostname.replace(/^\[|\]$/g, ''), port: u.port ? Number(u.port) : 6379 }];
-  for (const n of extra) {
+  return [...seeds, ...hostPorts('redis_cluster_nodes', extra)];
+}
+
+/** host:port strings as ioredis takes them; a malformed one is a configuration error naming `option`. */
+export function hostPorts(option: string, list: readonly string[]): { host: string; port: number }[] {
+  return list.map((n) => {
     const m = /^([^:\s]+):([0-9]{1,5})$/.exec(n);
     const port = m ? Number(m[2]) : NaN;
     if (!m || port < 1 || port > 65535)
       throw new KinferenceError(
         'KINF_ERR_CONFIG',
-        `redis_cluster_nodes: "${n}" is not host:port with a port from 1 to 65535`,
+        `${option}: "${n}" is not host:port with a port from 1 to 65535`,
       );
-    seeds.push({ host: m[1]!, port });
-  }
-  return seeds;
+    return { host: m[1]!, port };
+  });
+}
+
+/**
+ * ioredis options for a primary found through Sentinel, on top of the fail-fast ones: the URL (parsed by
+ * ioredis) gives the data nodes' user, password and database. The sentinels are asked again on every
+ * reconnection (every 50 ms doubling to 500 ms while down). A server that answers but is not a primary (a
+ * stale answer) is refused by ioredis's role check, and the sentinels are asked again.
+ */
+export function sentinelOptions(
+  s: RedisSentinelSettings,
+  o: RedisConnectionOptions = {},
+  tls: ConnectionOptions | undefined = undefined,
+): RedisOptions {
+  if (s.nodes.length === 0)
+    throw new KinferenceError(
+      'KINF_ERR_CONFIG',
+      'redis_sentinels: at least one sentinel (host:port) is needed',
+    );
+  if (!/^[^\s]+$/.test(s.master))
+    throw new KinferenceError(
+      'KINF_ERR_CONFIG',
+      `redis_sentinel_master: "${s.master}" is not a master name (the name of \`sentinel monitor <name> …\`)`,
+    );
+  const base = failFastOptions(o);
+  const sentinelTls = s.tls ?? tls !== undefined;
+  return {
+    ...base,
+    sentinels: hostPorts('redis_sentinels', s.nodes),
+    name: s.master,
+    role: 'master',
+    ...(s.password !== undefined ? { sentinelPassword: s.password } : {}),
+    ...(tls !== undefined ? { tls, enableTLSForSentinelMode: true } : {}),
+    ...(sentinelTls ? { sentinelTLS: tls ?? {} } : {}),
+    // Reconnecting asks the sentinels first, which is cheap: retry more often than a lone server's backoff,
+    // so the index comes back within half a second of a promotion.
+    retryStrategy: sentinelReconnectDelayMs,
+    sentinelRetryStrategy: sentinelReconnectDelayMs,
+    sentinelCommandTimeout: base.connectTimeout!,
+    // Not ioredis's failoverDetector: its sentinel subscribers have no error listener (ioredis prints every
+    // failed reconnection to the console) and outlive quit(). A failover reaches the client anyway: the
+    // killed primary's socket closes, and a demoted one's clients are killed by the sentinels.
+    failoverDetector: false,
+  };
 }
 
 /** Redis's answers to a SELECT of a database it does not have (out of range, or cluster mode). */
 const SELECT_FAILED = /DB index is out of range|invalid DB index|SELECT is not allowed/i;
+/** ioredis's error while no sentinel of the list answers (it retries by itself). */
+const SENTINELS_UNREACHABLE = /^All sentinels are unreachable/;
 /** A node's answer to CLUSTER SLOTS when it is a standalone Redis. */
 const CLUSTER_DISABLED = /cluster support disabled/i;
 
@@ -225,15 +296,32 @@ export class RedisConnection {
         'KINF_ERR_CONFIG',
         `redis_cluster_nodes is set (${extra.join(', ')}) but redis_cluster is not: set redis_cluster: true for a Redis Cluster, or drop redis_cluster_nodes`,
       );
+    const sentinel = options.sentinel;
+    if (options.cluster && sentinel)
+      throw new KinferenceError(
+        'KINF_ERR_CONFIG',
+        'redis_sentinels and redis_cluster are both set: a Redis Cluster fails over by itself (drop redis_sentinels), or Sentinel watches a standalone primary (unset redis_cluster)',
+      );
     const tls = redisTlsOptions(url, options.tls);
     this.client = options.cluster
       ? new Cluster(clusterSeeds(url, extra), clusterOptions(url, options, tls))
-      : new Redis(url, { ...failFastOptions(options), ...(tls !== undefined ? { tls } : {}) });
+      : sentinel
+        ? new Redis(url, sentinelOptions(sentinel, options, tls))
+        : new Redis(url, { ...failFastOptions(options), ...(tls !== undefined ? { tls } : {}) });
     this.#log = options.log ?? null;
-    this.#where = redactUrl(url);
+    this.#where = sentinel
+      ? `sentinel master ${sentinel.master} via ${sentinel.nodes.join(',')} (${redactUrl(url)})`
+      : redactUrl(url);
     this.client.on('error', (e: Error) => {
       this.#lastError = e;
       if (SELECT_FAILED.test(e.message)) this.#refuseDatabase(e);
+      // ioredis goes on asking the sentinels without closing anything: without this, every call would wait
+      // out its whole budget while no sentinel answers, and say "no answer" instead of why.
+      else if (SENTINELS_UNREACHABLE.test(e.message)) {
+        this.#down = true;
+        this.#reportDown();
+        this.#settle(this.#unavailable());
+      }
     });
     if (this.client instanceof Cluster) this.#watchCluster(this.client);
     this.client.on('ready', () => {

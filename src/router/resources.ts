@@ -4,6 +4,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import {
   PluginConfigSchema,
   defaultTemplateKwargs,
+  redisSentinelSettings,
   redisTlsSettings,
   type PluginConfig,
 } from '../config/plugin-config.js';
@@ -139,6 +140,7 @@ export function defaultResources(
             cluster: config.redis_cluster,
             clusterNodes: config.redis_cluster_nodes,
             tls: redisTlsSettings(config),
+            sentinel: redisSentinelSettings(config),
             keyPrefix: config.redis_key_prefix,
             // The router enforces redis_timeout_ms itself; the index's own deadline must allow the first
             // lookup, which also connects.

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { CollectorSectionSchema } from '../../../src/config/collector-section.js';
 import { parseFleetConfig, resolveModel } from '../../../src/config/fleet-config.js';
 import {
+  redisSentinelSettings,
   PluginConfigSchema,
   pluginConfigFromKong,
   pluginConfigProblems,
@@ -84,6 +85,46 @@ describe('fleet config', () => {
         parseFleetConfig({ ...good, redis_cluster: true, redis_cluster_nodes: ['10.0.0.9'] }, 'f', '/'),
       ),
     ).toContain('redis_cluster_nodes.0');
+  });
+
+  it('checks the Sentinel fields together, each problem naming its field', () => {
+    const sentinels = {
+      redis_sentinels: ['10.0.0.5:26379', '10.0.0.6:26379'],
+      redis_sentinel_master: 'kinf',
+    };
+    const c = parseFleetConfig({ ...good, ...sentinels, redis_sentinel_password: 's3cret' }, 'f', '/');
+    expect(c.redis_sentinels).toEqual(sentinels.redis_sentinels);
+    expect(redisSentinelSettings(c)).toEqual({
+      nodes: sentinels.redis_sentinels,
+      master: 'kinf',
+      password: 's3cret',
+    });
+    expect(redisSentinelSettings(good as never)).toBeUndefined();
+    expect(
+      errorOf(() => parseFleetConfig({ ...good, redis_sentinels: ['10.0.0.5:26379'] }, 'f', '/')),
+    ).toContain('redis_sentinel_master: required with redis_sentinels');
+    expect(
+      errorOf(() => parseFleetConfig({ ...good, ...sentinels, redis_cluster: true }, 'f', '/')),
+    ).toContain('redis_sentinels: set together with redis_cluster');
+    expect(
+      errorOf(() =>
+        parseFleetConfig({ ...good, redis_sentinel_master: 'kinf', redis_sentinel_tls: true }, 'f', '/'),
+      ),
+    ).toContain('redis_sentinel_master, redis_sentinel_tls: set, but redis_sentinels is not');
+    expect(
+      errorOf(() =>
+        parseFleetConfig({ ...good, ...sentinels, redis_sentinels: ['10.0.0.5:99999'] }, 'f', '/'),
+      ),
+    ).toContain('redis_sentinels.0: 10.0.0.5:99999: the port must be 1–65535');
+    expect(
+      errorOf(() => parseFleetConfig({ ...good, ...sentinels, redis_sentinels: ['s0'] }, 'f', '/')),
+    ).toContain('redis_sentinels.0');
+    // A password of the wrong type is refused without being echoed.
+    const numeric = errorOf(() =>
+      parseFleetConfig({ ...good, ...sentinels, redis_sentinel_password: 918273 }, 'f', '/'),
+    );
+    expect(numeric).toContain('redis_sentinel_password');
+    expect(numeric).not.toContain('918273');
   });
 });
 

@@ -11,6 +11,8 @@ import {
   reconnectDelayMs,
   redactUrl,
   redisTlsOptions,
+  sentinelOptions,
+  sentinelReconnectDelayMs,
   withDeadline,
 } from '../../../src/index/redis-connection.js';
 import { RedisKvIndex } from '../../../src/index/index.js';
@@ -23,6 +25,37 @@ describe('redis connection policy', () => {
       maxRetriesPerRequest: 0,
       autoResendUnfulfilledCommands: false,
     });
+  });
+
+  it('gives a Sentinel client the same rules, asks the sentinels again within 500 ms, and checks the role', () => {
+    const tls = { servername: 'redis.internal' };
+    const o = sentinelOptions(
+      { nodes: ['10.0.0.5:26379', 'sentinel-b:26380'], master: 'kinf', password: 'sp' },
+      { connectTimeoutMs: 700 },
+      tls,
+    );
+    expect(o).toMatchObject({
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      autoResendUnfulfilledCommands: false,
+      sentinels: [
+        { host: '10.0.0.5', port: 26379 },
+        { host: 'sentinel-b', port: 26380 },
+      ],
+      name: 'kinf',
+      role: 'master',
+      sentinelPassword: 'sp',
+      sentinelCommandTimeout: 700,
+      // TLS to the data nodes, and (by default, as the URL) to the sentinels
+      tls,
+      enableTLSForSentinelMode: true,
+      sentinelTLS: tls,
+      failoverDetector: false,
+    });
+    expect(sentinelOptions({ nodes: ['s:1'], master: 'm', tls: false }, {}, tls).sentinelTLS).toBeUndefined();
+    expect(sentinelOptions({ nodes: ['s:1'], master: 'm' })).not.toHaveProperty('tls');
+    expect([1, 2, 3, 4, 5, 50].map(sentinelReconnectDelayMs)).toEqual([50, 100, 200, 400, 500, 500]);
   });
 
   it('gives a Cluster client the same rules: no queue, nothing resent after a close or CLUSTERDOWN', () => {

@@ -3,19 +3,23 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startRedisSentinel, type RedisSentinelSetup } from '../../../harness/redis-sentinel.js';
 import { createKvIndex, type KvIndex } from '../../../src/index/index.js';
 import { freePort, waitFor } from '../../helpers/ports.js';
 import { startIndexRedis, type IndexRedis } from '../../helpers/redis-cluster.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
 import { BS, MODEL, freshTokens, waitCached } from '../../helpers/collector/collector-harness.js';
 
-// On a standalone Redis, and on a 3-shard Redis Cluster (`redis_cluster: true`: the index and the writer lease,
-// reached through `redis_cluster_nodes` with the node of `redis_url` down).
+// On a standalone Redis, on a 3-shard Redis Cluster (`redis_cluster: true`: the index and the writer lease,
+// reached through `redis_cluster_nodes` with the node of `redis_url` down), and through Redis Sentinel
+// (`redis_sentinels`, `redis_sentinel_master`: a primary, a replica, three sentinels).
 describe.each([
-  { redis: 'Redis', cluster: false },
-  { redis: 'a Redis Cluster', cluster: true },
-])('kinference collector --config (a real child process) on $redis', ({ cluster }) => {
+  { redis: 'Redis', cluster: false, sentinel: false },
+  { redis: 'a Redis Cluster', cluster: true, sentinel: false },
+  { redis: 'Redis Sentinel', cluster: false, sentinel: true },
+])('kinference collector --config (a real child process) on $redis', ({ cluster, sentinel }) => {
   let redis: IndexRedis;
+  let sentinels: RedisSentinelSetup | null = null;
   let index: KvIndex;
   let pub: FakeVllmPublisher;
   let proc: ChildProcess;
@@ -24,8 +28,17 @@ describe.each([
   let stderr = '';
 
   beforeAll(async () => {
-    redis = await startIndexRedis(cluster, MODEL);
-    index = createKvIndex({ kind: 'redis', url: redis.url, cluster, keyPrefix: 'kcli' });
+    if (sentinel) {
+      const s = (sentinels = await startRedisSentinel({ replicas: 1 }));
+      redis = { url: s.url, cluster: false, stop: () => s.stop() };
+    } else redis = await startIndexRedis(cluster, MODEL);
+    index = createKvIndex({
+      kind: 'redis',
+      url: redis.url,
+      cluster,
+      keyPrefix: 'kcli',
+      ...(sentinels ? { sentinel: { nodes: sentinels.sentinelAddresses, master: sentinels.master } } : {}),
+    });
     pub = await new FakeVllmPublisher({ format: 'array' }, { topic: 'kv' }).bind();
     dir = mkdtempSync(join(tmpdir(), 'kinf-collector-'));
     listen = `127.0.0.1:${await freePort()}`;
@@ -40,7 +53,14 @@ describe.each([
               'redis_cluster: true',
               `redis_cluster_nodes: [${redis.url.replace(/^redis:\/\//, '').replace(/\/.*$/, '')}]`,
             ]
-          : [`redis_url: ${redis.url}`, 'redis_cluster: false']),
+          : sentinels
+            ? [
+                // The host of redis_url is not used with Sentinel: it names a port nothing listens on.
+                `redis_url: ${redis.url}`,
+                `redis_sentinels: [${sentinels.sentinelAddresses.join(', ')}]`,
+                `redis_sentinel_master: ${sentinels.master}`,
+              ]
+            : [`redis_url: ${redis.url}`, 'redis_cluster: false']),
         'redis_key_prefix: kcli',
         'models:',
         `  ${MODEL}:`,
@@ -63,7 +83,7 @@ describe.each([
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  });
+  }, 60_000);
 
   afterAll(async () => {
     if (proc && proc.exitCode === null && proc.signalCode === null) {
