@@ -5,6 +5,7 @@ import type { BlockKey } from '../../../src/core/types.js';
 import { MAX_GATEWAY_OWNED_HEADERS } from '../../../plugins/kinference/client-headers.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { waitFor } from '../../helpers/ports.js';
+import { waitPluginWarm } from '../../helpers/plugin-warm-up.js';
 import { startNamedUpstream, startSink, type Sink, type TestServer } from '../kong/test-servers.js';
 import { decodeSpans } from '../telemetry/otlp.js';
 import {
@@ -175,6 +176,8 @@ beforeAll(async () => {
     logger: process.env.KINF_TEST_LOG ? (l, m) => process.stderr.write(`[${l}] ${m}\n`) : () => undefined,
     onEvent: (e) => events.push(e),
   });
+  // Every route routes on load (tokenizer_loading) until the shared tokenizer is loaded: wait for it.
+  await waitPluginWarm(gw, { tokenizer: 'tiktoken:o200k_base', chat_template: 'chatml' });
   for (const name of ['plain', 'exposed', 'traced']) await send(name);
   await gw.idle();
 });
