@@ -304,4 +304,3 @@ export async function runMixed(input: MixedInput): Promise<MixedResult> {
     wallMs: performance.now() - wall0,
   };
 }
-

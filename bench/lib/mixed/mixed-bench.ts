@@ -84,20 +84,29 @@ export async function mixedBench(o: {
   const soloK = await run('kinference', chatAlone);
   const soloR = await run('random', chatAlone);
   const chatBusyShare = busyShare(soloK, durationMs);
-  log(`solo chat: kinference p95 ${fmt(tenantFigures(soloK, CHAT, chatSlo).ttftP95Ms)} ms, busy ${pc(chatBusyShare)}`);
+  log(
+    `solo chat: kinference p95 ${fmt(tenantFigures(soloK, CHAT, chatSlo).ttftP95Ms)} ms, busy ${pc(chatBusyShare)}`,
+  );
   let batchSolo: TenantFigures | null = null;
   let batchStreams = 0;
   for (const streams of s.batchCapacityStreams) {
-    const f = tenantFigures(await run('kinference', { chat: null, nightly: { streams }, free: null }), NIGHTLY, batchSlo);
+    const f = tenantFigures(
+      await run('kinference', { chat: null, nightly: { streams }, free: null }),
+      NIGHTLY,
+      batchSlo,
+    );
     log(`solo batch at ${streams} streams: ${f.goodputPerMin.toFixed(1)}/min within its objective`);
-    if (batchSolo === null || f.goodputPerMin > batchSolo.goodputPerMin) [batchSolo, batchStreams] = [f, streams];
+    if (batchSolo === null || f.goodputPerMin > batchSolo.goodputPerMin)
+      [batchSolo, batchStreams] = [f, streams];
   }
   if (batchSolo === null) throw new Error('bench:mixed: batchCapacityStreams is empty');
   const batchCapacityPerMin = batchSolo.goodputPerMin;
   const batchLeftPerMin = batchCapacityPerMin * (1 - chatBusyShare);
   const batchFloodRatePerS = (s.batchFloodFactor * batchCapacityPerMin) / 60;
   const freeRatePerS = (s.free.offerFactor * s.free.limitPerMin) / s.free.promptTokens / 60;
-  log(`solo batch: ${batchCapacityPerMin.toFixed(1)}/min within its objective; left ${batchLeftPerMin.toFixed(1)}/min`);
+  log(
+    `solo batch: ${batchCapacityPerMin.toFixed(1)}/min within its objective; left ${batchLeftPerMin.toFixed(1)}/min`,
+  );
   // Kong's rate-limiting as a user would set it to protect the chat: the batch consumer gets the requests
   // per minute left for it, the limited consumer its token limit in requests of its (known) prompt size.
   const requestLimits: RequestLimits = {
@@ -171,7 +180,9 @@ export function mixedMarkdown(r: MixedReport, command: string): string {
       ` ${r.scenario.free.offerFactor}× its limit of ${r.scenario.free.limitPerMin} prompt tokens per minute.`,
     '',
     `Capacity left for batch: ${ref.batchCapacityPerMin.toFixed(1)}/min × (1 − ${pc(ref.chatBusyShare)} fleet busy share of the chat alone) = ${ref.batchLeftPerMin.toFixed(1)}/min.` +
-      ` Kong rate limits (requests per minute per consumer): ${Object.entries(ref.requestLimits).map(([k, v]) => `${k} ${v}`).join(', ')}.`,
+      ` Kong rate limits (requests per minute per consumer): ${Object.entries(ref.requestLimits)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')}.`,
     `Chat alone: random p95 ${fmt(ref.chatSolo.random.ttftP95Ms)} ms, goodput ${ref.chatSolo.random.goodputPerMin.toFixed(1)}/min; kinference p95 ${fmt(ref.chatSolo.kinference.ttftP95Ms)} ms, goodput ${ref.chatSolo.kinference.goodputPerMin.toFixed(1)}/min.`,
     '',
     '| arm | chat TTFT p95 (ms) | chat goodput /min (vs solo, goal ≥ 95%) | chat 429 | batch goodput /min (vs left, goal ≥ 80%) | batch 429 | free accepted prompt tok/min (vs limit, goal ±2%) | free 429 |',
@@ -179,7 +190,8 @@ export function mixedMarkdown(r: MixedReport, command: string): string {
   ];
   for (const a of r.arms) {
     const ok = (b: boolean): string => (b ? '✓' : '✗');
-    const refusedN = (f: TenantFigures): string => String(Object.values(f.refused).reduce((x, y) => x + y, 0));
+    const refusedN = (f: TenantFigures): string =>
+      String(Object.values(f.refused).reduce((x, y) => x + y, 0));
     const free = a.free.acceptedPromptTokensPerMin
       .map((n, i) => `${n} (${pc(a.goals.freeAcceptedVsLimit[i]!)})`)
       .join(' / ');

@@ -21,11 +21,7 @@ export const NIGHTLY = 'nightly';
 export const FREE = 'free';
 
 export type MixedArmName =
-  | 'random'
-  | 'kinference'
-  | 'kinference+policies'
-  | 'random+kong-rate-limit'
-  | 'kinference+kong-rate-limit';
+  'random' | 'kinference' | 'kinference+policies' | 'random+kong-rate-limit' | 'kinference+kong-rate-limit';
 export const MIXED_ARMS: MixedArmName[] = [
   'random',
   'kinference',
@@ -86,7 +82,10 @@ export function mixedPolicies(s: MixedScenario): Record<string, unknown> {
       { match: { consumer: FREE }, class: 'standard' },
     ],
     rate_limits: [
-      { match: { consumer: FREE }, limits: [{ tokens: 'prompt', window: 'minute', limit: s.free.limitPerMin }] },
+      {
+        match: { consumer: FREE },
+        limits: [{ tokens: 'prompt', window: 'minute', limit: s.free.limitPerMin }],
+      },
     ],
   };
 }
