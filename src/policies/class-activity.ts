@@ -11,9 +11,12 @@ export const PROTECT_MS = 30_000;
 export class ClassActivity {
   readonly #byPod = new Map<string, Map<number, { objectiveMs: number; ownMs: number; atMs: number }>>();
 
+  /** The class was served on the pod at `nowMs` (another node's reservation may be older: the newest wins). */
   record(podId: string, cls: ProtectedClass, nowMs: number): void {
     let m = this.#byPod.get(podId);
     if (!m) this.#byPod.set(podId, (m = new Map()));
+    const prev = m.get(cls.priority);
+    if (prev && prev.atMs > nowMs) return;
     m.set(cls.priority, { objectiveMs: cls.objectiveMs, ownMs: cls.ownMs ?? 0, atMs: nowMs });
   }
 

@@ -71,6 +71,25 @@ async function setup(over: Partial<PluginConfig> = {}, cachedOnA?: string) {
 }
 
 describe('class admission in the router', () => {
+  it('protects a class another Kong node placed on the pod (its class travels with the shared reservation)', async () => {
+    // Two routers (two Kong nodes) over one index, sharing reservations as share_reservations does.
+    const cfg = qwen3RouterConfig({ policies: POLICIES });
+    const res = defaultResources(cfg);
+    await fleet(res.index);
+    const keys = await requestKeys(cfg, body(prompt('alpha')));
+    await res.index.apply({ model: MODEL, podId: 'pod-a' }, [{ op: 'store', keys, tier: 'GPU' }]);
+    const now = NOW;
+    const nodeA = createRouter(cfg, res, { clock: () => now });
+    const nodeB = createRouter(cfg, res, { clock: () => now });
+    const chat = await nodeA.route(body(prompt('alpha'), 'Explain clause nine. '.repeat(60)), as(null));
+    expect(chat.target!.podId).toBe('pod-a');
+    const batch = await nodeB.route(body(prompt('alpha')), as('nightly'));
+    expect(batch.decision.candidates[0]!.podId).toBe('pod-a');
+    expect(batch.admission).toMatchObject({ action: 'moved', className: 'batch' });
+    expect(batch.target!.podId).not.toBe('pod-a');
+    await nodeA.close();
+  });
+
   it('moves a batch request off the pod where an interactive one is queued, to a pod it hurts nobody on', async () => {
     // pod-a holds the system prompt: the best pod for both; the interactive question is long (~0.1 s).
     const { router } = await setup({}, body(prompt('alpha')));
