@@ -47,7 +47,8 @@ const scenario = {
   gateways,
 };
 const report = await mixedBench({ scenario, fleet, model: m, chatSlo, arms, log: (l) => console.log(l) });
-const command = `npm run bench:mixed -- ${process.argv.slice(2).join(' ')}`.trim();
+const args = process.argv.slice(2).join(' ');
+const command = args ? `npm run bench:mixed -- ${args}` : 'npm run bench:mixed';
 mkdirSync('bench/results', { recursive: true });
 writeFileSync(`bench/results/${values.name}.json`, JSON.stringify({ command, ...report }, null, 2) + '\n');
 const md = mixedMarkdown(report, command);
