@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { PluginConfig } from '../../../src/config/plugin-config.js';
 import type { KvIndex } from '../../../src/index/index.js';
-import type { CallerFacts } from '../../../src/policies/index.js';
+import { PROTECT_MS, type CallerFacts } from '../../../src/policies/index.js';
 import { createRouter, defaultResources, requestKeys } from '../../../src/router/index.js';
 import { qwen3RouterConfig } from '../../helpers/qwen3.js';
 
@@ -139,7 +139,7 @@ describe('class admission in the router', () => {
     expect(waiting.shed).toBeNull();
     const turn = router.waitTurn(waiting);
     // The interactive requests end and their pods stop protecting the class a while later.
-    advance(31_000);
+    advance(PROTECT_MS + 1000);
     for (const o of inFlight) router.observe(o, null);
     expect(await turn).toBe(true);
     const placed = await router.route(b, as('nightly'), { waitUntilMs: waiting.admission!.waitUntilMs! });
