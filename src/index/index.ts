@@ -18,6 +18,7 @@ export {
   type KvIndex,
   type PodRef,
   type ReservationStore,
+  type SharedClass,
   type SharedReservation,
 } from './kv-index.js';
 export { nextApplyId, processWriterId } from './apply-id.js';

@@ -51,6 +51,18 @@ export interface SharedReservation {
   atMs: number;
   uncachedTokens: number;
   promptTokens: number;
+  /** The service class it was booked with (policies only): the other nodes' class admission counts it. */
+  cls?: SharedClass;
+}
+
+/** A shared reservation's class: what another node's class admission needs to protect it. */
+export interface SharedClass {
+  priority: number;
+  objectiveMs: number;
+  /** Its TTFT as predicted when booked, ms. */
+  expectedTtftMs: number;
+  /** Its own work on the pod (prefill, load, overhead), ms: a later request of its class pays about as much. */
+  ownMs: number;
 }
 
 /**

@@ -3,17 +3,22 @@ import type { ProtectedClass } from './class-admission.js';
 
 /**
  * How long a pod keeps protecting a class after it last served one of its requests. A conversation's next
- * turn goes back to the pod holding its prefix; 30 s covers a human reading an answer and typing the next.
+ * turn goes back to the pod holding its prefix, which must still be cached there: a lower class placed on the
+ * pod meanwhile evicts it. 30 s (a human reading and typing) lapsed between turns in bench:mixed (turns ~33 s
+ * apart) and the chat's next turns came back cold; 120 s kept them warm (docs/policies.md, Measured).
  */
-export const PROTECT_MS = 30_000;
+export const PROTECT_MS = 120_000;
 
 /** Per pod, the classes booked there within PROTECT_MS. Bounded by pods × classes (≤ 16 classes). */
 export class ClassActivity {
   readonly #byPod = new Map<string, Map<number, { objectiveMs: number; ownMs: number; atMs: number }>>();
 
+  /** The class was served on the pod at `nowMs` (another node's reservation may be older: the newest wins). */
   record(podId: string, cls: ProtectedClass, nowMs: number): void {
     let m = this.#byPod.get(podId);
     if (!m) this.#byPod.set(podId, (m = new Map()));
+    const prev = m.get(cls.priority);
+    if (prev && prev.atMs > nowMs) return;
     m.set(cls.priority, { objectiveMs: cls.objectiveMs, ownMs: cls.ownMs ?? 0, atMs: nowMs });
   }
 

@@ -276,6 +276,7 @@ export function createRouter(
           nowMs,
           waitUntilMs: until,
           waitedMs,
+          others: found.others,
         }));
       }
       shed ??= shedOverload(memory, choice.decision.chosen, choice.fallbackReason);

@@ -1,7 +1,10 @@
 // Reservations shared with the other Kong nodes' routers through the index (`share_reservations`).
 import { randomBytes } from 'node:crypto';
 import type { PodId, Reservation } from '../core/types.js';
-import type { ReservationStore, SharedReservation } from '../index/index.js';
+import type { ReservationStore, SharedClass, SharedReservation } from '../index/index.js';
+
+/** Another node's reservation, with the class it was booked with (policies only). */
+export type OtherReservation = Reservation & { cls?: SharedClass };
 
 /**
  * The newest reservations read per request (about 50 bytes each). Older ones have mostly been prefilled
@@ -26,9 +29,9 @@ export class SharedReservations {
     readonly ttlMs: number,
   ) {}
 
-  /** Shares reservation `id` (ReservationBook.add's) made for `model`. */
-  share(model: string, id: number, r: Reservation): void {
-    const shared: SharedReservation = { router: this.router, id, ...r };
+  /** Shares reservation `id` (ReservationBook.add's) made for `model`, with its class when it has one. */
+  share(model: string, id: number, r: Reservation, cls?: SharedClass): void {
+    const shared: SharedReservation = { router: this.router, id, ...r, ...(cls ? { cls } : {}) };
     for (const [k, v] of this.#shared) {
       if (v.r.atMs > r.atMs - this.ttlMs) break; // insertion order is time order
       this.#shared.delete(k);
@@ -59,7 +62,7 @@ export class SharedReservations {
   }
 
   /** The other routers' live reservations for `model`, by pod; null when the index could not say. */
-  async others(model: string, nowMs: number): Promise<Map<PodId, Reservation[]> | null> {
+  async others(model: string, nowMs: number): Promise<Map<PodId, OtherReservation[]> | null> {
     let all: SharedReservation[];
     try {
       all = await this.index.sharedReservations(
@@ -71,7 +74,7 @@ export class SharedReservations {
     } catch {
       return null;
     }
-    const byPod = new Map<PodId, Reservation[]>();
+    const byPod = new Map<PodId, OtherReservation[]>();
     for (const s of all) {
       let list = byPod.get(s.podId);
       if (!list) byPod.set(s.podId, (list = []));
@@ -80,6 +83,7 @@ export class SharedReservations {
         atMs: s.atMs,
         uncachedTokens: s.uncachedTokens,
         promptTokens: s.promptTokens,
+        ...(s.cls ? { cls: s.cls } : {}),
       });
     }
     return byPod;

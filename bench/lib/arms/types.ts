@@ -1,4 +1,5 @@
 // The benchmark's routing-arm interface: what an arm sees of pods and requests, and what it decides.
+import type { CallerFacts } from '../../../src/policies/index.js';
 import type { ArmName } from '../types.js';
 
 /** What every arm may know about a pod: the gateway's own view, plus scraped metrics where an arm uses them. */
@@ -22,6 +23,8 @@ export interface ArmRequest {
   firstMessageText: string;
   /** The client process sending it (GuideLLM worker): its own HTTP connection pool (kube-proxy routes per connection). */
   client: number;
+  /** Who sent it as Kong knows it (the mixed-tenant run): the consumer, its groups; absent: nobody. */
+  caller?: CallerFacts | null;
 }
 
 export interface ArmDecision {
@@ -30,7 +33,9 @@ export interface ArmDecision {
    * The gateway answered itself instead of sending the request (kinference's opt-in shedding: 429 with
    * Retry-After); the client honours the Retry-After before its next request.
    */
-  rejected?: { retryAfterMs: number };
+  rejected?: { retryAfterMs: number; by?: 'class' | 'limit' | 'request-limit' | 'shed' };
+  /** Why the arm decided so, for per-request traces (the kinference arm: class admission, predicted TTFT). */
+  trace?: { admission: string | null; predictedTtftMs: number | null; detail: string | null };
   /** Opaque per-arm data handed back in the feedback calls (e.g. the router's outcome). */
   token?: unknown;
   /** Prompt tokens a gateway arm tokenized for this request (the rest came from its segment cache). */

@@ -2,6 +2,7 @@
 import { createRouter, type RouteOutcome, type Router } from '../../../src/router/router.js';
 import type { PluginConfig } from '../../../src/config/plugin-config.js';
 import type { KvIndex } from '../../../src/index/index.js';
+import type { TokenLimiter } from '../../../src/limits/index.js';
 import type { ChatTemplate, PromptTokenizer } from '../../../src/tokenize/types.js';
 import type { Arm, ArmDecision } from '../arms/types.js';
 
@@ -11,7 +12,10 @@ import type { Arm, ArmDecision } from '../arms/types.js';
  * collector path. Its clock is the simulation's. A fallback that leaves Kong's default target goes to the
  * service URL, the first pod, as Kong would. `gateways` > 1: that many Kong nodes, each with its own router
  * (its own reservations and memory of sends) over the one index, taking requests in turn (a load balancer in
- * front of them, each request on a fresh connection): a conversation's turns land on any of them.
+ * front of them, each request on a fresh connection): a conversation's turns land on any of them. `limiter`:
+ * the token limits (src/limits, a memory store on the virtual clock), one for every node as one Redis is.
+ * A request's caller facts (req.caller) name its tenant when the config has policies. Class admission cannot
+ * wait here (no timers in virtual time): a blocked sheddable request is shed at once.
  */
 export function kinferenceArm(
   config: PluginConfig,
@@ -21,11 +25,12 @@ export function kinferenceArm(
   clock: () => number,
   name: 'kinference' | 'kinference-slo' = 'kinference',
   gateways = 1,
+  limiter: TokenLimiter | null = null,
 ): Arm & { router: Router; fallbacks: Map<string, number> } {
   const routers = Array.from({ length: gateways }, () =>
     createRouter(
       config,
-      { index, template: () => template, promptTokenizer: () => promptTokenizer },
+      { index, template: () => template, promptTokenizer: () => promptTokenizer, limiter },
       { clock },
     ),
   );
@@ -39,12 +44,33 @@ export function kinferenceArm(
     fallbacks,
     async choose(req, pods): Promise<ArmDecision> {
       const via = routers[sent++ % gateways]!;
-      const outcome = await via.route(req.body);
+      const outcome = await via.route(req.body, req.caller ?? null);
       routerOf.set(outcome, via);
       if (outcome.fallbackReason)
         fallbacks.set(outcome.fallbackReason, (fallbacks.get(outcome.fallbackReason) ?? 0) + 1);
+      const trace = {
+        admission: outcome.admission?.action ?? null,
+        predictedTtftMs: outcome.decision.chosen?.predictedTtftMs ?? null,
+        detail: outcome.admission?.detail ?? null,
+      };
+      const verdict = outcome.limit?.verdict;
+      if (verdict && !verdict.admitted)
+        return {
+          podId: '',
+          token: outcome,
+          trace,
+          rejected: { retryAfterMs: verdict.retryAfterS * 1000, by: 'limit' },
+        };
       if (outcome.shed)
-        return { podId: '', token: outcome, rejected: { retryAfterMs: outcome.shed.retryAfterS * 1000 } };
+        return {
+          podId: '',
+          token: outcome,
+          trace,
+          rejected: {
+            retryAfterMs: outcome.shed.retryAfterS * 1000,
+            by: outcome.admission?.action === 'shed' ? 'class' : 'shed',
+          },
+        };
       const podId = outcome.target?.podId ?? pods[0]!.id;
       const { cached, tokenized } = outcome.promptChars;
       const share = cached + tokenized > 0 ? tokenized / (cached + tokenized) : 1;
@@ -53,6 +79,7 @@ export function kinferenceArm(
         token: outcome,
         tokenizedTokens: Math.round(outcome.promptTokens * share),
         kvReuseReport: outcome.kvReuseReport,
+        trace,
       };
     },
     onComplete(d, _req, _nowMs, _responseMs, ttftMs) {

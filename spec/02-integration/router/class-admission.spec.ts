@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { PluginConfig } from '../../../src/config/plugin-config.js';
 import type { KvIndex } from '../../../src/index/index.js';
-import type { CallerFacts } from '../../../src/policies/index.js';
+import { PROTECT_MS, type CallerFacts } from '../../../src/policies/index.js';
 import { createRouter, defaultResources, requestKeys } from '../../../src/router/index.js';
 import { qwen3RouterConfig } from '../../helpers/qwen3.js';
 
@@ -71,6 +71,25 @@ async function setup(over: Partial<PluginConfig> = {}, cachedOnA?: string) {
 }
 
 describe('class admission in the router', () => {
+  it('protects a class another Kong node placed on the pod (its class travels with the shared reservation)', async () => {
+    // Two routers (two Kong nodes) over one index, sharing reservations as share_reservations does.
+    const cfg = qwen3RouterConfig({ policies: POLICIES });
+    const res = defaultResources(cfg);
+    await fleet(res.index);
+    const keys = await requestKeys(cfg, body(prompt('alpha')));
+    await res.index.apply({ model: MODEL, podId: 'pod-a' }, [{ op: 'store', keys, tier: 'GPU' }]);
+    const now = NOW;
+    const nodeA = createRouter(cfg, res, { clock: () => now });
+    const nodeB = createRouter(cfg, res, { clock: () => now });
+    const chat = await nodeA.route(body(prompt('alpha'), 'Explain clause nine. '.repeat(60)), as(null));
+    expect(chat.target!.podId).toBe('pod-a');
+    const batch = await nodeB.route(body(prompt('alpha')), as('nightly'));
+    expect(batch.decision.candidates[0]!.podId).toBe('pod-a');
+    expect(batch.admission).toMatchObject({ action: 'moved', className: 'batch' });
+    expect(batch.target!.podId).not.toBe('pod-a');
+    await nodeA.close();
+  });
+
   it('moves a batch request off the pod where an interactive one is queued, to a pod it hurts nobody on', async () => {
     // pod-a holds the system prompt: the best pod for both; the interactive question is long (~0.1 s).
     const { router } = await setup({}, body(prompt('alpha')));
@@ -120,7 +139,7 @@ describe('class admission in the router', () => {
     expect(waiting.shed).toBeNull();
     const turn = router.waitTurn(waiting);
     // The interactive requests end and their pods stop protecting the class a while later.
-    advance(31_000);
+    advance(PROTECT_MS + 1000);
     for (const o of inFlight) router.observe(o, null);
     expect(await turn).toBe(true);
     const placed = await router.route(b, as('nightly'), { waitUntilMs: waiting.admission!.waitUntilMs! });

@@ -2,6 +2,7 @@
 import type { Prediction } from '../../core/predictor.js';
 import { admitByClass, sheddable, type Blocked, type PodFacts, type Tenant } from '../../policies/index.js';
 import type { RouterMemory } from '../memory.js';
+import type { OtherReservation } from '../shared-reservations.js';
 import type { ClassAdmission, RouteOutcome } from '../outcome.js';
 import type { Choice } from './choose.js';
 
@@ -22,12 +23,21 @@ export function podFacts(
   nowMs: number,
   /** No pod is healthy (the collector lost its scrapes): every pod is ranked anyway, so every pod counts. */
   noneHealthy = false,
+  /** The other Kong nodes' reservations on this pod (share_reservations), with their classes. */
+  others: readonly OtherReservation[] = [],
 ): PodFacts {
   const pending = [];
   for (const r of memory.reservations.active(p.podId, nowMs)) {
     const c = memory.reservations.classOf(r);
     // Past its expected first token it is decoding: a prefill placed now no longer delays its TTFT.
     if (c && nowMs - r.atMs < c.expectedTtftMs) pending.push(c);
+  }
+  for (const r of others) {
+    const c = r.cls;
+    if (!c) continue;
+    if (nowMs - r.atMs < c.expectedTtftMs) pending.push(c);
+    // Served there by another node: this node protects the class's next request on the pod too.
+    memory.classes?.activity.record(p.podId, c, r.atMs);
   }
   return {
     podId: p.podId,
@@ -47,6 +57,8 @@ export interface AdmitInput {
   waitUntilMs: number | null;
   /** How long it has waited already, ms (for the 429's message). */
   waitedMs: number;
+  /** The other Kong nodes' reservations by pod (share_reservations; null: not shared or not read). */
+  others?: ReadonlyMap<string, readonly OtherReservation[]> | null;
 }
 
 export interface Admitted {
@@ -81,7 +93,15 @@ export function admitClass(
   const ranked = choice.decision.candidates;
   const verdict = admitByClass(
     cls.priority,
-    ranked.map((p) => podFacts(memory, p, nowMs, choice.fallbackReason === 'all_pods_unhealthy')),
+    ranked.map((p) =>
+      podFacts(
+        memory,
+        p,
+        nowMs,
+        choice.fallbackReason === 'all_pods_unhealthy',
+        input.others?.get(p.podId) ?? [],
+      ),
+    ),
   );
   if (verdict.kind === 'best')
     return { choice, shed: null, admission: { ...base, action: 'best', detail: null, waitUntilMs: null } };

@@ -50,9 +50,14 @@ export function bookTarget(
   if (!addr || !chosen) return { target: null, reservationId: null, flightId: null, kvReuseReport: false };
   const reserved = { podId: chosen.podId, atMs: nowMs, uncachedTokens, promptTokens: route.promptTokens };
   const cls = input.tenant && memory.classes ? bookClass(memory, chosen, input.tenant, nowMs) : undefined;
-  const reservationId = reservations.add({ ...reserved }, keys, cls);
+  const reservationId = reservations.add({ ...reserved }, keys, cls?.reserved);
   if (reservationId !== null && shared && route.model !== null)
-    shared.share(route.model, reservationId, reserved);
+    shared.share(
+      route.model,
+      reservationId,
+      reserved,
+      cls ? { ...cls.reserved, ownMs: cls.ownMs } : undefined,
+    );
   const flightId = itl ? itl.record(chosen, nowMs, route.promptTokens, maxTokens) : null;
   const rank = dataParallelRankOf(chosen.podId);
   const target: RouteTarget = {
@@ -81,14 +86,14 @@ export function bookTarget(
 /**
  * Class bookkeeping of a request placed on a pod (policies only): the pod now protects its class for a while
  * (class-activity.ts), and the higher-class requests pending there are expected to be later by its prefill.
- * Returns the class to book with its reservation.
+ * Returns the class to book with its reservation, and the request's own work (shared with the other nodes).
  */
 function bookClass(
   memory: Pick<RouterMemory, 'reservations' | 'classes'>,
   chosen: Prediction,
   tenant: Tenant,
   nowMs: number,
-): ReservedClass {
+): { reserved: ReservedClass; ownMs: number } {
   const c = tenant.serviceClass;
   const added = (chosen.prefillMs + chosen.loadMs) * chosen.ttftFactor;
   const ownMs = added + chosen.overheadMs * chosen.ttftFactor;
@@ -98,5 +103,12 @@ function bookClass(
     const rc = memory.reservations.classOf(r);
     if (rc && rc.priority > c.priority && nowMs - r.atMs < rc.expectedTtftMs) rc.expectedTtftMs += added;
   }
-  return { priority: c.priority, objectiveMs: c.ttft_objective_ms, expectedTtftMs: chosen.predictedTtftMs };
+  return {
+    reserved: {
+      priority: c.priority,
+      objectiveMs: c.ttft_objective_ms,
+      expectedTtftMs: chosen.predictedTtftMs,
+    },
+    ownMs,
+  };
 }

@@ -1,7 +1,8 @@
 // The lookup step: one index round trip for the prompt's keys under the router's deadline.
 import { boundedDetail } from '../../core/bounded-detail.js';
 import { isKinferenceError } from '../../core/errors.js';
-import type { BlockKey, LookupResult, PodLookup, Reservation } from '../../core/types.js';
+import type { BlockKey, LookupResult, PodLookup } from '../../core/types.js';
+import type { OtherReservation } from '../shared-reservations.js';
 import type { IndexReader } from '../../index/index.js';
 import { routable } from '../address.js';
 import type { RouterMemory } from '../memory.js';
@@ -46,7 +47,7 @@ export interface FoundPods {
   /** Every pod of the model with its longest cached prefix of the prompt. */
   pods: PodLookup[];
   /** The other Kong nodes' reservations per pod (share_reservations); null when not shared or not read. */
-  others: ReadonlyMap<string, Reservation[]> | null;
+  others: ReadonlyMap<string, OtherReservation[]> | null;
 }
 
 /**
