@@ -1,4 +1,5 @@
 // bench:overhead's long shapes: the router in this process, 100k/240k-token contexts, 8 and 96 pods.
+import { Redis } from 'ioredis';
 import { PluginConfigSchema } from '../../../src/config/plugin-config.js';
 import { validateConfig } from '../../../src/config/validate.js';
 import { createKvIndex } from '../../../src/index/index.js';
@@ -59,8 +60,21 @@ export interface ShapeResult {
   holdings: Holdings;
   chosenCachedTokens: number | null;
   cases: Record<Case, CaseStats>;
+  /** Redis server time per EVALSHA (lookups, and the shared-reservations reads if on) over the warm cases. */
+  redisServerUsPerLookup: number;
+  /** This process's heap after the shape (bench texts included), MB. */
   heapUsedMb: number;
   segmentCache: { entries: number; bytes: number };
+}
+
+async function evalshaStats(url: string): Promise<{ calls: number; usec: number }> {
+  const c = new Redis(url);
+  try {
+    const m = /cmdstat_evalsha:calls=(\d+),usec=(\d+)/.exec(await c.info('commandstats'));
+    return m ? { calls: Number(m[1]), usec: Number(m[2]) } : { calls: 0, usec: 0 };
+  } finally {
+    c.disconnect();
+  }
 }
 
 /** A router configured as the plugin is for these prompts: max_prompt_tokens above the longest one. */
@@ -124,13 +138,18 @@ export async function runLongShapes(
         fresh.push(chatBody(MODEL, (await longContext(synth, `n${shape.tokens}x${i}`, shape.tokens, 100 + i)).messages));
 
       const outs: Record<Case, RouteOutcome[]> = { new_turn: [], same_body: [], never_seen: [] };
+      const before = await evalshaStats(redis.url);
       let last: RouteOutcome | null = null;
       for (const b of turns) {
         last = check(await router.route(b));
         outs.new_turn.push(last);
-        outs.same_body.push(check(await router.route(b)));
+        const again = check(await router.route(b));
+        outs.same_body.push(again);
         router.observe(last, null);
+        router.observe(again, null);
       }
+      const after = await evalshaStats(redis.url);
+      const redisUsPerLookup = Math.round((after.usec - before.usec) / Math.max(1, after.calls - before.calls));
       for (const b of fresh) {
         promptTokenizer = createPromptTokenizer(tokenizer, { maxBytes: SEGMENT_CACHE_BYTES });
         await router.route(known); // the cache holds other contexts, as in any running gateway
@@ -151,6 +170,7 @@ export async function runLongShapes(
         holdings,
         chosenCachedTokens: last!.decision.chosen?.cachedTokens ?? null,
         cases,
+        redisServerUsPerLookup: redisUsPerLookup,
         heapUsedMb: Math.round(process.memoryUsage().heapUsed / 1e5) / 10,
         segmentCache: { entries: st.entries, bytes: st.bytes },
       };
@@ -158,7 +178,7 @@ export async function runLongShapes(
       const line = (c: Case): string =>
         `    ${c.padEnd(10)} p50 ${STEPS.map((s) => `${s.replace(/Ms$/, '')} ${cases[c].p50[s.replace(/Ms$/, '')]!.toFixed(2)}`).join(' | ')}; total p99 ${cases[c].p99.total!.toFixed(2)}`;
       log(
-        `${shape.tokens / 1000}k tokens (${res.promptTokens} with the template, ${res.blocks} blocks), ${shape.pods} pods, ${holdings.entries} entries, chosen cached ${res.chosenCachedTokens}:`,
+        `${shape.tokens / 1000}k tokens (${res.promptTokens} with the template, ${res.blocks} blocks), ${shape.pods} pods, ${holdings.entries} entries, chosen cached ${res.chosenCachedTokens}; Redis ${redisUsPerLookup} µs per lookup; heap ${res.heapUsedMb} MB:`,
       );
       for (const c of ['new_turn', 'same_body', 'never_seen'] as const) log(line(c));
     } finally {
