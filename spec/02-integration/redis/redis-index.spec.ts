@@ -37,26 +37,6 @@ describe('RedisKvIndex scripts', () => {
     expect(stats).not.toMatch(/cmdstat_eval:|cmdstat_script/);
   });
 
-  it('searches every pod in rounds: 96 pods ending their prefixes at different blocks cost a few MGETs', async () => {
-    const ix = index();
-    const long = chain('long agent context', 4000);
-    for (let p = 0; p < 96; p++) {
-      const pod = { model: M, podId: `pod-${p}` };
-      await ix.upsertPodState(pod, {});
-      // Prefixes of every length class: 0 .. 4000 blocks, spread so no two pods end at the same block.
-      const held = Math.round((p * 4000) / 96) + (p % 7);
-      if (held > 0) await ix.apply(pod, [{ op: 'store', keys: long.slice(0, held), tier: 'GPU' }]);
-    }
-    const expected = await ix.lookup(M, long);
-    await fx.redis.client.config('RESETSTAT');
-    const { pods } = await ix.lookup(M, long);
-    expect(pods).toEqual(expected.pods);
-    expect(pods.find((x) => x.state.podId === 'pod-48')?.prefixBlocks.GPU).toBe(2000 + (48 % 7));
-    const mgets = Number(/cmdstat_mget:calls=(\d+)/.exec(await fx.redis.client.info('commandstats'))?.[1]);
-    // One MGET for the states, one for the gallop path, then one per round of 3 bisection levels (12 levels).
-    expect(mgets).toBeLessThanOrEqual(8);
-  });
-
   it('recovers from NOSCRIPT (SCRIPT FLUSH) by running the script once by its source, which caches it', async () => {
     await fx.redis.client.script('FLUSH');
     const ix = index();

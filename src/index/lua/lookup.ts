@@ -29,8 +29,7 @@ const REFS_PER_CHUNK = 2 * LOOKUP_STATE_KEYS_PER_MGET;
  * slower tiers and its clamp, so both indexes agree on every input. The searches share probes (a block
  * read once answers for every pod), one MGET fetches the whole gallop path (blocks 0, 1, 3, 7, …) up
  * front, and a binary search fetches its next three levels of bisection points in one MGET. Decoding is
- * memoised per distinct block value. The pods' searches run side by side as coroutines, so one MGET per
- * round of bisection serves them all: a 15,000-block prompt on 96 pods costs a handful of MGETs.
+ * memoised per distinct block value. A 1,000-block prompt costs a handful of MGETs whatever the pods.
  */
 export const LOOKUP_LUA = `-- kinference lookup. KEYS[1] = <base>pods; ARGV[1] = <base>, ARGV[2] = block keys (8 bytes each).
 -- Read-only; atomic as every script: one consistent snapshot of pods, epochs, blocks and states.
@@ -129,7 +128,7 @@ local function prefix(idx, tier)
     if c == nil then
       local list = {}
       collect(list, lo, hi, LOOKAHEAD)
-      coroutine.yield(list) -- the driver below fetches every search's points of this round in one MGET
+      fetch(list)
       c = probes[mid - 1]
     end
     local r = c[idx]
@@ -151,43 +150,15 @@ if n > 0 and #pods > 0 then
   fetch(path)
 end
 
--- Every pod's searches run as coroutines, in rounds: each runs until it needs blocks not yet probed, and one
--- MGET per round (chunked for unpack) fetches what all of them need. With 96 pods ending their prefixes at
--- different blocks, that is a handful of calls instead of one per pod and bisection step.
 local out = {}
-local active = {}
 for k, p in ipairs(pods) do
-  active[k] = coroutine.create(function()
-    local g, worst = prefix(p.idx, 0)
-    local c, s = g, g
-    if worst >= 1 then c, worst = prefix(p.idx, 1) end
-    if worst >= 2 then s = prefix(p.idx, 2) else s = c end
-    c = math.max(g, c)
-    s = math.max(c, s)
-    out[k] = { p.id, g, c, s, p.state }
-  end)
-end
-while #active > 0 do
-  local wants, wanted, still = {}, {}, {}
-  for _, co in ipairs(active) do
-    local ok, list = coroutine.resume(co)
-    if not ok then error(list) end
-    if coroutine.status(co) ~= 'dead' then
-      still[#still + 1] = co
-      for _, i in ipairs(list) do
-        if probes[i] == nil and not wanted[i] then
-          wanted[i] = true
-          wants[#wants + 1] = i
-        end
-      end
-    end
-  end
-  for from = 1, #wants, ${LOOKUP_STATE_KEYS_PER_MGET} do
-    local part = {}
-    for j = from, math.min(#wants, from + ${LOOKUP_STATE_KEYS_PER_MGET - 1}) do part[#part + 1] = wants[j] end
-    fetch(part)
-  end
-  active = still
+  local g, worst = prefix(p.idx, 0)
+  local c, s = g, g
+  if worst >= 1 then c, worst = prefix(p.idx, 1) end
+  if worst >= 2 then s = prefix(p.idx, 2) else s = c end
+  c = math.max(g, c)
+  s = math.max(c, s)
+  out[k] = { p.id, g, c, s, p.state }
 end
 return out
 `;
