@@ -17,7 +17,16 @@
  * Writes bench/results/plugin.json. No targets are asserted anywhere else (tests never time things).
  */
 import { values } from './lib/usage/plugin.js'; // first: --help before the heavy imports
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decode, encode } from '@msgpack/msgpack';
@@ -613,7 +622,11 @@ function treeRssMb(pid: number | undefined): number {
 }
 
 async function long(): Promise<void> {
-  const pluginsDir = join(ROOT, 'dist/plugins/kinference');
+  // KINF_BENCH_PLUGIN_DIR: another bundle (e.g. main's build) measured the same way; KINF_BENCH_LONG_SHAPES:
+  // a subset such as "100000x96,240000x96".
+  const pluginsDir = process.env.KINF_BENCH_PLUGIN_DIR ?? join(ROOT, 'dist/plugins/kinference');
+  const only = process.env.KINF_BENCH_LONG_SHAPES?.split(',');
+  const shapes = LONG_SHAPES.filter((s) => !only || only.includes(`${s.tokens}x${s.pods}`));
   if (!existsSync(join(pluginsDir, 'kinference.js'))) throw new Error('run `npm run build` first');
   const warmRuns = envCount('bench:plugin', 'KINF_BENCH_LONG_WARM', 40);
   const coldRuns = envCount('bench:plugin', 'KINF_BENCH_LONG_COLD', 6);
@@ -622,14 +635,24 @@ async function long(): Promise<void> {
   const synth = new TextSynth(tokenizer, await loadWordVocab(`${qwenDir}tokenizer.json`, tokenizer));
   const rows: Record<string, unknown>[] = [];
   let during: Record<string, unknown> | null = null;
-  for (const shape of LONG_SHAPES) {
+  for (const shape of shapes) {
     const redis = await startRedisServer();
     const prefix = mkdtempSync(join(tmpdir(), 'kinf-bench-long-'));
     const srv = await startServer('stock', 'kinference', pluginsDir, prefix);
-    const index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: KEY_PREFIX });
+    // Seeding writes 96 pods' blocks: give them longer than the default 2 s on a loaded host.
+    const index = createKvIndex({
+      kind: 'redis',
+      url: redis.url,
+      keyPrefix: KEY_PREFIX,
+      commandTimeoutMs: 30_000,
+    });
     let seq = 0;
     try {
-      const config = { ...longConfig(redis.url, qwenDir), redis_key_prefix: KEY_PREFIX, expose_headers: true };
+      const config = {
+        ...longConfig(redis.url, qwenDir),
+        redis_key_prefix: KEY_PREFIX,
+        expose_headers: true,
+      };
       const conf = srv.ext.instanceConfig(
         {
           id: entityId('plugins', `long-${shape.tokens}-${shape.pods}`),
@@ -669,8 +692,7 @@ async function long(): Promise<void> {
       const header = (r: EventResult, name: string): string | undefined =>
         (
           r.steps.find((x) => x.method === 'kong.service.request.set_headers')?.args[0] as
-            | Record<string, string>
-            | undefined
+            Record<string, string> | undefined
         )?.[name];
       const model = MODEL;
       const rng = new Rng(shape.tokens + shape.pods);
@@ -697,10 +719,13 @@ async function long(): Promise<void> {
       const fresh: string[] = [];
       for (let i = 0; i < coldRuns; i++)
         fresh.push(
-          longBody(model, (await longContext(synth, `n${shape.tokens}x${i}`, shape.tokens, 100 + i)).messages),
+          longBody(
+            model,
+            (await longContext(synth, `n${shape.tokens}x${i}`, shape.tokens, 100 + i)).messages,
+          ),
         );
-      const cols = { total: [] as number[], bodyStep: [] as number[], route: [] as number[], transfer: [] as number[] };
-      const acc: Record<string, typeof cols> = {};
+      type Cols = { total: number[]; bodyStep: number[]; route: number[]; transfer: number[] };
+      const acc: Record<string, Cols> = {};
       const add = (c: string, r: EventResult): void => {
         const fb = header(r, 'x-kinference-fallback');
         if (fb) throw new Error(`${c}: unexpected fallback ${fb}`);
@@ -799,19 +824,24 @@ async function long(): Promise<void> {
     }
   }
   mkdirSync('bench/results', { recursive: true });
+  const out = process.env.KINF_BENCH_LONG_OUT ?? 'bench/results/plugin-long.json';
   writeFileSync(
-    'bench/results/plugin-long.json',
+    out,
     `${JSON.stringify(
       {
         meta: {
           date: new Date().toISOString(),
-          command: 'npm run bench:plugin -- --long',
+          command: `${process.env.KINF_BENCH_LONG_SHAPES ? `KINF_BENCH_LONG_SHAPES=${process.env.KINF_BENCH_LONG_SHAPES} ` : ''}npm run bench:plugin -- --long`,
+          bundle: process.env.KINF_BENCH_PLUGIN_DIR
+            ? 'KINF_BENCH_PLUGIN_DIR (another build)'
+            : 'dist/plugins/kinference',
           node: process.version,
           cpus: cpus().length,
           loadavg1mAtEnd: Math.round(loadavg()[0]! * 100) / 100,
           measured:
             'access phase, HandleEvent → "ret" over the unix socket, expose_headers on (5 PDK calls), stock kong-pdk; routing from x-kinference-route-ms',
-          config: 'hf Qwen3 tokenizer + template, max_prompt_tokens 262144, a fresh plugin server and Redis per shape',
+          config:
+            'hf Qwen3 tokenizer + template, max_prompt_tokens 262144, a fresh plugin server and Redis per shape',
           warmRuns,
           coldRuns,
         },
@@ -822,7 +852,7 @@ async function long(): Promise<void> {
       2,
     )}\n`,
   );
-  console.log('wrote bench/results/plugin-long.json');
+  console.log(`wrote ${out}`);
 }
 
 // ---------------------------------------------------------------------------------------------- cold start

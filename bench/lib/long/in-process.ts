@@ -103,7 +103,12 @@ export async function runLongShapes(
   for (const shape of shapes) {
     const redis = await startRedisServer();
     const config = validateConfig(PluginConfigSchema, longConfig(redis.url, qwenDir), 'bench');
-    const index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: config.redis_key_prefix, lookupTimeoutMs: 1000 });
+    const index = createKvIndex({
+      kind: 'redis',
+      url: redis.url,
+      keyPrefix: config.redis_key_prefix,
+      lookupTimeoutMs: 1000,
+    });
     let promptTokenizer = createPromptTokenizer(tokenizer, { maxBytes: SEGMENT_CACHE_BYTES });
     const router = createRouter(config, {
       index,
@@ -135,7 +140,12 @@ export async function runLongShapes(
       for (let i = 0; i < runs.warm; i++) turns.push(chatBody(MODEL, await newTurn(synth, ctx, i, rng)));
       const fresh: string[] = [];
       for (let i = 0; i < runs.cold; i++)
-        fresh.push(chatBody(MODEL, (await longContext(synth, `n${shape.tokens}x${i}`, shape.tokens, 100 + i)).messages));
+        fresh.push(
+          chatBody(
+            MODEL,
+            (await longContext(synth, `n${shape.tokens}x${i}`, shape.tokens, 100 + i)).messages,
+          ),
+        );
 
       const outs: Record<Case, RouteOutcome[]> = { new_turn: [], same_body: [], never_seen: [] };
       const before = await evalshaStats(redis.url);
@@ -149,7 +159,9 @@ export async function runLongShapes(
         router.observe(again, null);
       }
       const after = await evalshaStats(redis.url);
-      const redisUsPerLookup = Math.round((after.usec - before.usec) / Math.max(1, after.calls - before.calls));
+      const redisUsPerLookup = Math.round(
+        (after.usec - before.usec) / Math.max(1, after.calls - before.calls),
+      );
       for (const b of fresh) {
         promptTokenizer = createPromptTokenizer(tokenizer, { maxBytes: SEGMENT_CACHE_BYTES });
         await router.route(known); // the cache holds other contexts, as in any running gateway

@@ -29,7 +29,12 @@ const ASSISTANT_TURN = 2400;
  * A conversation of about `tokens` tokens, GuideLLM-style token-exact text from the bench's synthesizer
  * (4,096 single-token words, a unique tag per message so no two contexts share a block by chance).
  */
-export async function longContext(synth: TextSynth, tag: string, tokens: number, seed: number): Promise<LongContext> {
+export async function longContext(
+  synth: TextSynth,
+  tag: string,
+  tokens: number,
+  seed: number,
+): Promise<LongContext> {
   const rng = new Rng(seed);
   const systemTokens = Math.round(tokens * SYSTEM_SHARE);
   const messages: ChatMessage[] = [
@@ -115,7 +120,11 @@ export async function seedHoldings(
     if (held > 0) ops.push({ op: 'store', keys: contextKeys.slice(0, held), tier: 'GPU' });
     if (fillerBlocks > 0) {
       const toks = Array.from({ length: fillerBlocks * 16 }, () => rng.int(150_000));
-      ops.push({ op: 'store', keys: blockKeys(toks, 16, keySeed({ model: `${model}-filler-${p}` })), tier: 'GPU' });
+      ops.push({
+        op: 'store',
+        keys: blockKeys(toks, 16, keySeed({ model: `${model}-filler-${p}` })),
+        tier: 'GPU',
+      });
     }
     if (ops.length > 0) await index.apply(pod, ops);
     entries += held + fillerBlocks;
