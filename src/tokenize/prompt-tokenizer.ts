@@ -18,6 +18,15 @@ export interface PromptTokenizerOptions {
   maxBytes: number;
 }
 
+type Part = Uint32Array | number | string | Promise<Uint32Array>;
+interface Seen {
+  parts: Part[];
+  keys: string[];
+  /** At least the pieces' token count. */
+  bound: number;
+  cachedChars: number;
+}
+
 export interface CachedPromptTokenizer extends PromptTokenizer {
   stats(): SegmentCacheStats;
 }
@@ -79,42 +88,65 @@ export function createPromptTokenizer(
     return tokens;
   }
 
+  /** The text's pieces: special token ids, cached segments' tokens, and new segments still as text. */
+  function lookUp(text: string): Seen {
+    const pieces = splitter.split(text);
+    const parts: Part[] = new Array<Part>(pieces.length);
+    const keys: string[] = new Array<string>(pieces.length);
+    let bound = 0;
+    let cachedChars = 0;
+    for (let i = 0; i < pieces.length; i++) {
+      const piece = pieces[i] as string | number;
+      if (typeof piece === 'number') {
+        parts[i] = piece;
+        bound += 1;
+      } else if (piece.length === 0) parts[i] = new Uint32Array(0);
+      else {
+        const key = segmentKey(piece, i === 0);
+        const hit = cache.get(key);
+        if (hit !== undefined) {
+          parts[i] = hit;
+          cachedChars += piece.length;
+          bound += hit.length;
+        } else {
+          parts[i] = piece;
+          keys[i] = key;
+          bound += 3 * piece.length + 1; // + 1: a prefix a pre-tokenizer may add (Metaspace's ▁)
+        }
+      }
+    }
+    return { parts, keys, bound, cachedChars };
+  }
+
   return {
     tokenizer,
     stats: () => cache.stats(),
     async tokenize(text: string, maxTokens: number): Promise<TokenizeResult> {
       if (!Number.isInteger(maxTokens) || maxTokens < 1)
         throw new RangeError(`maxTokens must be >= 1, got ${maxTokens}`);
-      const cut = safeCut(text, await charBudget(tokenizer, text, maxTokens));
-      const pieces = splitter.split(cut < text.length ? text.slice(0, cut) : text);
-      const parts: (Uint32Array | number | Promise<Uint32Array>)[] = new Array(pieces.length);
+      // The split and the cache lookups first, on the whole text: their bound on its tokens (cached segments
+      // exactly, new text at most 3 per UTF-16 unit, as UTF-8 bytes) spares a long prompt that fits maxTokens
+      // the density sampling below (three 8k-character windows tokenized on every request).
+      let cut = text.length;
+      let seen = lookUp(text);
+      if (seen.bound > maxTokens) {
+        cut = safeCut(text, await charBudget(tokenizer, text, maxTokens));
+        if (cut < text.length) seen = lookUp(text.slice(0, cut));
+      }
+      const { parts, keys } = seen;
       const pending = new Map<string, Promise<Uint32Array>>();
-      let cachedChars = 0;
+      let cachedChars = seen.cachedChars;
       let tokenizedChars = 0;
-      for (let i = 0; i < pieces.length; i++) {
-        const piece = pieces[i] as string | number;
-        if (typeof piece === 'number') {
-          parts[i] = piece;
-          continue;
-        }
-        if (piece.length === 0) {
-          parts[i] = new Uint32Array(0);
-          continue;
-        }
-        const atStart = i === 0;
-        const key = segmentKey(piece, atStart);
-        const hit = cache.get(key);
-        if (hit !== undefined) {
-          parts[i] = hit;
-          cachedChars += piece.length;
-          continue;
-        }
+      for (let i = 0; i < parts.length; i++) {
+        const part = parts[i]!;
+        if (typeof part !== 'string') continue;
+        const key = keys[i]!;
         let p = pending.get(key);
         if (p === undefined) {
-          p = encodeSegment(piece, atStart, key);
+          p = encodeSegment(part, i === 0, key);
           pending.set(key, p);
-          tokenizedChars += piece.length;
-        } else cachedChars += piece.length;
+          tokenizedChars += part.length;
+        } else cachedChars += part.length;
         parts[i] = p;
       }
       // Uncached segments are encoded concurrently (the HF binding runs them on the thread pool).
@@ -123,7 +155,7 @@ export function createPromptTokenizer(
       let total = 0;
       for (let i = 0; i < parts.length; i++) {
         const part = parts[i]!;
-        const r = part instanceof Promise ? await part : part;
+        const r = (part instanceof Promise ? await part : part) as Uint32Array | number;
         resolved[i] = r;
         total += typeof r === 'number' ? 1 : r.length;
       }
@@ -133,7 +165,11 @@ export function createPromptTokenizer(
       for (let i = 0; i < resolved.length && n < tokens.length; i++) {
         const r = resolved[i]!;
         if (typeof r === 'number') tokens[n++] = r;
-        else for (let j = 0; j < r.length && n < tokens.length; j++) tokens[n++] = r[j]!;
+        else {
+          const m = Math.min(r.length, tokens.length - n);
+          for (let j = 0; j < m; j++) tokens[n + j] = r[j]!;
+          n += m;
+        }
       }
       return { tokens, truncated: over || cut < text.length, cachedChars, tokenizedChars };
     },

@@ -1,8 +1,12 @@
+// LRU cache of text segments' tokens, keyed by content hash and bounded by bytes.
+import { createHash } from 'node:crypto';
+
 /**
  * LRU cache of the tokens of text segments (the text between special tokens), bounded by bytes.
  *
- * Keys are content hashes, not the text: two independent 32-bit hashes (FNV-1a and a murmur-style mix)
- * computed in one pass, plus the length. A false hit needs the same length and a 64-bit collision.
+ * Keys are content hashes, not the text, plus the length: SHA-1 of the UTF-8 for long segments, two
+ * independent 32-bit hashes (FNV-1a and a murmur-style mix) for short ones. A false hit needs the same length
+ * and a 64-bit (short) or 160-bit (long) collision.
  * Cost counted per entry: 4 bytes per token (stored as Uint32Array) + the key + a fixed overhead.
  * A Map keeps insertion order, so re-inserting on a hit makes it an LRU with O(1) operations.
  */
@@ -14,7 +18,22 @@ export const MAX_ENTRY_SHARE = 1 / 16;
 /** Entries at most, whatever their bytes (a flood of tiny segments costs Map slots the estimate misses). */
 export const DEFAULT_MAX_ENTRIES = 200_000;
 
+/** Segments at least this long are keyed by SHA-1 (native, ~1 GB/s); shorter ones by the JS hash below. */
+export const NATIVE_HASH_MIN_CHARS = 2048;
+
 export function segmentKey(text: string, atStart: boolean): string {
+  const end = atStart ? '^' : '';
+  // A 100k-token context is ~500k characters hashed on every request; the JS loop over UTF-16 units cost
+  // 5-10x native SHA-1 over UTF-8. UTF-8 maps a lone surrogate and U+FFFD alike, so such text keeps the JS hash.
+  if (text.length >= NATIVE_HASH_MIN_CHARS && isWellFormed(text))
+    return `${text.length.toString(36)}:${createHash('sha1').update(text, 'utf8').digest('base64')}${end}`;
+  return `${text.length.toString(36)}.${utf16Hash(text)}${end}`;
+}
+
+const isWellFormed = (s: string): boolean => (s as unknown as { isWellFormed(): boolean }).isWellFormed();
+
+/** Two independent 32-bit hashes (FNV-1a and a murmur-style mix) over the UTF-16 code units, in one pass. */
+function utf16Hash(text: string): string {
   let h1 = 0x811c9dc5;
   let h2 = 0x9747b28c ^ text.length;
   // A segment is a slice of the rendered prompt, whose representation (sliced, two-byte, from a rope) varies
@@ -28,7 +47,7 @@ export function segmentKey(text: string, atStart: boolean): string {
     h2 = Math.imul(h2 ^ c, 0x5bd1e995);
     h2 ^= h2 >>> 15;
   }
-  return `${text.length.toString(36)}.${(h1 >>> 0).toString(36)}.${(h2 >>> 0).toString(36)}${atStart ? '^' : ''}`;
+  return `${(h1 >>> 0).toString(36)}.${(h2 >>> 0).toString(36)}`;
 }
 
 export interface SegmentCacheStats {

@@ -1,6 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { blockKeys, isBlockKey, keyFromWords, keySeed, keyToWords } from '../../../src/core/block-keys.js';
+import {
+  blockKeys,
+  ChainMemo,
+  isBlockKey,
+  keyFromWords,
+  keySeed,
+  keyToWords,
+} from '../../../src/core/block-keys.js';
 
 const seed = keySeed({ model: 'Qwen/Qwen3-8B' });
 const tokens = fc.array(fc.integer({ min: 0, max: 262_143 }), { maxLength: 200 });
@@ -84,5 +91,37 @@ describe('block keys', () => {
       seen.add(k!);
     }
     expect(seen.size).toBe(20_000);
+  });
+});
+
+describe('ChainMemo: keys of prompts that extend recent ones', () => {
+  it('equals blockKeys for every prompt of a stream of growing, repeated and unrelated prompts', () => {
+    const seeds = [keySeed({ model: 'm' }), keySeed({ model: 'other' })];
+    // Prompts grow from a few bases (multiturn), repeat, or diverge mid-block; a tiny memo evicts often.
+    const prompt = fc.record({
+      base: fc.integer({ min: 0, max: 2 }),
+      keep: fc.integer({ min: 0, max: 120 }),
+      extra: fc.array(fc.integer({ min: 0, max: 5 }), { maxLength: 40 }),
+      seed: fc.integer({ min: 0, max: 1 }),
+      blockSize: fc.constantFrom(4, 16),
+    });
+    fc.assert(
+      fc.property(
+        fc.array(prompt, { minLength: 1, maxLength: 12 }),
+        fc.integer({ min: 20, max: 400 }),
+        (ps, cap) => {
+          const memo = new ChainMemo(cap, 3);
+          const bases = [0, 1, 2].map((b) => Array.from({ length: 120 }, (_, i) => (i * 31 + b * 7) % 9));
+          for (const p of ps) {
+            const tokens = [...bases[p.base]!.slice(0, p.keep), ...p.extra];
+            const seed = seeds[p.seed]!;
+            expect(memo.keys(tokens, p.blockSize, seed)).toEqual(blockKeys(tokens, p.blockSize, seed));
+            // The same body again: served from the memo, still equal.
+            expect(memo.keys(tokens, p.blockSize, seed)).toEqual(blockKeys(tokens, p.blockSize, seed));
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });

@@ -74,6 +74,29 @@ describe('prompt tokenizer', () => {
     expect(r.cachedChars).toBeGreaterThan(2600);
   });
 
+  it('a long known context plus a new turn tokenizes only the new turn (no density sampling)', async () => {
+    const tok = loadTokenizer(KINDS[1]![1]);
+    const encoded: number[] = [];
+    const counting: Tokenizer = Object.assign(Object.create(tok) as Tokenizer, {
+      encodeOrdinary: (text: string, atStart?: boolean) => {
+        encoded.push(text.length);
+        return tok.encodeOrdinary(text, atStart);
+      },
+    });
+    const pt = createPromptTokenizer(counting, { maxBytes: 64 << 20 });
+    // ~100k characters: longer than maxTokens, so the length alone cannot show it fits.
+    const sys = `<|im_start|>system\n${'Shared codebase text, line after line. '.repeat(2600)}<|im_end|>\n`;
+    const turn = (q: string): string => `${sys}<|im_start|>user\n${q}<|im_end|>\n<|im_start|>assistant\n`;
+    const first = await pt.tokenize(turn('first question'), 40_000);
+    expect(first.truncated).toBe(false);
+    encoded.length = 0;
+    const text = turn('second question');
+    const r = await pt.tokenize(text, 40_000);
+    expect(encoded).toEqual(['user\nsecond question'.length]);
+    expect(r.tokens).toEqual(await tok.encode(text));
+    expect(r.truncated).toBe(false);
+  });
+
   it('caps at maxTokens and bounds work on a 10 MB prompt', async () => {
     const tok = loadTokenizer('tiktoken:o200k_base');
     const pt = createPromptTokenizer(tok, { maxBytes: 1 << 20 });
@@ -185,6 +208,22 @@ describe('segment cache', () => {
     const ascii = 'a'.repeat(300);
     const twoByte = ('\u4e00' + ascii).slice(1);
     expect(segmentKey(twoByte, false)).toBe(segmentKey(ascii, false));
+  });
+
+  it('long segments (native hash): one key per content whatever the representation; lone surrogates kept apart', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'grapheme', minLength: 3000, maxLength: 5000 }), (t) => {
+        const key = segmentKey(t, false);
+        expect(segmentKey(`<${t}>`.slice(1, -1), false)).toBe(key);
+        expect(segmentKey(t.slice(0, 1000) + t.slice(1000), false)).toBe(key);
+        expect(segmentKey(`${t}x`, false)).not.toBe(key);
+      }),
+      { numRuns: 30 },
+    );
+    const base = 'a'.repeat(4000);
+    // UTF-8 maps a lone surrogate to U+FFFD: those two texts must still get two keys.
+    expect(segmentKey(`${base}\ud800`, false)).not.toBe(segmentKey(`${base}\ufffd`, false));
+    expect(segmentKey(base, true)).not.toBe(segmentKey(base, false));
   });
 
   it('keys differ by content, length and prompt-start position', () => {
