@@ -238,7 +238,7 @@ describe.skipIf(!exists('dist/cli/main.js'))('Dockerfile runtime stage, assemble
       const help = cli(app, ['--help']);
       expect(help.status, help.stderr).toBe(0);
       const commands = [...help.stdout.matchAll(/^ {2}([a-z-]+) \[/gm)].map((m) => m[1]);
-      expect(commands).toEqual(['collector', 'explain', 'validate', 'verify-tokenizer', 'usage', 'help']);
+      expect(commands).toEqual(['collector', 'explain', 'usage', 'validate', 'verify-tokenizer', 'help']);
       for (const sub of ['collector', 'explain', 'validate', 'verify-tokenizer', 'usage']) {
         const r = cli(app, [sub, '--help']);
         expect(r.status, `${sub} --help: ${r.stderr}`).toBe(0);
