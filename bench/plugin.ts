@@ -182,6 +182,44 @@ function requestContext(body: Buffer, i: number): RequestContext {
   };
 }
 
+/** One access event through the plugin server, as Kong's bridge runs it; throws unless it ends with "ret". */
+async function accessEvent(
+  srv: Server,
+  conf: Record<string, unknown>,
+  body: string,
+  seq: number,
+): Promise<EventResult> {
+  const ctx = requestContext(Buffer.from(body), seq);
+  const plugin = {
+    id: String(conf.__plugin_id),
+    name: srv.ext.name,
+    instanceName: null,
+    routeId: ROUTE.id,
+    serviceId: null,
+    enabled: true,
+    config: {},
+  };
+  const env = {
+    phase: 'access' as const,
+    plugin,
+    workspaceId: 'ws',
+    nodeId: 'node',
+    hostname: 'bench',
+    log: () => undefined,
+  };
+  const out = await srv.ext.handleEvent(conf, 'access', new StandInPdk(ctx, env));
+  if (out.kind !== 'done') throw new Error(`event failed: ${out.error}`);
+  if (out.result.end !== 'ret')
+    throw new Error(`event ended with ${out.result.end}: ${out.result.error ?? ''}`);
+  return out.result;
+}
+
+/** The upstream headers the plugin set in an event (the x-kinference-* ones with expose_headers). */
+function upstreamHeadersOf(r: EventResult): Record<string, string> | undefined {
+  return r.steps.find((x) => x.method === 'kong.service.request.set_headers')?.args[0] as
+    Record<string, string> | undefined;
+}
+
 /** kong-pdk's listener, replicated to price it: every 64 KiB chunk re-joins all chunks and re-tries decode. */
 function listenerDecodeMs(message: Uint8Array, chunk = 65536): { rejoinMs: number; singleMs: number } {
   const t0 = performance.now();
@@ -335,40 +373,10 @@ async function main(): Promise<void> {
         },
         entityId('workspaces', 'default'),
       );
-    const runOnce = async (
-      srv: Server,
-      conf: Record<string, unknown>,
-      body: string,
-    ): Promise<EventResult> => {
-      const ctx = requestContext(Buffer.from(body), seq++);
-      const plugin = {
-        id: String(conf.__plugin_id),
-        name: srv.ext.name,
-        instanceName: null,
-        routeId: ROUTE.id,
-        serviceId: null,
-        enabled: true,
-        config: {},
-      };
-      const env = {
-        phase: 'access' as const,
-        plugin,
-        workspaceId: 'ws',
-        nodeId: 'node',
-        hostname: 'bench',
-        log: () => undefined,
-      };
-      const out = await srv.ext.handleEvent(conf, 'access', new StandInPdk(ctx, env));
-      if (out.kind !== 'done') throw new Error(`event failed: ${out.error}`);
-      if (out.result.end !== 'ret')
-        throw new Error(`event ended with ${out.result.end}: ${out.result.error ?? ''}`);
-      return out.result;
-    };
-    const routeMsOf = (r: EventResult): number => {
-      const h = r.steps.find((x) => x.method === 'kong.service.request.set_headers')?.args[0] as
-        Record<string, string> | undefined;
-      return Number(h?.['x-kinference-route-ms'] ?? NaN);
-    };
+    const runOnce = (srv: Server, conf: Record<string, unknown>, body: string): Promise<EventResult> =>
+      accessEvent(srv, conf, body, seq++);
+    const routeMsOf = (r: EventResult): number =>
+      Number(upstreamHeadersOf(r)?.['x-kinference-route-ms'] ?? NaN);
     const bodyStepOf = (r: EventResult): number =>
       r.steps.find((x) => x.method === 'kong.request.get_raw_body')!.stepMs;
     const body64 = (i: number): string =>
@@ -383,9 +391,7 @@ async function main(): Promise<void> {
       ] as const) {
         const conf = instance(srv, { ...config, expose_headers: true }, `${srv.label}-load-${name}`);
         for (let i = 0; i < 100_000; i++) {
-          const h = (await runOnce(srv, conf, body64(i))).steps.find(
-            (x) => x.method === 'kong.service.request.set_headers',
-          )?.args[0] as Record<string, string> | undefined;
+          const h = upstreamHeadersOf(await runOnce(srv, conf, body64(i)));
           if (h?.['x-kinference-fallback'] !== 'tokenizer_loading') break;
           await new Promise((r) => setTimeout(r, 20)); // a poll, not a wait for an event: the load has none here
         }
@@ -682,35 +688,9 @@ async function long(): Promise<void> {
         },
         entityId('workspaces', 'default'),
       );
-      const once = async (c: Record<string, unknown>, body: string): Promise<EventResult> => {
-        const ctx = requestContext(Buffer.from(body), seq++);
-        const plugin = {
-          id: String(c.__plugin_id),
-          name: srv.ext.name,
-          instanceName: null,
-          routeId: ROUTE.id,
-          serviceId: null,
-          enabled: true,
-          config: {},
-        };
-        const env = {
-          phase: 'access' as const,
-          plugin,
-          workspaceId: 'ws',
-          nodeId: 'node',
-          hostname: 'bench',
-          log: () => undefined,
-        };
-        const out = await srv.ext.handleEvent(c, 'access', new StandInPdk(ctx, env));
-        if (out.kind !== 'done' || out.result.end !== 'ret')
-          throw new Error(`event failed: ${JSON.stringify(out).slice(0, 500)}`);
-        return out.result;
-      };
-      const header = (r: EventResult, name: string): string | undefined =>
-        (
-          r.steps.find((x) => x.method === 'kong.service.request.set_headers')?.args[0] as
-            Record<string, string> | undefined
-        )?.[name];
+      const once = (c: Record<string, unknown>, body: string): Promise<EventResult> =>
+        accessEvent(srv, c, body, seq++);
+      const header = (r: EventResult, name: string): string | undefined => upstreamHeadersOf(r)?.[name];
       const model = MODEL;
       const rng = new Rng(shape.tokens + shape.pods);
       const ctx = await longContext(synth, `k${shape.tokens}`, shape.tokens, 7);
@@ -921,30 +901,8 @@ async function coldRun(
       c: Record<string, unknown>,
       body: string,
     ): Promise<{ ms: number; fallback: string }> => {
-      const ctx = requestContext(Buffer.from(body), seq++);
-      const plugin = {
-        id: String(c.__plugin_id),
-        name: srv.ext.name,
-        instanceName: null,
-        routeId: ROUTE.id,
-        serviceId: null,
-        enabled: true,
-        config: {},
-      };
-      const env = {
-        phase: 'access' as const,
-        plugin,
-        workspaceId: 'ws',
-        nodeId: 'node',
-        hostname: 'bench',
-        log: () => undefined,
-      };
-      const out = await srv.ext.handleEvent(c, 'access', new StandInPdk(ctx, env));
-      if (out.kind !== 'done' || out.result.end !== 'ret')
-        throw new Error(`event failed: ${JSON.stringify(out)}`);
-      const h = out.result.steps.find((x) => x.method === 'kong.service.request.set_headers')?.args[0] as
-        Record<string, string> | undefined;
-      return { ms: out.result.totalMs, fallback: h?.['x-kinference-fallback'] ?? 'none' };
+      const r = await accessEvent(srv, c, body, seq++);
+      return { ms: r.totalMs, fallback: upstreamHeadersOf(r)?.['x-kinference-fallback'] ?? 'none' };
     };
     const body = (i: number): string => chatBody(16 * 1024, `Question ${i}: which section covers case ${i}?`);
     const w = conf(WARM, `${bundleLabel}-warm`);
