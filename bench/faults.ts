@@ -61,6 +61,8 @@ const opts = orUsage(SCRIPT, USAGE, () => {
   };
 });
 const outDir = args['out-dir'] ?? join(packageRoot(), 'bench', 'results');
+// The children's log lives beside the build's scratch files; a fresh checkout has no .tmp yet.
+mkdirSync(join(packageRoot(), '.tmp'), { recursive: true });
 const command = `npm run ${SCRIPT}${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`;
 
 const report = await runFaults({

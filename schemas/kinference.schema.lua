@@ -273,6 +273,70 @@ return {
             },
           },
           {
+            max_model_len = {
+              type = "map",
+              required = false,
+              keys = {
+                type = "string",
+              },
+              values = {
+                type = "integer",
+                between = {
+                  16,
+                  4194304,
+                },
+              },
+              description = "Context window per model in tokens, as vLLM serves it (--max-model-len): a longer prompt is never tokenized past it and is routed on load alone (context_window_exceeded), since vLLM refuses it. Wins over the pods' own: for a model not listed, the smallest max_model_len its healthy pods report in /v1/models (read by the collector) as the router's last lookup found it, else none (cut at max_prompt_tokens).",
+            },
+          },
+          {
+            max_template_messages = {
+              type = "integer",
+              required = true,
+              default = 2048,
+              between = {
+                1,
+                100000,
+              },
+              description = "Messages a chat template renders at most per request (~40-100 us of CPU each with an hf: template); a request with more is routed on load alone (template_budget_exceeded).",
+            },
+          },
+          {
+            max_template_depth = {
+              type = "integer",
+              required = true,
+              default = 64,
+              between = {
+                4,
+                1024,
+              },
+              description = "Nesting depth of the JSON the chat template renders (tools, tool call arguments, content parts) at most; a deeper request is routed on load alone (template_budget_exceeded).",
+            },
+          },
+          {
+            decision_budget_ms = {
+              type = "integer",
+              required = true,
+              default = 500,
+              between = {
+                10,
+                60000,
+              },
+              description = "Time a decision's template, tokenization and keys may take, ms; past it the request is routed on load alone (decision_budget_exceeded). With decision workers the event loop stops waiting at the budget.",
+            },
+          },
+          {
+            decision_workers = {
+              type = "integer",
+              required = false,
+              between = {
+                0,
+                256,
+              },
+              description = "Worker threads of the plugin server that render templates, tokenize and hash keys, shared by every config of the process (the first config's setting sizes the pool). Unset: the cores available (os.availableParallelism()). 0: on the event loop.",
+            },
+          },
+          {
             max_body_bytes = {
               type = "integer",
               required = true,
@@ -527,18 +591,21 @@ return {
                         priority = 100,
                         ttft_objective_ms = 1000,
                         max_wait_ms = 0,
+                        reserved_pods = 0,
                       },
                       {
                         name = "standard",
                         priority = 0,
                         ttft_objective_ms = 5000,
                         max_wait_ms = 0,
+                        reserved_pods = 0,
                       },
                       {
                         name = "batch",
                         priority = -1,
                         ttft_objective_ms = 60000,
                         max_wait_ms = 5000,
+                        reserved_pods = 0,
                       },
                     },
                     len_min = 1,
@@ -593,6 +660,18 @@ return {
                               60000,
                             },
                             description = "How long a request of this class may wait in the gateway for capacity under overload before it is shed (sheddable classes) or sent to its best pod anyway (others). 0: no wait.",
+                          },
+                        },
+                        {
+                          reserved_pods = {
+                            type = "integer",
+                            required = true,
+                            default = 0,
+                            between = {
+                              0,
+                              64,
+                            },
+                            description = "Pods kept ready for this class from the start, before it is first served and while it is idle: a lower class is not placed there where it would push this class past its objective. The same pods on every Kong node (a hash of their ids). 0: protected only where served recently.",
                           },
                         },
                       },

@@ -84,6 +84,7 @@ const arm: Arm = {
       t: nowMs,
       chosen: d.podId,
       shed: d.rejected !== undefined,
+      waitedMs: d.wait ? null : 0,
       exact,
       pred: o
         ? Object.fromEntries(
@@ -106,6 +107,20 @@ const arm: Arm = {
     });
     return d;
   },
+  // A request held in the gateway (overload_wait_ms, class admission): when it was placed, and where.
+  ...(inner.redecide
+    ? {
+        async redecide(req, first, nowMs, waitedMs) {
+          const d = await inner.redecide!(req, first, nowMs, waitedMs);
+          const t = trace.get(req.key);
+          if (t) {
+            t.redecisions = ((t.redecisions as number | undefined) ?? 0) + 1;
+            if (!d.wait) Object.assign(t, { chosen: d.podId, waitedMs: Math.round(waitedMs) });
+          }
+          return d;
+        },
+      }
+    : {}),
   onComplete: inner.onComplete?.bind(inner),
 };
 const factory = new WorkloadFactory(workload, s.shapes, m.synth, s.seed, trial);

@@ -1,4 +1,4 @@
-// Per-request trace of one mixed-tenant arm: the slow interactive requests and what shared their pod.
+// Per-request trace of a mixed-tenant arm: admissions, waits, and the slow chat requests with their pods.
 import { loadModelSetup } from '../lib/setup.js';
 import { SEED_SCHEDULE } from '../lib/schedule.js';
 import { fleetOf } from '../lib/des/fleet.js';
@@ -12,6 +12,8 @@ const s = {
   ...MIXED_SCENARIO,
   chatObjectiveMs: slo.multiturn.ttftMs,
   gateways: Number(process.env.GATEWAYS ?? 1),
+  batchMaxWaitMs: Number(process.env.BATCH_WAIT_MS ?? MIXED_SCENARIO.batchMaxWaitMs),
+  interactiveReservedPods: Number(process.env.RESERVED_PODS ?? MIXED_SCENARIO.interactiveReservedPods),
 };
 const arm = (process.argv[2] ?? 'kinference+policies') as MixedArmName;
 const flood = Number(process.argv[3] ?? 0.617);
@@ -22,7 +24,8 @@ const ttft = (x: (typeof recs)[number]): number | null =>
   x.firstTokenMs === null ? null : x.firstTokenMs - x.startMs;
 const adm = new Map<string, number>();
 for (const x of recs) {
-  const k = `${x.tenant} ${x.rejectedBy ?? 'sent'} ${x.trace?.admission ?? '-'}`;
+  const waited = x.waitedMs > 0 ? ` waited ${Math.round(x.waitedMs / 1000)} s` : '';
+  const k = `${x.tenant} ${x.rejectedBy ?? 'sent'} ${x.trace?.admission ?? '-'}${waited}`;
   adm.set(k, (adm.get(k) ?? 0) + 1);
 }
 console.log(

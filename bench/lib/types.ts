@@ -33,6 +33,11 @@ export type ArrivalProcess = 'poisson' | 'guidellm';
 export interface ClientShape {
   /** Worker processes (default GUIDELLM_WORKERS): open-loop slots are dealt to them in turn, streams spread over them. */
   clientWorkers?: number;
+  /**
+   * Retries of a request the gateway answered 429, each sent after the answer's Retry-After (default 0:
+   * GuideLLM's client does not retry; the turn fails and its conversation ends).
+   */
+  retry429?: number;
 }
 
 /** A GuideLLM load profile with its transient phases (seconds, GuideLLM's prefer_duration mode). */
@@ -90,4 +95,8 @@ export interface RequestRecord {
   promptTokens: number;
   outputTokens: number;
   cachedTokens: number;
+  /** Retries before this send (absent: 0, the first). */
+  attempt?: number;
+  /** When the first attempt of this request was sent (absent: startMs). */
+  firstSentMs?: number;
 }

@@ -35,6 +35,8 @@ export interface GatewayEvent {
   phase: Phase;
   requestId: string;
   outcome: HandleOutcome;
+  /** Wall time of the phase as the gateway waited for it: the plugin's work and every RPC round trip. */
+  ms: number;
 }
 
 export interface GatewayOptions {
@@ -57,6 +59,8 @@ export interface GatewayOptions {
    * when set, else 8 MiB. Bodies above it make get_raw_body fail as in Kong (500).
    */
   clientBodyBufferBytes?: number;
+  /** How long start waits for the plugin servers' sockets (default 20 s; a loaded machine needs more). */
+  pluginServerReadyMs?: number;
   /** Called after every plugin event (tests count PDK round trips with it). */
   onEvent?: (e: GatewayEvent) => void;
   /**
@@ -292,7 +296,7 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
     }
   };
   try {
-    await pluginServersReady();
+    await pluginServersReady(opts.pluginServerReadyMs);
   } catch (e) {
     await stopServers();
     throw e;
@@ -334,8 +338,10 @@ export async function startGateway(opts: GatewayOptions): Promise<Gateway> {
           },
         }
       : pdk;
+    const t0 = performance.now();
     const outcome = await b.ext.handleEvent(b.conf, phase, handler);
-    opts.onEvent?.({ plugin: b.entity.name, phase, requestId: ctx.id, outcome });
+    const ms = performance.now() - t0;
+    opts.onEvent?.({ plugin: b.entity.name, phase, requestId: ctx.id, outcome, ms });
     return outcome;
   };
 

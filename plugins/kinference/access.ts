@@ -12,6 +12,7 @@ import {
   type RouteSpan,
 } from '../../src/telemetry/index.js';
 import type { CallerFacts } from '../../src/policies/index.js';
+import type { PluginMetricsRecorder } from '../../src/plugin-metrics/index.js';
 import { bodyGate } from './body-gate.js';
 import { callerFacts, type CallerPdk } from './caller.js';
 import { gatewayOwnedHeaders, refuseHeaders } from './client-headers.js';
@@ -35,6 +36,8 @@ export interface PhaseDeps {
   now: () => number;
   /** Usage records and cost quotes (policies section, src/usage); absent or null: none. */
   usage?: UsageDeps | null;
+  /** Decision metrics (always on; src/plugin-metrics): absent or null only when its Redis client failed. */
+  metrics?: PluginMetricsRecorder | null;
 }
 
 function startSpan(
@@ -168,6 +171,7 @@ export async function runAccess(
   const incoming = tracer && tp?.length === 1 ? tp[0] : undefined;
   const { outcome, body } = await routeRequest(pdk, deps, headers, callerPdk);
   reportFallback(outcome);
+  deps.metrics?.decision(outcome);
   const span = tracer ? startSpan(tracer, incoming, startMs, decisionAttributes(outcome)) : null;
   let targetSet = false;
   /** The log phase will find this decision (it is in `pending` and its id in ctx.shared). */

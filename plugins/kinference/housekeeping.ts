@@ -1,6 +1,6 @@
 // The plugin's housekeeping timer: drops per-request state whose log phase never came; the state dump.
-import { renameSync, writeFileSync } from 'node:fs';
-import { routerStats, sweepRouters } from '../../src/router/index.js';
+import { existsSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { routerStats, runningDecisionPool, sweepRouters } from '../../src/router/index.js';
 import { logOnce, logOnceKeys } from './log-once.js';
 import { PENDING_MAX_ENTRIES, type PendingDecisions } from './pending.js';
 
@@ -48,17 +48,27 @@ export function startHousekeeping(pending: PendingDecisions): void {
 }
 
 let dumps = 0;
+let kills = 0;
 
 /**
  * The inspection hook, off unless KINFERENCE_DEBUG_STATE names a file: on SIGUSR2 the plugin server writes
  * there (atomically) its memory (process.memoryUsage, after a full GC when Node runs with --expose-gc, to
  * tell retained memory from heap V8 keeps) and what the plugin holds: pending decisions and their drop
- * counters, the routers' per-request entries, the segment caches. For operators and the leak specs.
+ * counters, the routers' per-request entries, the segment caches, the decision workers (requests prepared,
+ * restarts, their segment caches). For operators and the leak specs. When KINFERENCE_DEBUG_KILL_WORKER names
+ * a file and that file exists, a SIGUSR2 first deletes it and terminates one decision worker (in turn), as a
+ * crash would: the fault specs.
  */
 export function installStateDump(pending: PendingDecisions, env: NodeJS.ProcessEnv = process.env): void {
   const file = env.KINFERENCE_DEBUG_STATE;
   if (!file || process.listenerCount('SIGUSR2') > 0) return;
-  process.on('SIGUSR2', () => {
+  const killFile = env.KINFERENCE_DEBUG_KILL_WORKER;
+  const dump = async (): Promise<void> => {
+    const pool = runningDecisionPool();
+    if (killFile && pool && existsSync(killFile)) {
+      rmSync(killFile, { force: true });
+      await pool.killWorker(kills++);
+    }
     const gc = (globalThis as { gc?: () => void }).gc;
     if (gc) gc();
     const state = {
@@ -68,13 +78,15 @@ export function installStateDump(pending: PendingDecisions, env: NodeJS.ProcessE
       memory: process.memoryUsage(),
       pending: pending.stats(),
       routers: routerStats(),
+      decisionWorkers: pool ? await pool.stats() : null,
       logOnceKeys: logOnceKeys(),
     };
-    try {
-      writeFileSync(`${file}.tmp`, JSON.stringify(state));
-      renameSync(`${file}.tmp`, file);
-    } catch (e) {
-      logOnce('debug-state', `KINFERENCE_DEBUG_STATE ${file}: ${e instanceof Error ? e.message : String(e)}`);
-    }
+    writeFileSync(`${file}.tmp`, JSON.stringify(state));
+    renameSync(`${file}.tmp`, file);
+  };
+  process.on('SIGUSR2', () => {
+    dump().catch((e: unknown) =>
+      logOnce('debug-state', `KINFERENCE_DEBUG_STATE ${file}: ${e instanceof Error ? e.message : String(e)}`),
+    );
   });
 }

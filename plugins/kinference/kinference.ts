@@ -5,7 +5,8 @@
  * whole upstream response and break SSE streaming (kong.md §3.3).
  *
  * Module load does nothing but define things: no timers, sockets or files (Kong's query command must print
- * JSON and exit). Routers, Redis connections and tracers are module-level singletons keyed by config,
+ * JSON and exit). One exception, inside kong-js-pluginserver only: the receive framing (rpc-framing.ts) must
+ * wrap net.createServer before kong-pdk's listener serves, which it does right after loading the plugins. Routers, Redis connections and tracers are module-level singletons keyed by config,
  * created on the first request (Kong builds one Plugin instance per config per worker, with no close hook);
  * the config's tokenizer and chat template start loading at instance start, in the background, and no
  * request waits for them (until they are loaded, requests are routed on load alone: tokenizer_loading).
@@ -27,11 +28,15 @@ import { runAccess, type PhaseDeps } from './access.js';
 import { wrapCaller } from './caller.js';
 import { installBinaryJsonShortcut, installExitEventCleanup } from './kong-pdk-workaround.js';
 import { runLog } from './log-phase.js';
+import { installRpcFraming, isPluginServerProcess } from './rpc-framing.js';
 import { logOnce, takeLogLines, writeStderr } from './log-once.js';
 import { installStateDump, startHousekeeping } from './housekeeping.js';
 import { PENDING_MAX_ENTRIES, PENDING_TTL_MS, PendingDecisions } from './pending.js';
 import { wrapKong, type RawKong } from './pdk.js';
 import { usageDeps } from './usage-phase.js';
+import { flushAllMetrics, metricsRecorder } from './metrics-phase.js';
+
+if (isPluginServerProcess()) installRpcFraming();
 
 export const Version: string = pkg.version;
 /** After auth (1000+) and rate limiting (910), before Kong's OpenTelemetry plugin (14) (kong.md §6.2). */
@@ -64,21 +69,22 @@ function watchExports(endpoint: string): void {
   otlpEndpoints.add(endpoint);
 }
 
-/** How long an exiting plugin server waits for its last spans to reach otlp_endpoint. */
+/** How long an exiting plugin server waits for its last spans to reach otlp_endpoint and its counts Redis. */
 const EXIT_FLUSH_MS = 2000;
 let exitFlushInstalled = false;
 
 /**
  * Kong stops the plugin server with SIGTERM (kong.md §4.1), and Node's default is to die at once: the spans
- * still in the batch processor (up to its schedule delay) were lost on every restart or deploy. Flush them,
- * bounded, then die of the same signal so Kong still sees a signal exit. Installed with the first tracer.
+ * still in the batch processor (up to its schedule delay) and the decision counts not yet flushed to Redis
+ * were lost on every restart or deploy. Flush both, bounded, then die of the same signal so Kong still sees a
+ * signal exit. Installed with the first config's dependencies.
  */
-function flushSpansOnExit(): void {
+function flushOnExit(): void {
   if (exitFlushInstalled) return;
   exitFlushInstalled = true;
   for (const signal of ['SIGTERM', 'SIGINT'] as const)
     process.once(signal, () => {
-      void shutdownAllTracers(EXIT_FLUSH_MS).finally(() => {
+      void Promise.all([shutdownAllTracers(EXIT_FLUSH_MS), flushAllMetrics(EXIT_FLUSH_MS)]).finally(() => {
         // Someone else handles the signal too: leave the exit to them.
         if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
       });
@@ -162,10 +168,8 @@ class KinferencePlugin {
     startHousekeeping(pending);
     installStateDump(pending);
     const config = this.#config;
-    if (config.otlp_endpoint) {
-      watchExports(config.otlp_endpoint);
-      flushSpansOnExit();
-    }
+    if (config.otlp_endpoint) watchExports(config.otlp_endpoint);
+    flushOnExit();
     this.#deps = {
       config,
       router: configRouter(config),
@@ -173,6 +177,7 @@ class KinferencePlugin {
       pending,
       now: Date.now,
       usage: usageDeps(config),
+      metrics: metricsRecorder(config),
     };
     return this.#deps;
   }

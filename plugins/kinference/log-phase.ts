@@ -80,6 +80,7 @@ export async function runLog(pdk: LogPdk, deps: PhaseDeps): Promise<void> {
   // failed connection or gateway error keeps the pod out of the next decisions for a while.
   const report = p.outcome.target ? upstreamReport(s) : null;
   deps.router.observe(p.outcome, observe ? actualMs : null, report);
+  if (observe) deps.metrics?.ttft(p.outcome, actualMs);
   const usage = deps.usage ? recordUsage(deps.usage, p.outcome, s, deps.now()) : null;
   await settleLimits(p.outcome, p.outcome.target ? report : upstreamReport(s), {
     outputTokens: usage?.output?.tokens ?? null,

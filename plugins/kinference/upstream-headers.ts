@@ -6,6 +6,8 @@ export function exposedHeaders(o: RouteOutcome): Record<string, string> {
   const h: Record<string, string> = {
     'x-kinference-prompt-tokens': String(o.promptTokens),
     'x-kinference-route-ms': o.timings.totalMs.toFixed(3),
+    // Where the route's time went (with decision workers, parse counts the hand-over and the pool's queue).
+    'x-kinference-route-timings': routeTimings(o.timings),
   };
   const chosen = o.decision.chosen;
   if (o.target) h['x-kinference-pod'] = o.target.podId;
@@ -20,6 +22,12 @@ export function exposedHeaders(o: RouteOutcome): Record<string, string> {
   }
   if (o.admission) h['x-kinference-class-admission'] = o.admission.action;
   return h;
+}
+
+/** `parse=…;template=…;tokenize=…;keys=…;lookup=…;predict=…`, ms with 3 decimals. */
+function routeTimings(t: RouteOutcome['timings']): string {
+  const steps = ['parse', 'template', 'tokenize', 'keys', 'lookup', 'predict'] as const;
+  return steps.map((k) => `${k}=${t[`${k}Ms`].toFixed(3)}`).join(';');
 }
 
 /** The 429 answer when shedding (opt-in): an OpenAI-style error body, with Retry-After. */

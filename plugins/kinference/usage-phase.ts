@@ -1,5 +1,9 @@
 // Usage and cost in the plugin: the quote before forwarding, the usage record from the log phase (src/usage).
-import { redisTlsSettings, type PluginConfig } from '../../src/config/plugin-config.js';
+import {
+  redisSentinelSettings,
+  redisTlsSettings,
+  type PluginConfig,
+} from '../../src/config/plugin-config.js';
 import type { Policies } from '../../src/policies/index.js';
 import type { RouteOutcome } from '../../src/router/index.js';
 import {
@@ -17,6 +21,7 @@ import {
 } from '../../src/usage/index.js';
 import * as A from '../../src/telemetry/attributes.js';
 import type { RouteSpan } from '../../src/telemetry/index.js';
+import { predictedCachedTokens } from '../../src/plugin-metrics/index.js';
 import { logOnce } from './log-once.js';
 
 /** The response header quoting a request's predicted cost before it is forwarded. */
@@ -51,6 +56,7 @@ function buildUsageDeps(config: PluginConfig): UsageDeps | null {
     cluster: config.redis_cluster,
     ...(config.redis_cluster_nodes ? { clusterNodes: config.redis_cluster_nodes } : {}),
     ...(redisTlsSettings(config) ? { tls: redisTlsSettings(config)! } : {}),
+    ...(redisSentinelSettings(config) ? { sentinel: redisSentinelSettings(config)! } : {}),
   };
   const key = JSON.stringify([redis, config.redis_key_prefix, policies.usage_retention_days]);
   let writer = writers.get(key);
@@ -73,11 +79,8 @@ export function tenantOf(outcome: RouteOutcome, p: Policies): { name: string; se
     : { name: p.default_tenant, serviceClass: p.default_class };
 }
 
-/** Prompt tokens the chosen pod serves from its cache: held on GPU, or loaded back from its CPU tier. */
-export function predictedCachedTokens(outcome: RouteOutcome): number {
-  const c = outcome.decision.chosen;
-  return c ? Math.min(outcome.promptTokens, c.cachedTokens + c.cpuTokens) : 0;
-}
+/** Prompt tokens the chosen pod serves from its cache (one rule for usage records and decision metrics). */
+export { predictedCachedTokens };
 
 /** The per-token prices of the request's model on the chosen pod (its speeds for a GPU-hour price). */
 export function pricesOf(outcome: RouteOutcome, p: Policies): TokenPrices | null {

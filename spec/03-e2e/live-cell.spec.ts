@@ -4,10 +4,10 @@ import { runLiveCell } from '../../bench/lib/live/run-live-cell.js';
 import { resetPrefixCaches, startLiveStack, type LiveStack } from '../../bench/lib/live/stack.js';
 import { loadModelSetup, type ModelSetup } from '../../bench/lib/setup.js';
 import { streamChat } from '../../bench/lib/live/http-client.js';
-import { createKvIndex } from '../../src/index/index.js';
 import { DEFAULT_CALIBRATION } from '../../src/core/predictor.js';
 import type { Profile } from '../../bench/lib/types.js';
 import { PUBLISHED_SHAPES, WorkloadFactory } from '../../bench/lib/workload/workloads.js';
+import { observerIndex } from '../helpers/observer-index.js';
 
 const cli = fileURLToPath(new URL('../../bin/kinference.js', import.meta.url));
 
@@ -30,7 +30,7 @@ describe('bench:live cell against the real stack', () => {
       model: m,
       cli,
     });
-  }, 120_000);
+  }, 240_000); // the stack waits for the plugin's tokenizer (up to ~25 s on a loaded runner, 180 s at most)
   afterAll(async () => stack?.stop());
 
   const profile: Profile = {
@@ -67,10 +67,10 @@ describe('bench:live cell against the real stack', () => {
       for (const x of done) expect(ids).toContain(x.pod);
       const follow = done.filter((x) => x.turnIndex > 0);
       expect(follow.length).toBeGreaterThan(0);
-      // 0.8 before the cold-start fix: follow-ups sent while the plugin's tokenizer still loads (in the background,
-      // up to ~25 s on a loaded CI runner) are routed on load (tokenizer_loading) and may miss their history. The
-      // live stack does not yet wait for the plugin to be ready (closing note of 2026-12-07): then restore 0.8.
-      expect(follow.filter((x) => x.cachedTokens > 0).length).toBeGreaterThanOrEqual(0.6 * follow.length);
+      // The stack starts once the plugin routes with its tokenizer, so no follow-up is routed on load while it
+      // loads. Index lookups past their 25 ms budget (index_timeout) are still routed on load: on a machine
+      // loaded far past its cores (load average 22 on 2) 9 of 13 follow-ups found their history.
+      expect(follow.filter((x) => x.cachedTokens > 0).length).toBeGreaterThanOrEqual(0.8 * follow.length);
     },
   );
 
@@ -86,7 +86,7 @@ describe('bench:live cell against the real stack', () => {
     'restartCollector: clears the calibration written and comes back scraping and indexing the pods',
     { timeout: 120_000 },
     async () => {
-      const index = createKvIndex({ kind: 'redis', url: stack.redis.url, keyPrefix: stack.keyPrefix });
+      const index = observerIndex({ kind: 'redis', url: stack.redis.url, keyPrefix: stack.keyPrefix });
       try {
         const ref = { model: m.model, podId: 'pod-0' };
         await index.upsertPodState(ref, { calibration: { ...DEFAULT_CALIBRATION, prefillMsPerToken: 9 } });

@@ -274,6 +274,7 @@ export function describeKvIndexConformance(name: string, create: () => Promise<K
         kvUsage: 0.8125,
         kvCapacityTokens: 94_208,
         meanQueuedPrefillTokens: 1234.5,
+        maxModelLen: 40_960,
         calibration,
         decodeSteps: {
           contextTokens: 81_234.5,

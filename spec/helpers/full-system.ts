@@ -1,15 +1,18 @@
 // Starts the whole system for end-to-end specs: emulated pods, collector, Redis, plugin behind Kong.
-import type { Gateway } from '../../kong/stand-in/index.js';
+import { afterAll } from 'vitest';
+import type { Gateway, GatewayOptions } from '../../kong/stand-in/index.js';
 import type { EmulatorSection } from '../../src/config/emulator-section.js';
 import type { Collector } from '../../src/collector/collector.js';
-import { createKvIndex, type KvIndex } from '../../src/index/index.js';
+import { type KvIndex } from '../../src/index/index.js';
 import { pluginConfigFromFleet } from '../../src/router/from-fleet.js';
 import { MODEL, startTestFleet, type TestFleet } from '../02-integration/emulator/emulator-fleet.js';
 import { startSseUpstream, type SseUpstream } from '../02-integration/kong/test-servers.js';
 import { buildPlugin, startPluginGateway, type BuiltPlugin } from '../02-integration/plugin/harness.js';
 import { startCollector } from './collector/collector-harness.js';
+import { waitPluginWarm } from './plugin-warm-up.js';
 import { waitFor } from './ports.js';
 import { startIndexRedis, type IndexRedis } from './redis-cluster.js';
+import { observerIndex } from './observer-index.js';
 
 /** The whole system, nothing faked: emulated pods → collector → Redis → the plugin behind the Kong stand-in. */
 export interface FullSystem {
@@ -27,6 +30,21 @@ export interface FullSystem {
 }
 
 /**
+ * Systems started in this spec file and not closed yet, those still starting included. A `beforeAll` that
+ * times out leaves its start running with no `sys` for `afterAll` to close: this file's own `afterAll`
+ * stops them all, and a start still under way stops at its next step and closes what it had started.
+ */
+const live = new Set<{ close(): Promise<void>; abandon(): void; settled: Promise<void> }>();
+afterAll(async () => {
+  for (const s of [...live]) {
+    s.abandon();
+    await s.close();
+    // The file's process may exit after this hook: a start under way must close what it starts meanwhile.
+    await s.settled;
+  }
+});
+
+/**
  * Starts emulated pods (3 unless `opts.pods`), the collector on a private Redis, and the gateway with
  * `pluginExtra` merged in.
  */
@@ -39,6 +57,8 @@ export async function startFullSystem(
     redisCluster?: boolean;
     /** Merged into each pod's fleet entry (e.g. data_parallel_size). */
     podExtra?: Record<string, unknown>;
+    /** Merged into the gateway's options (e.g. onEvent, to read each decision's upstream headers). */
+    gateway?: Partial<GatewayOptions>;
   } = {},
 ): Promise<FullSystem> {
   const n = opts.pods ?? 3;
@@ -46,9 +66,19 @@ export async function startFullSystem(
   const entries = n * Number(opts.podExtra?.data_parallel_size ?? 1);
   // Stopped in reverse order, also when a later step fails.
   const closers: (() => unknown)[] = [];
+  let abandoned = false;
   const close = async (): Promise<void> => {
-    for (const c of closers.reverse()) await c();
-    closers.length = 0;
+    live.delete(entry);
+    // Each close takes what is registered so far: a start resumed after its file ended closes the rest.
+    for (const c of closers.splice(0).reverse()) await c();
+  };
+  let settle!: () => void;
+  const entry = { close, abandon: () => (abandoned = true), settled: new Promise<void>((r) => (settle = r)) };
+  live.add(entry);
+  /** Registers a closer; throws when the spec file has already ended (its `afterAll` ran). */
+  const started = (...cs: (() => unknown)[]): void => {
+    closers.push(...cs);
+    if (abandoned) throw new Error('startFullSystem: the spec file ended before the system had started');
   };
   try {
     const cluster = opts.redisCluster ?? false;
@@ -57,17 +87,17 @@ export async function startFullSystem(
       buildPlugin(),
       startSseUpstream('service'),
     ]);
-    closers.push(
+    started(
       () => redis.stop(),
       () => service.close(),
       () => plugin.cleanup(),
     );
     const fleet = await startTestFleet(n, opts.emulator, opts.podExtra);
-    closers.push(() => fleet.close());
-    const index = createKvIndex({ kind: 'redis', url: redis.url, cluster, keyPrefix });
-    closers.push(() => index.close());
+    started(() => fleet.close());
+    const index = observerIndex({ kind: 'redis', url: redis.url, cluster, keyPrefix });
+    started(() => index.close());
     const collector = startCollector(index, fleet.config.pods ?? []);
-    closers.push(() => collector.stop());
+    started(() => collector.stop());
     await collector.start();
     await waitFor(
       'pods registered',
@@ -84,12 +114,18 @@ export async function startFullSystem(
       redis_timeout_ms: 200,
       ...pluginExtra,
     };
-    const gw = await startPluginGateway(plugin, service.url, pluginConfig);
-    closers.push(() => gw.close());
+    const gw = await startPluginGateway(plugin, service.url, pluginConfig, opts.gateway);
+    started(() => gw.close());
+    // Until the config's tokenizer is loaded (in the background) the plugin routes on load alone: a spec's
+    // first requests would be served without the cache-aware path (or the admission guard) it checks.
+    await waitPluginWarm(gw, pluginConfig);
+    started();
     return { redis, fleet, index, collector, plugin, service, gw, pluginConfig, close };
   } catch (e) {
     await close();
     throw e;
+  } finally {
+    settle();
   }
 }
 

@@ -28,6 +28,12 @@ const COUNTERS: [name: string, help: string, labels: string[], read: Reader][] =
     [],
     one((w) => w.stats.malformedFrames),
   ],
+  [
+    'frames_refused_total',
+    'Live connections ZMQ dropped at a frame over zmq_max_frame_bytes (refused before it was buffered) or breaking ZMTP; each is reconnected and its gap replayed',
+    [],
+    one((w) => w.stats.framesRefused),
+  ],
   ['batches_total', 'Event batches ingested (live and replayed)', [], one((w) => w.stats.batches)],
   ['events_total', 'KV events decoded', [], one((w) => w.stats.events)],
   [
@@ -213,6 +219,8 @@ export interface ScrapeView {
   healthy: boolean;
   blockSize: number | null;
   numGpuBlocks: number | null;
+  /** The pod's max_model_len from its /v1/models; null before one was read. */
+  maxModelLen: number | null;
   /**
    * Per DP rank (null: the pod has one engine), its own calibration estimate with what set its prefill
    * cost, and the calibration last written to the index (its group's pooled one when pooling); null before one.
@@ -386,6 +394,16 @@ export class CollectorMetrics {
           if (s.blockSize !== null) this.set({ pod: s.podId, field: 'block_size' }, s.blockSize);
           if (s.numGpuBlocks !== null) this.set({ pod: s.podId, field: 'num_gpu_blocks' }, s.numGpuBlocks);
         }
+      },
+    });
+    new Gauge({
+      name: `${P}pod_max_model_len`,
+      help: "The pod's context window in tokens (max_model_len in its /v1/models), written to the index for the router; absent until read",
+      labelNames: ['pod'],
+      registers: [reg],
+      collect() {
+        this.reset();
+        for (const s of scrapes()) if (s.maxModelLen !== null) this.set({ pod: s.podId }, s.maxModelLen);
       },
     });
     new Gauge({

@@ -17,8 +17,10 @@ import type { Logger } from './logger.js';
 import { calibrationOptions } from './metrics/calibration.js';
 import { CalibrationPools } from './metrics/calibration-pool.js';
 import { MetricsScraper } from './metrics/scraper.js';
+import { ModelWindowReader, modelsUrlOf } from './models/model-window-reader.js';
 import { engineView, type PodMetrics } from './metrics/vllm-metrics.js';
 import type { QueuedBatch } from './ops/apply-queue.js';
+import { podShard, type PodShard } from './pod-shard.js';
 import { samePodSpec, streamsOf, type PodSpec } from './pods.js';
 import { StreamWorker, type StreamSettings } from './stream-worker.js';
 import { WriterLeaseKeeper, type LeaseState } from './writer-lease-keeper.js';
@@ -39,6 +41,11 @@ export interface CollectorDeps {
    * sharing the Redis and key prefix must own other models.
    */
   ownedModels?: readonly string[];
+  /**
+   * Follow only the pods of this shard (pod-shard.ts; collector.shard_index of shard_count): pods of other
+   * shards are neither followed nor removed as stale, as another collector writes them. Default: every pod.
+   */
+  shard?: PodShard;
   /**
    * The writer lease of the owned models (run.ts makes one for Redis). With it, start() stands by until
    * the lease is ours before it follows a pod, writes or removes anything; a lease lost to another
@@ -68,6 +75,8 @@ interface PodRunner {
   /** Per worker: is its KV-event stream heard while the engine computes prompts? */
   silence: EventSilenceWatch[];
   scraper: MetricsScraper | null;
+  /** Reads the pod's max_model_len from its /v1/models (with a metrics URL, models_interval_ms > 0). */
+  models: ModelWindowReader | null;
   scrapeOk: number;
   scrapeFailed: number;
   /** Failing its readiness probe: followed, written unhealthy so that the router leaves it out. */
@@ -179,7 +188,7 @@ export class Collector {
   reconcile(pods: readonly PodSpec[]): Promise<void> {
     const run = async (): Promise<void> => {
       if (this.#stopping) return;
-      const wanted = new Map(pods.map((p) => [p.id, p]));
+      const wanted = new Map(pods.filter((p) => this.#inShard(p.id)).map((p) => [p.id, p]));
       for (const [id, runner] of this.#pods) {
         const next = wanted.get(id);
         if (next && samePodSpec(next, runner.spec)) {
@@ -250,7 +259,7 @@ export class Collector {
     try {
       for (const model of models)
         for (const p of await this.deps.index.listPods(model)) {
-          if (running.has(`${model}\u0000${p.podId}`)) continue;
+          if (running.has(`${model}\u0000${p.podId}`) || !this.#inShard(p.podId)) continue;
           if (this.#leaseGone) return;
           await this.deps.index.removePod({ model, podId: p.podId });
           this.deps.log.info('stale pod removed from the index: not among the pods this collector follows', {
@@ -275,6 +284,12 @@ export class Collector {
       }, STALE_SWEEP_RETRY_MS);
       this.#sweepRetry.unref();
     }
+  }
+
+  /** Whether a pod (or an index pod id of one of its DP ranks) is this collector's to follow. */
+  #inShard(podId: string): boolean {
+    const s = this.deps.shard;
+    return s === undefined || podShard(podId, s.count) === s.index;
   }
 
   health(): CollectorHealth {
@@ -341,7 +356,7 @@ export class Collector {
     this.#draining.push(...runners);
     const flushed = await Promise.all(
       runners.map(async (r) => {
-        await r.scraper?.stop();
+        await Promise.all([r.scraper?.stop(), r.models?.stop()]);
         const ok = await Promise.all(r.workers.map((w) => w.stop(flushTimeoutMs)));
         // Before the lease goes: the next holder's first step is to read them.
         if (this.settings.handoff && !this.#leaseGone)
@@ -403,6 +418,7 @@ export class Collector {
       replayTimeoutMs: s.replay_timeout_ms,
       liveBufferBatches: s.live_buffer_batches,
       receiveHighWaterMark: s.zmq_receive_hwm,
+      maxFrameBytes: s.zmq_max_frame_bytes,
       handoff: s.handoff,
       handoffCheckpointMs: s.handoff_checkpoint_ms,
       queue: {
@@ -452,6 +468,7 @@ export class Collector {
       workers,
       silence: workers.map(() => new EventSilenceWatch(minTokens, SILENT_STREAM_REPEAT_MS)),
       scraper: null,
+      models: null,
       scrapeOk: 0,
       scrapeFailed: 0,
       ready: spec.ready !== false,
@@ -470,8 +487,10 @@ export class Collector {
             : {}),
           log: this.deps.log.child({ pod: spec.id }),
           // The new start time lets a worker that already saw this restart in its event stream skip it.
-          onRestart: () =>
-            workers.forEach((w) => w.restartSignal(runner.scraper?.lastPod?.processStartTimeSec ?? null)),
+          onRestart: () => {
+            workers.forEach((w) => w.restartSignal(runner.scraper?.lastPod?.processStartTimeSec ?? null));
+            runner.models?.refresh();
+          },
           onScrape: (ok, pod) => {
             if (ok) runner.scrapeOk++;
             else runner.scrapeFailed++;
@@ -489,8 +508,22 @@ export class Collector {
         })),
       );
     }
+    const modelsUrl = spec.metrics ? modelsUrlOf(spec.metrics) : null;
+    if (modelsUrl && this.settings.models_interval_ms > 0)
+      runner.models = new ModelWindowReader({
+        url: modelsUrl,
+        model: spec.model,
+        intervalMs: this.settings.models_interval_ms,
+        timeoutMs: this.settings.scrape_timeout_ms,
+        log: this.deps.log.child({ pod: spec.id }),
+        // The server's window holds for each of its DP ranks.
+        write: (maxModelLen) => {
+          for (const w of workers) w.writer.write({ address: w.spec.address, maxModelLen });
+        },
+      });
     for (const w of workers) w.start({ healthy: runner.ready });
     runner.scraper?.start();
+    runner.models?.start();
     return runner;
   }
 
@@ -539,7 +572,7 @@ export class Collector {
   }
 
   async #remove(r: PodRunner): Promise<void> {
-    await r.scraper?.stop();
+    await Promise.all([r.scraper?.stop(), r.models?.stop()]);
     r.scraper?.leavePool();
     await Promise.all(r.workers.map((w) => w.stop(0)));
     // The other per-pod series are rebuilt from the running pods at each collect; this one is kept.
@@ -560,6 +593,7 @@ export class Collector {
           healthy: p.scraper.healthy,
           blockSize: p.scraper.lastPod?.blockSize ?? null,
           numGpuBlocks: p.scraper.lastPod?.numGpuBlocks ?? null,
+          maxModelLen: p.models?.maxModelLen ?? null,
           calibrations: p.scraper.targets.map((t, i) => ({
             rank: t.rank,
             calibration: p.scraper!.lastEstimates[i]?.calibration ?? null,

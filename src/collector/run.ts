@@ -16,6 +16,8 @@ import { KubernetesDiscovery, loadKubeConfig } from './discovery/kubernetes.js';
 import { StaticDiscovery } from './discovery/static.js';
 import { startCollectorServer } from './http-server.js';
 import { createLogger } from './logger.js';
+import { registerPluginMetrics } from './metrics/plugin-metrics.js';
+import { shardLeaseName } from './pod-shard.js';
 import { registerUsageMetrics } from './metrics/usage-metrics.js';
 import { createUsageRedis } from '../usage/index.js';
 
@@ -32,6 +34,8 @@ export async function runCollector(configPath: string): Promise<void> {
   const log = createLogger(settings.log_level, undefined, { component: 'collector' });
   // This process as the writer lease names it; the index's writes are fenced with the same value.
   const holder = thisProcessHolder();
+  // A shard of the fleet's pods (collector.shard_index of shard_count), written under its own lease.
+  const shard = { index: settings.shard_index, count: settings.shard_count };
   // The index and the writer lease reach the same Redis.
   const redis = {
     url: fleet.redis_url,
@@ -48,7 +52,7 @@ export async function runCollector(configPath: string): Promise<void> {
     kind: 'redis',
     ...redis,
     log,
-    fence: { holderValue: formatLeaseHolder(holder) },
+    fence: { holderValue: formatLeaseHolder(holder), shard: shardLeaseName(shard) },
   });
   const discovery = fleet.kubernetes
     ? new KubernetesDiscovery(fleet.kubernetes, log, settings.kubeconfig)
@@ -63,6 +67,7 @@ export async function runCollector(configPath: string): Promise<void> {
     models: ownedModels,
     ttlMs: settings.writer_lease_ms,
     holder,
+    shard: shardLeaseName(shard),
   });
   const collector = new Collector(settings, {
     index,
@@ -70,6 +75,7 @@ export async function runCollector(configPath: string): Promise<void> {
     log,
     blockSizes,
     ownedModels,
+    shard,
     lease,
     // Exit at once: nothing more may be written, and the orchestrator restarts this one as a standby.
     onLeaseLost: () => {
@@ -92,14 +98,23 @@ export async function runCollector(configPath: string): Promise<void> {
     }
   }
 
-  // The fleet's usage per class and model (every Kong node's plugin writes it to this Redis), exported by the
-  // lease holder only (metrics/usage-metrics.ts).
+  // The fleet's usage per class and model and the plugins' decision series (every Kong node's plugin writes
+  // them to this Redis), exported by the lease holder only (metrics/usage-metrics.ts, metrics/plugin-metrics.ts).
   const usageRedis = createUsageRedis(redis);
   usageRedis.on('error', () => {});
+  // With shards, shard 0's holder alone: the series are the fleet's, not a shard's.
+  const exporting = (): boolean =>
+    shard.index === 0 && (collector.leaseState === null || collector.leaseState === 'held');
   registerUsageMetrics(collector.metrics.registry, {
     client: usageRedis,
     keyPrefix: fleet.redis_key_prefix,
-    exporting: () => collector.leaseState === null || collector.leaseState === 'held',
+    exporting,
+  });
+  // The plugins' decision series (every plugin server flushes its counts to this Redis), same rule.
+  registerPluginMetrics(collector.metrics.registry, {
+    client: usageRedis,
+    keyPrefix: fleet.redis_key_prefix,
+    exporting,
   });
   const server = await startCollectorServer(collector, settings.listen).catch((e: unknown) => {
     // A busy or foreign listen address is a config error: `kinference: <file>: …`, exit 2.

@@ -58,6 +58,8 @@ export interface StreamStats extends MapperCounters {
   framesReceived: number;
   /** Frames that are not [topic, seq8, payload]. */
   malformedFrames: number;
+  /** Connections libzmq dropped at a refused frame (over zmq_max_frame_bytes, or breaking ZMTP). */
+  framesRefused: number;
   batches: number;
   events: number;
   decodeErrors: Record<DecodeErrorReason, number>;
@@ -104,6 +106,7 @@ export function newStreamStats(): StreamStats {
     ...newMapperCounters(),
     framesReceived: 0,
     malformedFrames: 0,
+    framesRefused: 0,
     batches: 0,
     events: 0,
     decodeErrors: zero(DECODE_ERROR_REASONS),

@@ -11,7 +11,7 @@ import { HandoffStep } from './stream/handoff-step.js';
 import { IngestLoop } from './stream/ingest.js';
 import { PodWrites } from './stream/pod-writes.js';
 import { Resync } from './stream/resync.js';
-import { EventSubscriber } from './transport/subscriber.js';
+import { DEFAULT_MAX_FRAME_BYTES, EventSubscriber } from './transport/subscriber.js';
 
 export { APPLIED_WINDOW, type StreamSettings } from './stream/context.js';
 export { LIVE_DROP_REPLAYS } from './stream/ingest.js';
@@ -205,9 +205,18 @@ export class StreamWorker {
         endpoint: this.spec.kvEvents,
         topic: this.spec.topic,
         receiveHighWaterMark: this.settings.receiveHighWaterMark,
+        ...(this.settings.maxFrameBytes ? { maxFrameBytes: this.settings.maxFrameBytes } : {}),
         onMessage: (frames) => this.#ingest.onFrames(frames),
         onConnection: (event, address) => this.#onConnection(event, address),
         onError: (err) => this.log.error('kv event subscriber failed', { err }),
+        onRefused: (address) => {
+          this.stats.framesRefused++;
+          this.log.warn('kv events connection dropped by ZMQ at a refused frame: reconnecting', {
+            address,
+            maxFrameBytes: this.settings.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
+            cause: 'a frame over zmq_max_frame_bytes, or one that breaks ZMTP',
+          });
+        },
       });
       this.#sub.start();
     }

@@ -26,6 +26,13 @@ export const CollectorSectionSchema = Type.Object(
       description: 'A /metrics scrape slower than this counts as a failure.',
     }),
     unhealthy_after_failures: Type.Integer({ default: 3, minimum: 1, maximum: 1000 }),
+    models_interval_ms: Type.Integer({
+      default: 60000,
+      minimum: 0,
+      maximum: 86400000,
+      description:
+        "How often each pod's /v1/models (on its /metrics URL's host and port) is read for its max_model_len, which the router respects as the model's context window where the plugin config gives none; at start, and again after a pod restart. Each read is bounded by scrape_timeout_ms and 1 MiB. 0: never read.",
+    }),
     block_map_max_entries: Type.Integer({
       default: 1000000,
       minimum: 1000,
@@ -50,6 +57,12 @@ export const CollectorSectionSchema = Type.Object(
       minimum: 0,
       description:
         'ZMQ receive high-water mark (messages) of each subscriber; 0 is unlimited. Bounds native memory when the collector falls behind: messages past it are dropped, and the gap is replayed.',
+    }),
+    zmq_max_frame_bytes: Type.Integer({
+      default: 16777216,
+      minimum: 65536,
+      description:
+        'Largest ZMQ frame (one message part) accepted from a pod, live or replayed (ZMQ maxMessageSize). A larger one is refused before it is buffered: ZMQ drops the connection, the collector counts it (frames_refused_total), reconnects and replays the gap.',
     }),
     max_queued_ops: Type.Integer({
       default: 2000000,
@@ -114,6 +127,19 @@ export const CollectorSectionSchema = Type.Object(
       description:
         "TTL of the writer lease that makes this collector the one writer of its models' index (renewed every third of it). A second collector stands by; it takes over within about this long after the active one dies, and within a third of it after a clean stop.",
     }),
+    shard_count: Type.Integer({
+      default: 1,
+      minimum: 1,
+      maximum: 4096,
+      description:
+        'Pods of the fleet split into this many collector shards by a hash of the pod id; this collector follows only shard `shard_index`, under that shard\'s own writer lease (`<prefix>:{T}:writer:i/n`). 1: every pod. Every collector of a model must use the same count (docs/collector.md, "Sharding pods across collectors").',
+    }),
+    shard_index: Type.Integer({
+      default: 0,
+      minimum: 0,
+      description:
+        'Which shard (0 … shard_count − 1) this collector follows; a standby runs with the same index.',
+    }),
     kubeconfig: Type.Optional(
       Type.String({
         description:
@@ -133,5 +159,7 @@ export function checkCollectorSection(c: CollectorSection, path: string): string
     problems.push(
       `  ${path}.index_retry_min_ms: ${c.index_retry_min_ms} is greater than index_retry_max_ms (${c.index_retry_max_ms})`,
     );
+  if (c.shard_index >= c.shard_count)
+    problems.push(`  ${path}.shard_index: ${c.shard_index} is not below shard_count (${c.shard_count})`);
   return problems;
 }

@@ -165,6 +165,41 @@ export const PluginConfigSchema = Type.Object(
       description:
         'Cap on tokenization work per request; longer prompts are routed on their first max_prompt_tokens tokens.',
     }),
+    max_model_len: Type.Optional(
+      Type.Record(Type.String(), Type.Integer({ minimum: 16, maximum: 4194304 }), {
+        description:
+          "Context window per model in tokens, as vLLM serves it (--max-model-len): a longer prompt is never tokenized past it and is routed on load alone (context_window_exceeded), since vLLM refuses it. Wins over the pods' own: for a model not listed, the smallest max_model_len its healthy pods report in /v1/models (read by the collector) as the router's last lookup found it, else none (cut at max_prompt_tokens).",
+      }),
+    ),
+    max_template_messages: Type.Integer({
+      default: 2048,
+      minimum: 1,
+      maximum: 100000,
+      description:
+        'Messages a chat template renders at most per request (~40-100 us of CPU each with an hf: template); a request with more is routed on load alone (template_budget_exceeded).',
+    }),
+    max_template_depth: Type.Integer({
+      default: 64,
+      minimum: 4,
+      maximum: 1024,
+      description:
+        'Nesting depth of the JSON the chat template renders (tools, tool call arguments, content parts) at most; a deeper request is routed on load alone (template_budget_exceeded).',
+    }),
+    decision_budget_ms: Type.Integer({
+      default: 500,
+      minimum: 10,
+      maximum: 60000,
+      description:
+        "Time a decision's template, tokenization and keys may take, ms; past it the request is routed on load alone (decision_budget_exceeded). With decision workers the event loop stops waiting at the budget.",
+    }),
+    decision_workers: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        maximum: 256,
+        description:
+          "Worker threads of the plugin server that render templates, tokenize and hash keys, shared by every config of the process (the first config's setting sizes the pool). Unset: the cores available (os.availableParallelism()). 0: on the event loop.",
+      }),
+    ),
     max_body_bytes: Type.Integer({
       default: 8388608,
       minimum: 1024,

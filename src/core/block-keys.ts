@@ -189,7 +189,9 @@ export class ChainMemo {
       if (limit <= shared * blockSize) continue;
       const et = e.tokens;
       let i = 0;
-      while (i < limit && et[i] === tokens[i]) i++;
+      // The same array (the tokenizer's whole-prompt memo hands a long prompt's frozen array out again).
+      if (et === tokens) i = limit;
+      else while (i < limit && et[i] === tokens[i]) i++;
       const b = Math.floor(i / blockSize);
       if (b > shared) {
         shared = b;

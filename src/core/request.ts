@@ -1,4 +1,5 @@
 // Parses a chat-completions body as vLLM validates it: the messages, tools and options its template renders.
+import { createHash } from 'node:crypto';
 import { mayHavePythonNumbers, parsePythonJson } from './python-json.js';
 import type { FallbackReason } from './fallback.js';
 import { isRecord } from './is-record.js';
@@ -122,6 +123,18 @@ function fail(reason: FallbackReason, detail: string, model?: string): ParseResu
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
+/** Bodies at least this large get a digest (bodyDigest), for the whole-prompt render memo. */
+export const BODY_DIGEST_MIN_BYTES = 65_536;
+const digests = new WeakMap<ChatRequest, string>();
+
+/**
+ * SHA-1 of the body a long request was parsed from (null for short bodies and hand-made requests): equal
+ * digests mean equal requests, so the same long body again can reuse its rendered prompt.
+ */
+export function bodyDigest(request: ChatRequest): string | null {
+  return digests.get(request) ?? null;
+}
+
 /** Decodes raw body bytes; invalid UTF-8 and non-JSON are reasons, never exceptions. */
 export function parseChatBody(
   body: Uint8Array | string,
@@ -146,7 +159,10 @@ export function parseChatBody(
     // JSON.parse's message quotes the body: keep prompt text out of spans and logs.
     return fail('body_not_json', 'body is not JSON');
   }
-  return parseChatRequest(withPythonNumbers(json, text));
+  const parsed = parseChatRequest(withPythonNumbers(json, text));
+  if (parsed.ok && size >= BODY_DIGEST_MIN_BYTES)
+    digests.set(parsed.request, createHash('sha1').update(body).digest('base64'));
+  return parsed;
 }
 
 /**

@@ -75,6 +75,8 @@ export interface PodState {
   kvCapacityTokens: number;
   /** Mean uncached prompt tokens of a queued request, from metrics (0 when unknown). */
   meanQueuedPrefillTokens: number;
+  /** The pod's context window in tokens (vLLM's max_model_len, from its /v1/models); 0 when unknown. */
+  maxModelLen: number;
   calibration: Calibration | null;
   /** The decode step measured from /metrics (the ITL guard's model); null until measured. */
   decodeSteps: DecodeSteps | null;

@@ -29,8 +29,9 @@ export type KvIndexOptions =
       /**
        * A writer holding writer leases (the collector): its lease holder value, formatLeaseHolder(holder).
        * Each write is then refused (KINF_ERR_LEASE_LOST) when the model's lease key holds another value.
+       * `shard` ('i/n'): a sharded collector's lease (collector.shard_index/shard_count).
        */
-      fence?: { holderValue: string };
+      fence?: { holderValue: string; shard?: string };
     };
 
 /**

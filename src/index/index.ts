@@ -27,6 +27,7 @@ export {
   clusterOptions,
   clusterSeeds,
   failFastOptions,
+  sentinelOptions,
   redactUrl,
   redisTlsOptions,
   type IndexLog,

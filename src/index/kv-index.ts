@@ -207,6 +207,7 @@ export function defaultPodState(pod: PodRef): PodState {
     kvUsage: 0,
     kvCapacityTokens: 0,
     meanQueuedPrefillTokens: 0,
+    maxModelLen: 0,
     calibration: null,
     decodeSteps: null,
     lastEventAtMs: 0,

@@ -30,6 +30,7 @@ const FIELDS: Record<keyof PodStatePatch, Codec> = {
   kvUsage: { field: 'kv_usage', ...num },
   kvCapacityTokens: { field: 'kv_capacity_tokens', ...num },
   meanQueuedPrefillTokens: { field: 'mean_queued_prefill_tokens', ...num },
+  maxModelLen: { field: 'max_model_len', ...num },
   calibration: { field: 'calibration', ...jsonObject('pod calibration') },
   decodeSteps: { field: 'decode_steps', ...jsonObject('pod decode steps') },
   lastEventAtMs: { field: 'last_event_at_ms', ...num },

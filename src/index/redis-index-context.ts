@@ -1,5 +1,6 @@
 // What the Redis index's roles share: the connection, the settings, model key bases, script runs.
 import { notLeaseHolderReply } from './lua/fence.js';
+import type { WriteFence } from './script-args.js';
 import {
   RedisConnection,
   asIndexError,
@@ -20,8 +21,8 @@ export interface RedisIndexSettings {
   maxKeysPerCall: number;
   verifyIntervalMs: number;
   log: IndexLog | null;
-  /** The lease holder value the write scripts check (null: unfenced). */
-  fence: string | null;
+  /** The lease holder value the write scripts check, and which lease (null: unfenced). */
+  fence: WriteFence | null;
 }
 
 const MAX_CACHED_MODELS = 4096;

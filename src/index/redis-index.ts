@@ -41,9 +41,10 @@ export interface RedisKvIndexOptions extends RedisConnectionOptions {
    * The writer fence (src/index/lua/fence.ts): `holderValue` is what this process's writer lease writes
    * in each model's lease key (formatLeaseHolder(holder)). Every write script then checks, atomically,
    * that the model's lease key holds it (or is absent), and otherwise changes nothing: the write rejects
-   * with KINF_ERR_LEASE_LOST (a LeaseLostError). Without it (default) nothing is checked.
+   * with KINF_ERR_LEASE_LOST (a LeaseLostError). Without it (default) nothing is checked. `shard`
+   * ('i/n', collector.shard_index/shard_count): the lease checked is that shard's own.
    */
-  fence?: { holderValue: string };
+  fence?: { holderValue: string; shard?: string };
 }
 
 export const REDIS_INDEX_DEFAULTS = {
@@ -103,7 +104,7 @@ export class RedisKvIndex implements KvIndex {
       maxKeysPerCall: o.maxKeysPerCall,
       verifyIntervalMs: o.verifyIntervalMs,
       log: opts.log ?? null,
-      fence: opts.fence?.holderValue ?? null,
+      fence: opts.fence ? { holderValue: opts.fence.holderValue, shard: opts.fence.shard ?? '' } : null,
     });
     this.#reader = new RedisIndexReader(this.#ctx);
     this.#writer = new RedisIndexWriter(this.#ctx);

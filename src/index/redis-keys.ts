@@ -86,8 +86,9 @@ export function stateKey(base: string, podIdx: number): string {
   return `${base}${KEY_SUFFIX.state}${podIdx}`;
 }
 
-export function writerLeaseKey(base: string): string {
-  return base + KEY_SUFFIX.writer;
+/** The model's writer lease; with `shard` ('i/n', collector.shard_index/shard_count) that shard's own lease. */
+export function writerLeaseKey(base: string, shard = ''): string {
+  return shard === '' ? base + KEY_SUFFIX.writer : `${base}${KEY_SUFFIX.writer}:${shard}`;
 }
 
 export function reservationsKey(base: string): string {

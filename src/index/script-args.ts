@@ -16,11 +16,18 @@ import type { ScriptCall } from './script.js';
  * follows the fixed ARGV; without it (null) the call is exactly the unfenced one.
  */
 
+/**
+ * A write fence: the holder value expected in the lease key, and which lease (a collector shard's,
+ * 'i/n'; '' or a bare string: the model's one lease).
+ */
+export type WriteFence = string | { holderValue: string; shard: string };
+
 /** KEYS and ARGV a fence adds to a call's fixed part. */
-function fenced(base: string, keys: string[], args: string[], fence: string | null): ScriptCall {
+function fenced(base: string, keys: string[], args: string[], fence: WriteFence | null): ScriptCall {
   if (fence === null) return { keys, args };
-  if (fence === '') throw new KinferenceError('KINF_ERR_INTERNAL', 'a fence needs a holder value');
-  return { keys: [...keys, writerLeaseKey(base)], args: [...args, fence] };
+  const [value, shard] = typeof fence === 'string' ? [fence, ''] : [fence.holderValue, fence.shard];
+  if (value === '') throw new KinferenceError('KINF_ERR_INTERNAL', 'a fence needs a holder value');
+  return { keys: [...keys, writerLeaseKey(base, shard)], args: [...args, value] };
 }
 
 /** Block keys as 8 raw bytes each, concatenated: 1,000 keys are one 8,000-byte argument. */
@@ -57,7 +64,7 @@ export function applyCalls(
   maxKeysPerCall: number,
   id: ApplyId,
   floor: ApplyRecord | null = null,
-  fence: string | null = null,
+  fence: WriteFence | null = null,
 ): ScriptCall[] {
   if (!Number.isInteger(maxKeysPerCall) || maxKeysPerCall < 1)
     throw new KinferenceError(
@@ -106,7 +113,7 @@ export function upsertPodCall(
   base: string,
   podId: string,
   patch: PodStatePatch,
-  fence: string | null = null,
+  fence: WriteFence | null = null,
 ): ScriptCall {
   const flat = encodePodState(podId, patch).map((v, i) => (i % 2 === 1 ? escapeStateValue(v) : v));
   const call = fenced(base, [podsKey(base), seqKey(base)], [base, podId], fence);
@@ -114,7 +121,7 @@ export function upsertPodCall(
   return call;
 }
 
-export function removePodCall(base: string, podId: string, fence: string | null = null): ScriptCall {
+export function removePodCall(base: string, podId: string, fence: WriteFence | null = null): ScriptCall {
   return fenced(base, [podsKey(base), appliedKey(base)], [base, podId], fence);
 }
 
@@ -128,7 +135,7 @@ export function handoffCall(
   transferKey: string,
   ttlMs: number,
   more: readonly string[],
-  fence: string | null = null,
+  fence: WriteFence | null = null,
 ): ScriptCall {
   return fenced(
     base,

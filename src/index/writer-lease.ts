@@ -70,6 +70,11 @@ export interface RedisWriterLeaseOptions extends RedisConnectionOptions {
   commandTimeoutMs?: number;
   /** Default: this process (its writer id, host name and pid). Tests pass others to play two collectors. */
   holder?: LeaseHolder;
+  /**
+   * A collector shard's lease ('i/n', collector.shard_index/shard_count): key `<prefix>:{T}:writer:i/n`,
+   * so each shard of a model's pods has its own writer. Default '': the model's one lease.
+   */
+  shard?: string;
 }
 
 export const MIN_LEASE_TTL_MS = 100;
@@ -183,7 +188,9 @@ export class RedisWriterLease implements WriterLease {
     this.ttlMs = opts.ttlMs;
     this.holder = opts.holder ?? thisProcessHolder();
     this.#value = formatLeaseHolder(this.holder);
-    this.#keys = new Map(this.models.map((m) => [m, writerLeaseKey(modelKeyBase(prefix, m))]));
+    this.#keys = new Map(
+      this.models.map((m) => [m, writerLeaseKey(modelKeyBase(prefix, m), opts.shard ?? '')]),
+    );
     this.#timeoutMs = opts.commandTimeoutMs ?? Math.min(2000, Math.floor(opts.ttlMs / 3));
     this.#conn = new RedisConnection(opts.url, opts);
     this.#conn.onReady((reconnected) => {

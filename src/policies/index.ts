@@ -35,4 +35,5 @@ export {
   type ProtectedClass,
 } from './class-admission.js';
 export { ClassActivity, PROTECT_MS } from './class-activity.js';
+export { placeByClass, reservedPods, withReserved } from './class-placement.js';
 export { FairQueue, VirtualCounters, type FairQueueOptions } from './fair-queue.js';

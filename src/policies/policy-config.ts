@@ -43,6 +43,13 @@ export const ServiceClassSchema = Type.Object(
       description:
         'How long a request of this class may wait in the gateway for capacity under overload before it is shed (sheddable classes) or sent to its best pod anyway (others). 0: no wait.',
     }),
+    reserved_pods: Type.Integer({
+      default: 0,
+      minimum: 0,
+      maximum: 64,
+      description:
+        'Pods kept ready for this class from the start, before it is first served and while it is idle: a lower class is not placed there where it would push this class past its objective. The same pods on every Kong node (a hash of their ids). 0: protected only where served recently.',
+    }),
   },
   STRICT,
 );
@@ -183,9 +190,9 @@ export const PriceSchema = Type.Object(
 export type Price = Static<typeof PriceSchema>;
 
 export const DEFAULT_CLASSES: ServiceClass[] = [
-  { name: 'interactive', priority: 100, ttft_objective_ms: 1000, max_wait_ms: 0 },
-  { name: 'standard', priority: 0, ttft_objective_ms: 5000, max_wait_ms: 0 },
-  { name: 'batch', priority: -1, ttft_objective_ms: 60000, max_wait_ms: 5000 },
+  { name: 'interactive', priority: 100, ttft_objective_ms: 1000, max_wait_ms: 0, reserved_pods: 0 },
+  { name: 'standard', priority: 0, ttft_objective_ms: 5000, max_wait_ms: 0, reserved_pods: 0 },
+  { name: 'batch', priority: -1, ttft_objective_ms: 60000, max_wait_ms: 5000, reserved_pods: 0 },
 ];
 
 export const PoliciesSchema = Type.Object(

@@ -20,3 +20,4 @@ export {
   sweepRouters,
 } from './resources.js';
 export { requestKeys } from './request-keys.js';
+export { closeDecisionPool, runningDecisionPool, workersWanted } from './decision-pool.js';

@@ -2,6 +2,7 @@
 import type { PodState } from '../core/types.js';
 import type { PluginConfig } from '../config/plugin-config.js';
 import type { IndexReader, ReservationStore } from '../index/index.js';
+import { ContextWindows } from './context-windows.js';
 import { TtftCorrection } from './correction.js';
 import { ItlAdmission } from './itl-admission.js';
 import { ClassActivity, FairQueue, VirtualCounters } from '../policies/index.js';
@@ -32,6 +33,8 @@ export interface RouterMemory {
   readonly failures: UpstreamFailures;
   /** Last pods seen per model, so an index outage can still spread load (fail open, not fail blind). */
   readonly lastKnownPods: Map<string, PodState[]>;
+  /** Each model's context window: max_model_len from the config, else from its pods' last lookup. */
+  readonly windows: ContextWindows;
   /** Service classes (policies only, else null): who was served where, tenants' work, who waits. */
   readonly classes: ClassState | null;
 }
@@ -65,6 +68,7 @@ export function createRouterMemory(
     itl: config.itl_slo_ms > 0 ? new ItlAdmission(config) : null,
     failures: new UpstreamFailures(),
     lastKnownPods: new Map(),
+    windows: new ContextWindows(config.max_model_len),
     classes: config.policies ? classState() : null,
   };
 }

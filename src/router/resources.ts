@@ -17,6 +17,7 @@ import { createPromptTokenizer, type CachedPromptTokenizer } from '../tokenize/p
 import type { SegmentCacheStats } from '../tokenize/segment-cache.js';
 import type { ChatTemplate, PromptTokenizer, Tokenizer } from '../tokenize/types.js';
 import { ResourceLoad } from './resource-load.js';
+import { poolPreparer } from './decision-pool.js';
 import {
   FIRST_LOOKUP_BUDGET_MS,
   createRouter,
@@ -106,6 +107,7 @@ function templateLoad(config: PluginConfig, clock: () => number): ResourceLoad<C
 export function preloadResources(config: PluginConfig, clock: () => number = Date.now): void {
   tokenizerLoad(config.tokenizer, clock).start();
   templateLoad(config, clock).start();
+  void poolPreparer(config, routerCacheKey(config))?.warm();
 }
 
 /** Settles when the config's tokenizer and template loads are not running (specs, benchmarks). */
@@ -113,6 +115,7 @@ export async function resourcesSettled(config: PluginConfig): Promise<void> {
   await Promise.all([
     tokenizerLoad(config.tokenizer, Date.now).settled(),
     templateLoad(config, Date.now).settled(),
+    poolPreparer(config, routerCacheKey(config))?.warm(),
   ]);
 }
 
@@ -130,6 +133,9 @@ export function defaultResources(
   const tokenizer = tokenizerLoad(config.tokenizer, clock);
   const template = templateLoad(config, clock);
   const get = <T>(load: ResourceLoad<T>) => (options.background ? () => load.get() : () => load.getOrLoad());
+  // Decision workers serve the plugin's routers (background loads); tools and specs route on their own thread.
+  const pooled = options.background ? poolPreparer(config, routerCacheKey(config)) : null;
+  void pooled?.warm();
   return {
     index: createKvIndex(
       config.index === 'memory'
@@ -150,6 +156,7 @@ export function defaultResources(
     template: get(template),
     promptTokenizer: get(tokenizer),
     limiter: limiterFor(config),
+    prepare: pooled?.prepare ?? null,
   };
 }
 

@@ -11,16 +11,15 @@ import { Stopwatch } from './stopwatch.js';
 import { admitClass } from './steps/admit-class.js';
 import { bookTarget, type BookedRequest } from './steps/book.js';
 import { choosePod } from './steps/choose.js';
-import { fallback, type FallbackContext } from './steps/fallback.js';
-import { promptKeys } from './steps/keys.js';
+import { checkContextWindow } from './steps/context-window.js';
+import { fallback, type FallbackRoute } from './steps/fallback.js';
 import { startLimits, type RouteLimit } from './steps/limit.js';
 import { lookupPods, routableCandidates } from './steps/lookup.js';
-import { parseRequest } from './steps/parse.js';
+import type { PoolPrepared } from './decision-pool.js';
 import { predictPods } from './steps/predict.js';
-import { renderPrompt } from './steps/render.js';
 import { shedOverload } from './steps/shed.js';
 import { StepFallback } from './steps/step-fallback.js';
-import { tokenizePrompt } from './steps/tokenize.js';
+import { prepareRequest, type Learned } from './steps/prepare.js';
 
 export { emptyOutcome, type DecidedRoute, type RouteOutcome, type RouteTarget } from './outcome.js';
 export type { RouteTimings } from './stopwatch.js';
@@ -33,6 +32,16 @@ export interface RouterResources {
   promptTokenizer: () => PromptTokenizer;
   /** Token limits, caps and budgets (src/limits); absent when the policies configure none. */
   limiter?: TokenLimiter | null;
+  /**
+   * Prepares the body in a decision worker (parse, template, tokenize, keys; decision-pool.ts); null while no
+   * worker can (the router prepares it on its own thread). Absent: always on the router's thread.
+   */
+  prepare?:
+    | ((
+        body: Uint8Array | string,
+        windows: Readonly<Record<string, number>> | null,
+      ) => Promise<PoolPrepared> | null)
+    | null;
 }
 
 export interface RouterOptions {
@@ -87,9 +96,6 @@ export interface Router {
   stats(): RouterStats;
   close(): Promise<void>;
 }
-
-/** What the request's steps have learned of it so far: what a fallback reports. */
-type Learned = Pick<FallbackContext, 'model' | 'lora' | 'promptTokens' | 'truncated' | 'promptChars'>;
 
 /** Entries a router holds: per request until its log phase (or TTL), and its bounded memories. */
 export interface RouterStats {
@@ -193,59 +199,58 @@ export function createRouter(
     };
     /** A step could not go on: the request is routed on load alone, or left to Kong's target. */
     const leave = async (why: StepFallback): Promise<RouteOutcome> => {
-      const fell = await fallback(memory, {
+      const limit = await limiting;
+      // Booked in the turn the fallback chose its pod (steps/fallback.ts).
+      const commit = (fell: FallbackRoute): RouteOutcome => {
+        if (limit && !limit.verdict.admitted) {
+          watch.stop();
+          return refused(fell.route, tenant, limit);
+        }
+        // Never shed: a fallback has no cache knowledge to judge the SLOs by.
+        const outcome = book(fell.route, null, nowMs, fell.uncachedTokens, null, tenant, null, limit);
+        // What a cost quote reserves for the answer, known once the body parsed.
+        outcome.maxTokens = maxTokens;
+        watch.stop();
+        return outcome;
+      };
+      const ctx = {
         ...learned,
         reason: why.reason,
         detail: why.detail,
         promptTokens: why.promptTokens ?? learned.promptTokens,
         watch,
         nowMs,
-      });
-      const limit = await limiting;
-      if (limit && !limit.verdict.admitted) {
-        watch.stop();
-        return refused(fell.route, tenant, limit);
-      }
-      // Never shed: a fallback has no cache knowledge to judge the SLOs by.
-      const outcome = book(fell.route, null, nowMs, fell.uncachedTokens, null, tenant, null, limit);
-      // What a cost quote reserves for the answer, known once the body parsed.
-      outcome.maxTokens = maxTokens;
-      watch.stop();
-      return outcome;
+      };
+      return await fallback(memory, ctx, commit);
     };
     let maxTokens: number | null = null;
     try {
-      const parsed = watch.time('parseMs', () => parseRequest(body, config));
-      learned.model = parsed.model;
-      learned.lora = parsed.lora;
-      if (!parsed.ok) return await leave(new StepFallback(parsed.reason, parsed.detail));
-      const { request, model, lora } = parsed;
-      maxTokens = request.maxTokens ?? null;
-      if (config.policies) tenant = resolveTenant(config.policies, caller ?? NO_CALLER, request.user ?? null);
-
-      const prompt = watch.time('templateMs', () => renderPrompt(resources.template, request));
-      if (prompt instanceof StepFallback) return await leave(prompt);
-
-      const tokenized = await watch.timeAsync('tokenizeMs', () =>
-        tokenizePrompt(resources.promptTokenizer, prompt, config.max_prompt_tokens),
-      );
-      if (tokenized instanceof StepFallback) return await leave(tokenized);
-      const { tokens, truncated } = tokenized;
-      learned.truncated = truncated;
-      learned.promptChars.cached = tokenized.cachedChars;
-      learned.promptChars.tokenized = tokenized.tokenizedChars;
-      learned.promptTokens = tokens.length;
+      const ready = await prepareRequest(body, {
+        ...resources,
+        config,
+        watch,
+        learned,
+        windows: memory.windows,
+      });
+      maxTokens = ready.maxTokens;
+      if (config.policies && ready.user !== undefined)
+        tenant = resolveTenant(config.policies, caller ?? NO_CALLER, ready.user);
+      const prepared = ready.prepared;
+      if (prepared instanceof StepFallback) return await leave(prepared);
+      const { model, lora, keys, promptTokens, truncated } = prepared;
 
       // The limits run beside the lookup (their own Redis script, in flight at the same time).
       if (resources.limiter && tenant)
-        limiting = startLimits(resources.limiter, tenant, model, tokens.length, request.maxTokens ?? null);
-
-      const keys = watch.time('keysMs', () =>
-        promptKeys(tokens, config.block_size, { model, lora, cacheSalt: request.cacheSalt ?? null }),
-      );
+        limiting = startLimits(resources.limiter, tenant, model, promptTokens, maxTokens);
 
       const found = await watch.timeAsync('lookupMs', () => lookupPods(memory, model, keys, nowMs));
       if (found instanceof StepFallback) return await leave(found);
+      const tooLong = checkContextWindow(memory, model, found.pods, promptTokens);
+      if (tooLong) return await leave(tooLong);
+      // From the prediction to the booking nothing yields to the event loop: a concurrent request deciding
+      // in between would not see this one on its pod (two streams on a pod the ITL guard allows one). The
+      // limits were in flight beside the lookup, so waiting for them here costs nothing more.
+      const limit = await limiting;
 
       const candidates = routableCandidates(memory, model, found.pods);
       if (candidates instanceof StepFallback) return await leave(candidates);
@@ -254,7 +259,7 @@ export function createRouter(
         predictPods(memory, {
           pods: candidates,
           keys,
-          promptTokens: tokens.length,
+          promptTokens,
           maxTokens,
           others: found.others,
           nowMs,
@@ -287,14 +292,13 @@ export function createRouter(
         fallbackDetail: choice.fallbackDetail,
         model,
         lora,
-        promptTokens: tokens.length,
+        promptTokens,
         maxTokens,
         truncated,
         blocks: keys.length,
         promptChars: learned.promptChars,
         timings: watch.timings,
       };
-      const limit = await limiting;
       if (limit && !limit.verdict.admitted) {
         watch.stop();
         return refused(decided, tenant, limit);
@@ -303,8 +307,8 @@ export function createRouter(
         decided,
         shed,
         nowMs,
-        choice.decision.chosen?.uncachedTokens ?? tokens.length,
-        { keys, maxTokens, hasVllmXargs: request.hasVllmXargs === true },
+        choice.decision.chosen?.uncachedTokens ?? promptTokens,
+        { keys, maxTokens, hasVllmXargs: prepared.hasVllmXargs },
         tenant,
         admission,
         limit,

@@ -55,6 +55,11 @@ export class Stopwatch {
     }
   }
 
+  /** Time since the stopwatch's creation, ms (the decision's time budget). */
+  elapsedMs(): number {
+    return this.#now() - this.#startMs;
+  }
+
   /** Sets totalMs: from the stopwatch's creation to now. */
   stop(): RouteTimings {
     this.timings.totalMs = this.#now() - this.#startMs;

@@ -6,6 +6,8 @@ export {
   createPromptTokenizer,
   safeCut,
   CHARS_PER_TOKEN_BUDGET,
+  PROMPT_MEMO_BYTES,
+  PROMPT_MEMO_MIN_CHARS,
   type CachedPromptTokenizer,
   type PromptTokenizerOptions,
 } from './prompt-tokenizer.js';
@@ -20,3 +22,4 @@ export { createNoneTemplate } from './chat-template/none.js';
 export { createHfTemplate, detectContentFormat, TemplateRaisedError } from './chat-template/hf-jinja.js';
 export { strftime } from './chat-template/strftime.js';
 export { compareTokens, type TokenComparison } from './compare-tokens.js';
+export { renderMemoized, RENDER_MEMO_BYTES } from './render-memo.js';

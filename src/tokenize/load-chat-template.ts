@@ -41,7 +41,11 @@ export function loadChatTemplate(spec: string, defaultKwargs?: Record<string, un
     );
   // Numbers the request carried in Python's text (core/python-json.ts) get that text back, whoever printed them.
   const raw = t;
-  t = { spec: raw.spec, render: (req) => restorePythonNumbers(raw.render(req)) };
+  t = {
+    spec: raw.spec,
+    render: (req) => restorePythonNumbers(raw.render(req)),
+    ...(raw.pure === true ? { pure: true } : {}),
+  };
   templates.set(key, t);
   return t;
 }

@@ -13,9 +13,28 @@ const DENSITY_SAMPLE_CHARS = 8192;
 /** The density-based budget keeps this margin over maxTokens at the densest sampled rate. */
 const DENSITY_MARGIN = 1.25;
 
+/**
+ * Prompts at least this long are memoized whole (text → tokens): the same long body again (a retry, a client
+ * re-sending) then skips the split, a hash per segment and the copy. Looked up by string comparison, not a
+ * hash: the render memo (tokenize/render-memo.ts) hands out the very string it rendered before, which compares
+ * equal at once, and a new turn differs in length, so a miss costs no pass over the text.
+ */
+export const PROMPT_MEMO_MIN_CHARS = 65_536;
+/** The whole-prompt memo's budget: 2 bytes per character of text plus 8 per token id, ~4 prompts of 240k tokens. */
+export const PROMPT_MEMO_BYTES = 24 << 20;
+
+interface MemoEntry {
+  text: string;
+  maxTokens: number;
+  result: TokenizeResult;
+  bytes: number;
+}
+
 export interface PromptTokenizerOptions {
   /** Segment cache budget in bytes (4 bytes per token plus per-entry overhead). */
   maxBytes: number;
+  /** The whole-prompt memo's budget in bytes (default PROMPT_MEMO_BYTES; 0 turns it off). */
+  memoBytes?: number;
 }
 
 type Part = Uint32Array | number | string | Promise<Uint32Array>;
@@ -29,6 +48,8 @@ interface Seen {
 
 export interface CachedPromptTokenizer extends PromptTokenizer {
   stats(): SegmentCacheStats;
+  /** The whole-prompt memo (long prompts): entries, bytes held, hits. */
+  memoStats(): { entries: number; bytes: number; hits: number };
 }
 
 const isWhitespace = (c: number): boolean =>
@@ -80,6 +101,10 @@ export function createPromptTokenizer(
   opts: PromptTokenizerOptions,
 ): CachedPromptTokenizer {
   const cache = new SegmentCache(opts.maxBytes);
+  const memo: MemoEntry[] = []; // most recent first
+  let memoBytes = 0;
+  let memoHits = 0;
+  const memoMax = opts.memoBytes ?? PROMPT_MEMO_BYTES;
   const splitter = createSpecialSplitter(tokenizer.specialTokens, tokenizer.specialTokenFlags);
 
   async function encodeSegment(text: string, atStart: boolean, key: string): Promise<Uint32Array> {
@@ -121,9 +146,27 @@ export function createPromptTokenizer(
   return {
     tokenizer,
     stats: () => cache.stats(),
+    memoStats: () => ({ entries: memo.length, bytes: memoBytes, hits: memoHits }),
     async tokenize(text: string, maxTokens: number): Promise<TokenizeResult> {
       if (!Number.isInteger(maxTokens) || maxTokens < 1)
         throw new RangeError(`maxTokens must be >= 1, got ${maxTokens}`);
+      const memoize = text.length >= PROMPT_MEMO_MIN_CHARS;
+      const at = memoize
+        ? memo.findIndex((e) => e.text.length === text.length && e.maxTokens === maxTokens && e.text === text)
+        : -1;
+      const known = at < 0 ? undefined : memo[at]!.result;
+      if (at > 0) memo.unshift(...memo.splice(at, 1));
+      // The memo's own array (readonly by type): copying 240k ids cost as much as the rest of a hit (10+ ms loaded),
+      // and freezing it made every later read of a new turn's tokens (a holey frozen array) slower in the keys step.
+      if (known !== undefined) {
+        memoHits++;
+        return {
+          tokens: known.tokens,
+          truncated: known.truncated,
+          cachedChars: text.length,
+          tokenizedChars: 0,
+        };
+      }
       // The split and the cache lookups first, on the whole text: their bound on its tokens (cached segments
       // exactly, new text at most 3 per UTF-16 unit, as UTF-8 bytes) spares a long prompt that fits maxTokens
       // the density sampling below (three 8k-character windows tokenized on every request).
@@ -171,7 +214,19 @@ export function createPromptTokenizer(
           n += m;
         }
       }
-      return { tokens, truncated: over || cut < text.length, cachedChars, tokenizedChars };
+      const truncated = over || cut < text.length;
+      const bytes = 2 * text.length + 8 * n + 256;
+      if (memoize && bytes <= memoMax) {
+        memo.unshift({
+          text,
+          maxTokens,
+          result: { tokens, truncated, cachedChars: 0, tokenizedChars: 0 },
+          bytes,
+        });
+        memoBytes += bytes;
+        while (memoBytes > memoMax) memoBytes -= memo.pop()!.bytes;
+      }
+      return { tokens, truncated, cachedChars, tokenizedChars };
     },
   };
 }

@@ -50,10 +50,13 @@ export interface ChatTemplate {
   readonly spec: string;
   /** Renders the prompt text exactly as vLLM's chat endpoint would before tokenizing it. */
   render(request: ChatRequest): string;
+  /** The render depends on the request alone (no clock: strftime_now), so it may be memoized. */
+  readonly pure?: boolean;
 }
 
 export interface TokenizeResult {
-  tokens: number[];
+  /** Read-only: for long prompts (PROMPT_MEMO_MIN_CHARS) the array is shared with the whole-prompt memo. */
+  tokens: readonly number[];
   /** True when the prompt was cut at maxTokens. */
   truncated: boolean;
   /** Characters served from the segment cache vs tokenized now (for the span and the bench). */

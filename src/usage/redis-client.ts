@@ -5,6 +5,8 @@ import {
   clusterSeeds,
   failFastOptions,
   redisTlsOptions,
+  sentinelOptions,
+  type RedisSentinelSettings,
   type RedisTlsSettings,
 } from '../index/index.js';
 
@@ -13,6 +15,8 @@ export interface UsageRedisOptions {
   cluster?: boolean;
   clusterNodes?: readonly string[];
   tls?: RedisTlsSettings;
+  /** Redis Sentinel: the primary the sentinels name (the URL then gives only user, password, db and TLS). */
+  sentinel?: RedisSentinelSettings;
 }
 
 /**
@@ -26,6 +30,7 @@ export function createUsageRedis(o: UsageRedisOptions, connectTimeoutMs = 2000):
       clusterSeeds(o.url, o.clusterNodes ?? []),
       clusterOptions(o.url, { connectTimeoutMs, ...(o.tls ? { tls: o.tls } : {}) }, tls),
     );
+  if (o.sentinel) return new Redis(o.url, sentinelOptions(o.sentinel, { connectTimeoutMs }, tls));
   return new Redis(o.url, {
     ...failFastOptions({ connectTimeoutMs }),
     ...(tls !== undefined ? { tls } : {}),

@@ -33,6 +33,7 @@ export function requestLimitArm(
       }
       return inner.choose(req, pods, nowMs);
     },
+    ...(inner.redecide ? { redecide: inner.redecide.bind(inner) } : {}),
     ...(inner.onComplete ? { onComplete: inner.onComplete.bind(inner) } : {}),
   };
 }

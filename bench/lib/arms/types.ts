@@ -34,6 +34,11 @@ export interface ArmDecision {
    * Retry-After); the client honours the Retry-After before its next request.
    */
   rejected?: { retryAfterMs: number; by?: 'class' | 'limit' | 'request-limit' | 'shed' };
+  /**
+   * Class admission held the request in the gateway (kinference with policies, a class with max_wait_ms): no
+   * pod now; the run re-decides it (`Arm.redecide`) when capacity frees, and for good at `untilMs`.
+   */
+  wait?: { untilMs: number; priority: number };
   /** Why the arm decided so, for per-request traces (the kinference arm: class admission, predicted TTFT). */
   trace?: { admission: string | null; predictedTtftMs: number | null; detail: string | null };
   /** Opaque per-arm data handed back in the feedback calls (e.g. the router's outcome). */
@@ -48,6 +53,8 @@ export interface ArmDecision {
 export interface Arm {
   readonly name: ArmName;
   choose(req: ArmRequest, pods: readonly PodView[], nowMs: number): ArmDecision | Promise<ArmDecision>;
+  /** Decides again for a request it held (`decision.wait`), `waitedMs` after it was sent. */
+  redecide?(req: ArmRequest, decision: ArmDecision, nowMs: number, waitedMs: number): Promise<ArmDecision>;
   /** The response finished (Kong's log phase): total response time and TTFT as the gateway measured them. */
   onComplete?(
     decision: ArmDecision,

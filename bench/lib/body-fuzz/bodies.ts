@@ -41,6 +41,20 @@ export interface CaseOptions {
   manyMessages: number;
   /** Deepest nesting of the deep_nesting class. */
   maxDepth: number;
+  /**
+   * When set, the multi-megabyte classes (RARE_CLASSES) are never drawn at random: the runner places one every
+   * `rareEvery` cases (rareClassAt), so a 10k run holds a known count of them and its wall time stays bounded.
+   */
+  rareEvery?: number;
+}
+
+/** The classes whose bodies are megabytes (10 MB strings, 100k messages): scheduled, run alone, measured alone. */
+export const RARE_CLASSES: readonly BodyClass[] = ['huge_string', 'many_messages'];
+
+/** The rare class case `index` (0-based among the random cases) must be, under `rareEvery`; else undefined. */
+export function rareClassAt(index: number, rareEvery: number | undefined): BodyClass | undefined {
+  if (!rareEvery || (index + 1) % rareEvery !== 0) return undefined;
+  return RARE_CLASSES[((index + 1) / rareEvery - 1) % RARE_CLASSES.length];
 }
 
 const WORDS =
@@ -203,7 +217,7 @@ function oddHeaders(rng: Rng): Record<string, string> {
 /** The `index`-th case of a run seeded with `seed`; `cls` forces a class (the CI spec covers each once). */
 export function fuzzCase(seed: number, index: number, o: CaseOptions, cls?: BodyClass): FuzzCase {
   const rng = new Rng((seed * 1_000_003 + index) >>> 0);
-  const c: BodyClass = cls ?? pickClass(rng);
+  const c: BodyClass = cls ?? pickClass(rng, o.rareEvery !== undefined);
   let query = '';
   let headers: Record<string, string> = {};
   let body: Buffer;
@@ -329,9 +343,12 @@ const WEIGHTS: [BodyClass, number][] = [
   ['odd_headers', 4],
 ];
 const TOTAL = WEIGHTS.reduce((s, [, w]) => s + w, 0);
+const COMMON = WEIGHTS.filter(([c]) => !RARE_CLASSES.includes(c));
+const COMMON_TOTAL = COMMON.reduce((s, [, w]) => s + w, 0);
 
-function pickClass(rng: Rng): BodyClass {
-  let r = rng.next() * TOTAL;
-  for (const [c, w] of WEIGHTS) if ((r -= w) < 0) return c;
+function pickClass(rng: Rng, noRare: boolean): BodyClass {
+  const [weights, total] = noRare ? [COMMON, COMMON_TOTAL] : [WEIGHTS, TOTAL];
+  let r = rng.next() * total;
+  for (const [c, w] of weights) if ((r -= w) < 0) return c;
   return 'valid';
 }

@@ -14,8 +14,9 @@ import type { Arm, ArmDecision } from '../arms/types.js';
  * (its own reservations and memory of sends) over the one index, taking requests in turn (a load balancer in
  * front of them, each request on a fresh connection): a conversation's turns land on any of them. `limiter`:
  * the token limits (src/limits, a memory store on the virtual clock), one for every node as one Redis is.
- * A request's caller facts (req.caller) name its tenant when the config has policies. Class admission cannot
- * wait here (no timers in virtual time): a blocked sheddable request is shed at once.
+ * A request's caller facts (req.caller) name its tenant when the config has policies. Class admission's
+ * wait (max_wait_ms) is the run's: a `wait` outcome is held by the event loop and re-decided (`redecide`, the
+ * same router, with the first outcome's deadline) as the plugin's access phase does.
  */
 export function kinferenceArm(
   config: PluginConfig,
@@ -38,49 +39,66 @@ export function kinferenceArm(
   const routerOf = new WeakMap<RouteOutcome, Router>();
   const fallbacks = new Map<string, number>();
   let sent = 0;
+  /** The arm's decision from the router's outcome; a fallback that leaves Kong's target goes to `kongTarget`. */
+  const decisionOf = (outcome: RouteOutcome, kongTarget: string): ArmDecision => {
+    if (outcome.fallbackReason)
+      fallbacks.set(outcome.fallbackReason, (fallbacks.get(outcome.fallbackReason) ?? 0) + 1);
+    const trace = {
+      admission: outcome.admission?.action ?? null,
+      predictedTtftMs: outcome.decision.chosen?.predictedTtftMs ?? null,
+      detail: outcome.admission?.detail ?? null,
+    };
+    const verdict = outcome.limit?.verdict;
+    if (verdict && !verdict.admitted)
+      return {
+        podId: '',
+        token: outcome,
+        trace,
+        rejected: { retryAfterMs: verdict.retryAfterS * 1000, by: 'limit' },
+      };
+    if (outcome.shed)
+      return {
+        podId: '',
+        token: outcome,
+        trace,
+        rejected: {
+          retryAfterMs: outcome.shed.retryAfterS * 1000,
+          by: outcome.admission?.action === 'shed' ? 'class' : 'shed',
+        },
+      };
+    const a = outcome.admission;
+    if (a?.action === 'wait' && a.waitUntilMs !== null)
+      return { podId: '', token: outcome, trace, wait: { untilMs: a.waitUntilMs, priority: a.priority } };
+    const podId = outcome.target?.podId ?? kongTarget;
+    const { cached, tokenized } = outcome.promptChars;
+    const share = cached + tokenized > 0 ? tokenized / (cached + tokenized) : 1;
+    return {
+      podId,
+      token: outcome,
+      tokenizedTokens: Math.round(outcome.promptTokens * share),
+      kvReuseReport: outcome.kvReuseReport,
+      trace,
+    };
+  };
   return {
     name,
     router,
     fallbacks,
     async choose(req, pods): Promise<ArmDecision> {
       const via = routers[sent++ % gateways]!;
-      const outcome = await via.route(req.body, req.caller ?? null);
+      const outcome = await via.route(req.body, req.caller ?? null, { canWait: true });
       routerOf.set(outcome, via);
-      if (outcome.fallbackReason)
-        fallbacks.set(outcome.fallbackReason, (fallbacks.get(outcome.fallbackReason) ?? 0) + 1);
-      const trace = {
-        admission: outcome.admission?.action ?? null,
-        predictedTtftMs: outcome.decision.chosen?.predictedTtftMs ?? null,
-        detail: outcome.admission?.detail ?? null,
-      };
-      const verdict = outcome.limit?.verdict;
-      if (verdict && !verdict.admitted)
-        return {
-          podId: '',
-          token: outcome,
-          trace,
-          rejected: { retryAfterMs: verdict.retryAfterS * 1000, by: 'limit' },
-        };
-      if (outcome.shed)
-        return {
-          podId: '',
-          token: outcome,
-          trace,
-          rejected: {
-            retryAfterMs: outcome.shed.retryAfterS * 1000,
-            by: outcome.admission?.action === 'shed' ? 'class' : 'shed',
-          },
-        };
-      const podId = outcome.target?.podId ?? pods[0]!.id;
-      const { cached, tokenized } = outcome.promptChars;
-      const share = cached + tokenized > 0 ? tokenized / (cached + tokenized) : 1;
-      return {
-        podId,
-        token: outcome,
-        tokenizedTokens: Math.round(outcome.promptTokens * share),
-        kvReuseReport: outcome.kvReuseReport,
-        trace,
-      };
+      return decisionOf(outcome, pods[0]!.id);
+    },
+    async redecide(req, first, _nowMs, waitedMs): Promise<ArmDecision> {
+      const prior = first.token as RouteOutcome;
+      const via = routerOf.get(prior) ?? router;
+      const outcome = await via.route(req.body, req.caller ?? null, {
+        waitUntilMs: first.wait!.untilMs,
+        waitedMs,
+      });
+      routerOf.set(outcome, via);
+      return decisionOf(outcome, ''); // '': the run sends it to the first pod, Kong's target
     },
     onComplete(d, _req, _nowMs, _responseMs, ttftMs) {
       // The plugin's log phase: proxy latency ≈ time to first byte, fed back to the router.

@@ -8,6 +8,8 @@ export interface FaultDef {
   inject(s: FaultStack): Promise<void>;
   /** Ends the fault; resolves when the failed part is back (or, for Redis, answers again). */
   recover(s: FaultStack): Promise<void>;
+  /** Redis comes back without the index: the bench times its refill. */
+  losesIndex?: boolean;
 }
 
 export const FAULT_NAMES = [
@@ -29,6 +31,7 @@ export const FAULTS: Record<FaultName, FaultDef> = {
     what: 'Redis SIGKILLed, then started again on its port with no data',
     inject: (s) => s.killRedis(),
     recover: (s) => s.restartRedisEmpty(),
+    losesIndex: true,
   },
   'redis-hang': {
     name: 'redis-hang',

@@ -1,7 +1,14 @@
 // The Kong stand-in in a child process for the fault bench: counts plugin events, answers over IPC.
 import { existsSync, readFileSync } from 'node:fs';
+import { upstreamHeadersOf } from '../../../harness/plugin-warm-up.js';
+import { routeStepsOf } from '../../../harness/route-timings.js';
 import { startGateway, stderrLogger, jsPluginServerDef } from '../../../kong/stand-in/index.js';
-import type { GatewayMessage, GatewayReply, GatewayStats } from './gateway-ipc.js';
+import {
+  ACCESS_TIMES_KEPT,
+  type GatewayMessage,
+  type GatewayReply,
+  type GatewayStats,
+} from './gateway-ipc.js';
 
 /**
  * argv: kong.json path, listen port, plugins dir, socket prefix, plugin state file. The parent (gateway-proc.ts)
@@ -24,11 +31,15 @@ const stats: GatewayStats = {
   pluginServerPid: null,
   spawns: 0,
   memory: process.memoryUsage(),
+  accessTimes: [],
 };
+const round2 = (ms: number): number => Math.round(ms * 100) / 100;
 const base = stderrLogger(process.env.KINF_FAULTS_LOG ? 'info' : 'err');
 const gw = await startGateway({
   kongConfig: JSON.parse(readFileSync(kongConfig, 'utf8')) as Record<string, unknown>,
   port: Number(port),
+  // Process starts are not what the faults measure: on a loaded machine they take far over Kong's 20 s.
+  pluginServerReadyMs: 180_000,
   pluginServers: [
     jsPluginServerDef('kinference', pluginsDir, prefix, {
       // KINFERENCE_DEBUG_STATE: on SIGUSR2 the plugin server writes its memory after a full GC.
@@ -47,6 +58,11 @@ const gw = await startGateway({
     stats.events[e.phase === 'log' ? 'log' : 'access']++;
     if (e.outcome.kind === 'failed_open') stats.failedOpen++;
     else if (e.outcome.result.end === 'pdk_error') stats.pdkErrors++;
+    else if (e.phase === 'access') {
+      const lookup = routeStepsOf(upstreamHeadersOf(e.outcome.result)).lookup;
+      stats.accessTimes.push([Date.now(), round2(e.ms), lookup === undefined ? null : round2(lookup)]);
+      if (stats.accessTimes.length > ACCESS_TIMES_KEPT) stats.accessTimes.splice(0, ACCESS_TIMES_KEPT / 10);
+    }
   },
 });
 const proc = gw.plugins.get('kinference')!.server;

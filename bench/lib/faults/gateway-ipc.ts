@@ -14,7 +14,16 @@ export interface GatewayStats {
   pluginServerPid: number | null;
   spawns: number;
   memory: NodeJS.MemoryUsage;
+  /**
+   * Access phases the plugin ran (not failed open), newest last, at most ACCESS_TIMES_KEPT: when each ended
+   * (epoch ms), how long the gateway waited for it (ms: the fault's own cost to a request, without the pods'
+   * queues), and the plugin's index lookup step inside it (ms, from x-kinference-route-timings; null when the
+   * route did not say, e.g. a fallback before the lookup). The lookup is what `redis_timeout_ms` bounds.
+   */
+  accessTimes: [endEpochMs: number, ms: number, lookupMs: number | null][];
 }
+
+export const ACCESS_TIMES_KEPT = 50_000;
 
 export type GatewayMessage = { id: number } & (
   { cmd: 'stats' } | { cmd: 'kill-plugin-server' } | { cmd: 'ready' } | { cmd: 'dump' } | { cmd: 'close' }

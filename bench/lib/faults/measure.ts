@@ -15,8 +15,25 @@ export interface FaultFigures {
   during: { p50Ms: number; p99Ms: number; cacheRatio: number; requests: number };
   addedP50Ms: number;
   addedP99Ms: number;
+  /**
+   * The plugin's access phase alone, as the gateway waited for it (RPC included, the pods' queues not):
+   * where a Redis fault's cost shows, to hold against redis_timeout_ms. Null without the gateway's timings.
+   */
+  access: {
+    baseline: Spread;
+    during: Spread;
+    addedP50Ms: number;
+    addedP99Ms: number;
+    /**
+     * The plugin's index lookup step inside those access phases (x-kinference-route-timings): the part a Redis
+     * fault can lengthen, and what `redis_timeout_ms` bounds. Requests that did not reach a lookup not counted.
+     */
+    lookup: { baseline: Spread; during: Spread };
+  } | null;
   /** From the end of the fault until requests get ≥ 90% of the baseline's cached prompt share (null: not in time). */
   recoveryS: number | null;
+  /** Faults that lose the index: seconds from the end of the fault until it holds ≥ 90% of its keys again. */
+  indexRefillS?: number | null;
   /** The plugin's fallback lines the stand-in logged during the fault. */
   fallbacks: string[];
 }
@@ -69,11 +86,48 @@ export function qualityBackAt(
   return null;
 }
 
+/** p50, p99 and max of a set of durations, ms, and how many. */
+export interface Spread {
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  requests: number;
+}
+
+function spread(ms: readonly number[]): Spread {
+  return {
+    p50Ms: percentile([...ms], 50),
+    p99Ms: percentile([...ms], 99),
+    maxMs: ms.length ? Math.max(...ms) : NaN,
+    requests: ms.length,
+  };
+}
+
+/** Access phases (GatewayStats.accessTimes) that ended in [from, to): their durations and their lookups'. */
+function accessWindow(
+  times: readonly AccessTime[],
+  fromEpochMs: number,
+  toEpochMs: number,
+): { access: Spread; lookup: Spread } {
+  const inside = times.filter(([at]) => at >= fromEpochMs && at < toEpochMs);
+  const lookups = inside.map(([, , l]) => l).filter((l): l is number => typeof l === 'number');
+  return { access: spread(inside.map(([, d]) => d)), lookup: spread(lookups) };
+}
+
+/** One access phase: when it ended (epoch ms), its duration and its lookup step's (ms; null: no lookup). */
+export type AccessTime = readonly [endEpochMs: number, ms: number, lookupMs?: number | null];
+
 export function figures(
   fault: string,
   rs: readonly RequestRecord[],
   t: { baselineFromMs: number; injectMs: number; recoveredMs: number; endMs: number },
-  extra: { kongStartInstance500: number; fallbacks: string[]; qualityRun: number },
+  extra: {
+    kongStartInstance500: number;
+    fallbacks: string[];
+    qualityRun: number;
+    /** The gateway's access-phase timings (GatewayStats.accessTimes) and the traffic's epoch start. */
+    access?: { times: readonly AccessTime[]; t0: number };
+  },
 ): FaultFigures {
   const base = window(rs.filter((r) => r.startMs >= t.baselineFromMs && r.startMs < t.injectMs));
   const during = window(rs.filter((r) => r.startMs >= t.injectMs && r.startMs < t.recoveredMs));
@@ -88,6 +142,21 @@ export function figures(
       r.status === 200 ? 'stream cut' : r.status ? `HTTP ${r.status}` : (r.error ?? 'error').split(':')[0]!;
     failures[k] = (failures[k] ?? 0) + 1;
   }
+  const a = extra.access;
+  const access = a
+    ? (() => {
+        // By when the phase ended: one that began before the fault and waited through it is the fault's.
+        const before = accessWindow(a.times, a.t0 + t.baselineFromMs, a.t0 + t.injectMs);
+        const dur = accessWindow(a.times, a.t0 + t.injectMs, a.t0 + t.recoveredMs);
+        return {
+          baseline: before.access,
+          during: dur.access,
+          addedP50Ms: dur.access.p50Ms - before.access.p50Ms,
+          addedP99Ms: dur.access.p99Ms - before.access.p99Ms,
+          lookup: { baseline: before.lookup, during: dur.lookup },
+        };
+      })()
+    : null;
   const back = qualityBackAt(rs, t.recoveredMs, 0.9 * base.cacheRatio, extra.qualityRun);
   return {
     fault,
@@ -100,6 +169,7 @@ export function figures(
     during,
     addedP50Ms: during.p50Ms - base.p50Ms,
     addedP99Ms: during.p99Ms - base.p99Ms,
+    access,
     recoveryS: back === null ? null : Math.max(0, back - t.recoveredMs) / 1000,
     fallbacks: extra.fallbacks,
   };

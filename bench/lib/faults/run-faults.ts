@@ -79,6 +79,25 @@ async function sample(stack: FaultStack, t: Traffic): Promise<MemorySample> {
   };
 }
 
+/**
+ * Seconds from `fromMs` until the index holds ≥ 90% of `before` keys again (polled every 100 ms), null if not
+ * within `maxS`.
+ */
+async function refill(
+  stack: FaultStack,
+  before: number,
+  fromMs: number,
+  t: Traffic,
+  maxS: number,
+): Promise<number | null> {
+  while (t.now() < fromMs + maxS * 1000) {
+    if ((await stack.indexKeys().catch(() => 0)) >= 0.9 * before)
+      return Math.round((t.now() - fromMs) / 100) / 10;
+    await sleep(100);
+  }
+  return null;
+}
+
 /** Injects one fault under the running traffic and measures it. */
 async function runFault(
   stack: FaultStack,
@@ -90,12 +109,15 @@ async function runFault(
   const log = o.log ?? (() => undefined);
   await sleep(o.baselineS * 1000);
   const before = await stack.gatewayStats();
+  // Redis restarted empty: how long the collector takes to write the index back (no request needed).
+  const keysBefore = f.losesIndex ? await stack.indexKeys() : 0;
   const injectMs = t.now();
   log(`fault ${name}: ${f.what}`);
   await f.inject(stack);
   await sleep(o.holdS * 1000);
   await f.recover(stack);
   const recoveredMs = t.now();
+  const refilled = f.losesIndex ? refill(stack, keysBefore, recoveredMs, t, o.maxRecoveryS) : null;
   const base = t.records.filter((r) => r.startMs >= injectMs - o.baselineS * 1000 && r.startMs < injectMs);
   const ratio = (() => {
     let c = 0;
@@ -115,6 +137,7 @@ async function runFault(
   }
   const endMs = t.now();
   await t.settled(endMs);
+  const indexRefillS = refilled ? await refilled : undefined;
   const after = await stack.gatewayStats();
   const fig = figures(
     name,
@@ -124,10 +147,12 @@ async function runFault(
       kongStartInstance500: after.startInstanceErrors - before.startInstanceErrors,
       fallbacks: after.fallbackLines.slice(before.fallbackLines.length),
       qualityRun: o.qualityRun,
+      access: { times: after.accessTimes, t0: t.t0 },
     },
   );
+  if (indexRefillS !== undefined) fig.indexRefillS = indexRefillS;
   log(
-    `  failed ${fig.failed}/${fig.requests} ${JSON.stringify(fig.failures)}, added p50 ${fig.addedP50Ms.toFixed(0)} ms p99 ${fig.addedP99Ms.toFixed(0)} ms, cache ${(fig.baseline.cacheRatio * 100).toFixed(0)}% → ${(fig.during.cacheRatio * 100).toFixed(0)}%, back in ${fig.recoveryS ?? '—'} s`,
+    `  failed ${fig.failed}/${fig.requests} ${JSON.stringify(fig.failures)}, added p50 ${fig.addedP50Ms.toFixed(0)} ms p99 ${fig.addedP99Ms.toFixed(0)} ms, access phase p50/p99/max ${fig.access?.baseline.p50Ms.toFixed(1)}/${fig.access?.baseline.p99Ms.toFixed(1)}/${fig.access?.baseline.maxMs.toFixed(1)} → ${fig.access?.during.p50Ms.toFixed(1)}/${fig.access?.during.p99Ms.toFixed(1)}/${fig.access?.during.maxMs.toFixed(1)} ms (${fig.access?.during.requests}), lookup p99/max ${fig.access?.lookup.baseline.p99Ms.toFixed(1)}/${fig.access?.lookup.baseline.maxMs.toFixed(1)} → ${fig.access?.lookup.during.p99Ms.toFixed(1)}/${fig.access?.lookup.during.maxMs.toFixed(1)} ms, cache ${(fig.baseline.cacheRatio * 100).toFixed(0)}% → ${(fig.during.cacheRatio * 100).toFixed(0)}%, back in ${fig.recoveryS ?? '—'} s${indexRefillS !== undefined ? `, index refilled in ${indexRefillS ?? '—'} s` : ''}`,
   );
   return fig;
 }

@@ -24,8 +24,11 @@ export interface FaultStackOptions {
   timeScale: number;
   kvCapacityTokens: number;
   model: { name: string; tokenizerSpec: string; templateSpec: string };
-  /** Plugin bundle directory (default dist/plugins/kinference). */
-  pluginsDir?: string;
+  /**
+   * Plugin bundle directory (default dist/plugins/kinference); a promise lets a bundle still being built be
+   * awaited only when the gateway starts.
+   */
+  pluginsDir?: string | Promise<string>;
   /** Children's stderr goes here (appended); default: dropped unless KINF_FAULTS_LOG is set. */
   childLog?: string;
   /** Plugin config fields merged over the stack's (e.g. redis_timeout_ms). */
@@ -38,6 +41,8 @@ export interface PodProc {
   host: string;
   port: number;
   kv: number;
+  /** The engine's replay ROUTER (vLLM's replay_endpoint): what the collector rebuilds a lost pod from. */
+  replay: number;
 }
 
 /**
@@ -105,13 +110,25 @@ function stopChild(p: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise
 }
 
 const live = new Set<ChildProcess>();
+/** The stacks' redis-servers (started by the harness, not children here): killed on exit too. */
+const redisPids = new Set<number>();
+const gatewayChildren = new WeakSet<ChildProcess>();
 let cleanupRegistered = false;
 /** On any exit of this process (error, signal), no child is left behind. */
 function registerCleanup(): void {
   if (cleanupRegistered) return;
   cleanupRegistered = true;
   process.on('exit', () => {
-    for (const p of live) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
+    for (const p of live)
+      if (p.exitCode === null && p.signalCode === null)
+        // The stand-in child ends its plugin server on SIGTERM; SIGKILL would leave that server behind.
+        p.kill(gatewayChildren.has(p) ? 'SIGTERM' : 'SIGKILL');
+    for (const pid of redisPids)
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
   });
 }
 
@@ -183,11 +200,17 @@ export class FaultStack {
     this.#redis = await startRedisServer({ extraArgs: ['--enable-debug-command', 'yes'] });
     await this.#readRedisPid();
     const ports = new Set<number>();
-    while (ports.size < 2 * o.pods + 2) ports.add(await freeLoopbackPort());
+    while (ports.size < 3 * o.pods + 2) ports.add(await freeLoopbackPort());
     const p = [...ports];
     for (let i = 0; i < o.pods; i++)
-      this.pods.push({ id: `pod-${i}`, host: '127.0.0.1', port: p[2 * i]!, kv: p[2 * i + 1]! });
-    [this.#collectorPort, this.#gatewayPort] = p.slice(2 * o.pods) as [number, number];
+      this.pods.push({
+        id: `pod-${i}`,
+        host: '127.0.0.1',
+        port: p[3 * i]!,
+        kv: p[3 * i + 1]!,
+        replay: p[3 * i + 2]!,
+      });
+    [this.#collectorPort, this.#gatewayPort] = p.slice(3 * o.pods) as [number, number];
     const fleet = {
       redis_url: this.#redis.url,
       redis_key_prefix: this.keyPrefix,
@@ -203,6 +226,9 @@ export class FaultStack {
         model: o.model.name,
         address: `${pod.host}:${pod.port}`,
         kv_events: `tcp://${pod.host}:${pod.kv}`,
+        // As vLLM is deployed for the collector (docs/collector.md): without it a pod whose index was lost
+        // (Redis restarted empty) is refilled only by its next events.
+        kv_events_replay: `tcp://${pod.host}:${pod.replay}`,
         metrics: `http://${pod.host}:${pod.port}/metrics`,
       })),
       collector: {
@@ -219,8 +245,9 @@ export class FaultStack {
     };
     this.#fleetPath = join(this.dir, 'fleet.yaml');
     writeFileSync(this.#fleetPath, stringify(fleet));
-    await Promise.all(this.pods.map((pod) => this.startPod(pod.id)));
-    await this.startCollector();
+    // The pods, the collector and the gateway start side by side: none needs another to come up, and on a
+    // loaded machine their process starts are most of the stack's start-up.
+    const parts: Promise<void>[] = [...this.pods.map((pod) => this.startPod(pod.id)), this.startCollector()];
     const pluginConfig = {
       redis_url: this.#redis.url,
       redis_key_prefix: this.keyPrefix,
@@ -228,6 +255,8 @@ export class FaultStack {
       chat_template: o.model.templateSpec,
       block_size: 16,
       model_pods: { [o.model.name]: this.pods.map((pod) => `${pod.host}:${pod.port}`) },
+      // The route's step timings reach the stand-in's events (x-kinference-route-timings): the lookup's share.
+      expose_headers: true,
       ...o.pluginExtra,
     };
     const kong = {
@@ -253,34 +282,34 @@ export class FaultStack {
     };
     const kongPath = join(this.dir, 'kong.json');
     writeFileSync(kongPath, JSON.stringify(kong));
-    await this.#startGateway(kongPath);
+    parts.push(this.#startGateway(kongPath));
+    // Every part settles before a failure is thrown, so that stop() finds each process it must end.
+    const failed = (await Promise.allSettled(parts)).find((r) => r.status === 'rejected');
+    if (failed) throw (failed as PromiseRejectedResult).reason;
   }
 
   async #readRedisPid(): Promise<void> {
     const c = this.redisClient();
     try {
       const info = await c.info('server');
+      if (this.#redisPid) redisPids.delete(this.#redisPid);
       this.#redisPid = Number(/process_id:(\d+)/.exec(info)?.[1] ?? 0);
       if (!this.#redisPid) throw new Error('redis INFO server has no process_id');
+      redisPids.add(this.#redisPid);
     } finally {
       c.disconnect();
     }
   }
 
   async #startGateway(kongPath: string): Promise<void> {
+    const pluginsDir = (await this.o.pluginsDir) ?? defaultPluginsDir();
     const here = fileURLToPath(import.meta.url);
     const child = here.endsWith('.ts')
       ? here.replace(/stack\.ts$/, 'gateway-child.ts')
       : here.replace(/stack\.js$/, 'gateway-child.js');
     const g = fork(
       child,
-      [
-        kongPath,
-        String(this.#gatewayPort),
-        this.o.pluginsDir ?? defaultPluginsDir(),
-        this.dir,
-        join(this.dir, 'plugin-state.json'),
-      ],
+      [kongPath, String(this.#gatewayPort), pluginsDir, this.dir, join(this.dir, 'plugin-state.json')],
       {
         execArgv: here.endsWith('.ts') ? ['--import', 'tsx'] : [],
         stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
@@ -288,6 +317,7 @@ export class FaultStack {
     );
     this.#pipe(g, 'gateway');
     live.add(g);
+    gatewayChildren.add(g);
     g.once('exit', () => live.delete(g));
     this.#gateway = g;
     const listening = new Promise<string>((resolve, reject) => {
@@ -418,6 +448,23 @@ export class FaultStack {
     this.#slow = null;
   }
 
+  /** Block keys of the index (what the collector writes for the pods' caches). */
+  async indexKeys(): Promise<number> {
+    const c = this.redisClient();
+    try {
+      let n = 0;
+      let cursor = '0';
+      do {
+        const [next, keys] = await c.scan(cursor, 'MATCH', `${this.keyPrefix}:*:b:*`, 'COUNT', 1000);
+        cursor = next;
+        n += keys.length;
+      } while (cursor !== '0');
+      return n;
+    } finally {
+      c.disconnect();
+    }
+  }
+
   /** Redis INFO memory used_memory and the number of keys. */
   async redisMemory(): Promise<{ usedBytes: number; keys: number }> {
     const c = this.redisClient();
@@ -454,6 +501,7 @@ export class FaultStack {
         [...this.#podProcs.values(), ...(this.#collector ? [this.#collector] : [])].map((p) => stopChild(p)),
       );
       await this.#redis?.stop();
+      redisPids.delete(this.#redisPid);
     } finally {
       rmSync(this.dir, { recursive: true, force: true });
     }

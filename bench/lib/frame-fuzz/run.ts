@@ -72,7 +72,13 @@ export interface FrameFuzzReport {
     blocks: number;
     matching: number;
     mismatches: number;
+    /**
+     * Chains the index credits with more blocks than the pod holds: false credit, always a defect. The other
+     * mismatches credit fewer (blocks lost after a pod clear: a cost in cache hits, never a wrong route).
+     */
+    overClaims: number;
     example: string | null;
+    overClaimExample: string | null;
   } | null;
 }
 
@@ -347,6 +353,8 @@ async function checkIndex(
   let blocks = 0;
   let matching = 0;
   let example: string | null = null;
+  let overClaims = 0;
+  let overClaimExample: string | null = null;
   for (const [i, c] of src.chains.entries()) {
     const want = c.hashes.length;
     blocks += want;
@@ -354,6 +362,18 @@ async function checkIndex(
     const got = r.pods.find((p) => p.state.podId === 'pod-f')?.prefixBlocks.GPU ?? 0;
     if (got === want) matching++;
     else example ??= `chain ${i}: index ${got} blocks, model ${want}`;
+    if (got > want) {
+      overClaims++;
+      overClaimExample ??= `chain ${i}: index ${got} blocks, model ${want}`;
+    }
   }
-  return { chains: src.chains.length, blocks, matching, mismatches: src.chains.length - matching, example };
+  return {
+    chains: src.chains.length,
+    blocks,
+    matching,
+    mismatches: src.chains.length - matching,
+    overClaims,
+    example,
+    overClaimExample,
+  };
 }

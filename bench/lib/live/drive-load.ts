@@ -54,6 +54,8 @@ export interface DriveOptions {
    * instead of waiting for them. A real server then stops generating them.
    */
   cancelAtEnd?: boolean;
+  /** The open-loop schedule's stream name (default the workload's): the DES names a tenant's `tenant:workload`. */
+  arrivalStream?: string;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -157,7 +159,7 @@ export async function driveLoad(o: DriveOptions): Promise<LoadRunResult> {
       clientWorkers: o.profile.clientWorkers ?? GUIDELLM_WORKERS,
       seed: o.seed,
       trial: o.trial,
-      workload: o.factory.name,
+      workload: o.arrivalStream ?? o.factory.name,
     });
     for (const slot of slots) {
       const wait = slot.atMs / k - (performance.now() - t0);

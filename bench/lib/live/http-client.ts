@@ -1,5 +1,5 @@
 // streamChat: POSTs a streaming chat completion and times its SSE stream as GuideLLM does.
-import { Agent, request as httpRequest } from 'node:http';
+import { Agent, request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 
 /** Client-side timestamps of one streamed chat completion (GuideLLM's _resolve_streaming), real ms. */
@@ -33,6 +33,8 @@ export interface StreamOptions {
   idleTimeoutMs?: number;
   /** Cancels the request (the connection closes; vLLM then aborts it). */
   signal?: AbortSignal;
+  /** Called with the response's status and headers when they arrive (real ms, performance.now()). */
+  onResponse?(status: number, headers: IncomingHttpHeaders, atMs: number): void;
 }
 
 /** How much of a failed response's body an error keeps. */
@@ -178,6 +180,7 @@ export function streamChat(
       },
       (res) => {
         t.status = res.statusCode ?? 0;
+        opts.onResponse?.(t.status, res.headers, performance.now());
         const id = res.headers['x-kong-request-id'];
         if (typeof id === 'string') t.requestId = id;
         const ra = Number(res.headers['retry-after']);

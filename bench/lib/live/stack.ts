@@ -1,21 +1,35 @@
 // The live fleet on loopback: Redis, emulated pods, collector, Kong stand-in with the plugin.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { request } from 'node:http';
+import {
+  appendFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { createKvIndex } from '../../../src/index/index.js';
 import { listenFailureReason } from '../../../src/util/listen-failure.js';
 import { freeLoopbackPort, startRedisServer, type RedisServer } from '../../../harness/redis-server.js';
+import { untilRoutesWithTokenizer } from '../../../harness/plugin-warm-up.js';
 import type { ModelSetup } from '../setup.js';
 
 /** The whole live fleet on loopback: Redis, N emulated pods, the collector, the Kong stand-in with the plugin. */
 export interface LiveStack {
   pods: { id: string; host: string; port: number }[];
   gateway: { host: string; port: number };
+  /** Every Kong node (`gateways` option; the first is `gateway`), each with its own plugin server. */
+  gateways: { host: string; port: number }[];
   /** Path of the route whose plugin has admission control (`admission` option); the same gateway. */
   sloPath: string | null;
+  /** Per pod id, the gateway path of a route straight to that pod (`podRoutes` option), else null. */
+  podPaths: Record<string, string> | null;
   redis: { url: string };
   /** The Redis key prefix the collector and the plugin share. */
   keyPrefix: string;
@@ -54,6 +68,17 @@ export interface LiveStackOptions {
   pluginExtra?: Record<string, unknown>;
   /** More settings for the emulated pods (the fleet file's emulator section). */
   emulatorExtra?: Record<string, unknown>;
+  /** Kong nodes to start on the same declarative config, each with its own plugin server (default 1). */
+  gateways?: number;
+  /** Kong consumers (decK form, their own plugins included), given the stack's Redis (host and port). */
+  consumers?: (redis: { host: string; port: number }) => Record<string, unknown>[];
+  /** Plugins before kinference on the chat route, and on the pod routes (e.g. key-auth). */
+  routePlugins?: Record<string, unknown>[];
+  /**
+   * Also serve a route per pod (`/pods/<id>`, stripped) straight to it, with `routePlugins`: a client that
+   * picks the pod itself (the random arms) goes through the same gateway and plugins as the others.
+   */
+  podRoutes?: boolean;
 }
 
 function get(host: string, port: number, path: string): Promise<number> {
@@ -82,6 +107,48 @@ async function until(
     if (Date.now() - t0 > timeoutMs) throw new Error(`${what}: not ready after ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/** The path of the warm-up route: a plugin instance with the chat route's tokenizer, proxying to an echo. */
+const WARM_UP_PATH = '/kinference-warm-up';
+
+/**
+ * The warm-up route's upstream: answers each request with the `x-kinference-fallback` header the plugin set
+ * on it (expose_headers), so the stack can tell from outside the gateway when the plugin routes with its
+ * tokenizer. No pod sees a warm-up request.
+ */
+async function startFallbackEcho(): Promise<Server> {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const fallback = req.headers['x-kinference-fallback'];
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ fallback: typeof fallback === 'string' ? fallback : null }));
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  return server;
+}
+
+/** The fallback of one warm-up request through the gateway (`failed:<status>` when it did not reach the echo). */
+async function warmUpFallback(gatewayPort: number): Promise<string | undefined> {
+  // A model no route serves: the plugin tokenizes it, finds no pod and proxies to the echo.
+  const body = JSON.stringify({
+    model: 'warm-up',
+    messages: [{ role: 'user', content: 'warm up' }],
+    max_tokens: 1,
+  });
+  const r = await fetch(`http://127.0.0.1:${gatewayPort}${WARM_UP_PATH}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body,
+  });
+  const text = await r.text();
+  if (r.status !== 200) return `failed:${r.status}`;
+  return (JSON.parse(text) as { fallback: string | null }).fallback ?? undefined;
 }
 
 /** A process of the stack could not listen on the port picked for it: another process took it meanwhile. */
@@ -116,6 +183,7 @@ async function startLiveStackOnce(o: LiveStackOptions): Promise<LiveStack> {
   const redis = { url: o.redisUrl ?? own!.url };
   const keyPrefix = o.redisUrl ? `kinf-live-${process.pid}` : 'kinf';
   const procs: ChildProcess[] = [];
+  const echo = await startFallbackEcho();
   const stopProcess = (p: ChildProcess): Promise<void> =>
     new Promise<void>((resolve) => {
       if (p.exitCode !== null || p.signalCode !== null) return resolve();
@@ -128,15 +196,17 @@ async function startLiveStackOnce(o: LiveStackOptions): Promise<LiveStack> {
     });
   const stop = async (): Promise<void> => {
     await Promise.all(procs.map(stopProcess));
+    await new Promise<void>((resolve) => echo.close(() => resolve()));
     await own?.stop();
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    const ports = await freePorts(2 * o.pods + 2);
+    const nodes = o.gateways ?? 1;
+    const ports = await freePorts(2 * o.pods + 1 + nodes);
     const pods: { id: string; host: string; port: number; kv: number }[] = [];
     for (let i = 0; i < o.pods; i++)
       pods.push({ id: `pod-${i}`, host: '127.0.0.1', port: ports[2 * i]!, kv: ports[2 * i + 1]! });
-    const [collectorPort, gatewayPort] = ports.slice(2 * o.pods) as [number, number];
+    const [collectorPort, ...gatewayPorts] = ports.slice(2 * o.pods) as [number, ...number[]];
     const fleet = {
       redis_url: redis.url,
       redis_key_prefix: keyPrefix,
@@ -177,9 +247,39 @@ async function startLiveStackOnce(o: LiveStackOptions): Promise<LiveStack> {
       model_pods: { [o.model.model]: pods.map((p) => `${p.host}:${p.port}`) },
       ...o.pluginExtra,
     };
+    // Same tokenizer and template (the plugin server loads them once per spec), no pods, no policies:
+    // it tells when the chat route's instances route with their tokenizer, and touches nothing they use.
+    const {
+      otlp_endpoint: _otlp,
+      policies: _policies,
+      ...warmUpBase
+    } = pluginConfig as Record<string, unknown>;
+    const warmUpConfig = { ...warmUpBase, index: 'memory', expose_headers: true };
     const accessLog = join(dir, 'access.log');
+    const redisAddr = new URL(redis.url);
+    const podRoutes = o.podRoutes
+      ? pods.map((p) => ({
+          name: `pod-${p.id}`,
+          url: `http://${p.host}:${p.port}`,
+          retries: 0,
+          read_timeout: 600000,
+          routes: [
+            {
+              name: `pod-${p.id}`,
+              paths: [`/pods/${p.id}`],
+              methods: ['POST'],
+              strip_path: true,
+              response_buffering: false,
+              plugins: o.routePlugins ?? [],
+            },
+          ],
+        }))
+      : [];
     const kong = {
       _format_version: '3.0',
+      ...(o.consumers
+        ? { consumers: o.consumers({ host: redisAddr.hostname, port: Number(redisAddr.port || 6379) }) }
+        : {}),
       // Which pod served each request, as a Kong operator would find out: file-log's `tries`.
       plugins: [{ name: 'file-log', config: { path: accessLog } }],
       services: [
@@ -195,7 +295,7 @@ async function startLiveStackOnce(o: LiveStackOptions): Promise<LiveStack> {
               methods: ['POST'],
               strip_path: false,
               response_buffering: false,
-              plugins: [{ name: 'kinference', config: pluginConfig }],
+              plugins: [...(o.routePlugins ?? []), { name: 'kinference', config: pluginConfig }],
             },
             // Same plugin, its own instance (Kong keys instances by config): admission control on.
             ...(o.admission
@@ -206,10 +306,28 @@ async function startLiveStackOnce(o: LiveStackOptions): Promise<LiveStack> {
                     methods: ['POST'],
                     strip_path: true,
                     response_buffering: false,
-                    plugins: [{ name: 'kinference', config: { ...pluginConfig, ...o.admission } }],
+                    plugins: [
+                      ...(o.routePlugins ?? []),
+                      { name: 'kinference', config: { ...pluginConfig, ...o.admission } },
+                    ],
                   },
                 ]
               : []),
+          ],
+        },
+        ...podRoutes,
+        {
+          name: 'kinference-warm-up',
+          url: `http://127.0.0.1:${(echo.address() as AddressInfo).port}`,
+          retries: 0,
+          routes: [
+            {
+              name: 'kinference-warm-up',
+              paths: [WARM_UP_PATH],
+              methods: ['POST'],
+              strip_path: true,
+              plugins: [{ name: 'kinference', config: warmUpConfig }],
+            },
           ],
         },
       ],
@@ -260,13 +378,30 @@ async function startLiveStackOnce(o: LiveStackOptions): Promise<LiveStack> {
       }
       collector = await startCollector();
     };
-    run(['gateway', '--kong-config', kongPath, '--listen', `127.0.0.1:${gatewayPort}`, '--prefix', dir]);
-    // Any HTTP answer means the proxy listens (a GET on the POST-only route is 404).
-    await started('gateway', async () => (await get('127.0.0.1', gatewayPort, '/')) > 0);
+    // Each node its own prefix (its plugin server's socket lives there), one access log for all of them.
+    // One node at a time until it listens: eight plugin servers booting at once on a loaded 2-core host
+    // missed the stand-in's 20 s wait for their sockets. Their tokenizers then load side by side.
+    for (const [i, port] of gatewayPorts.entries()) {
+      const prefix = i === 0 ? dir : join(dir, `node-${i}`);
+      mkdirSync(prefix, { recursive: true });
+      run(['gateway', '--kong-config', kongPath, '--listen', `127.0.0.1:${port}`, '--prefix', prefix]);
+      // Any HTTP answer means the proxy listens (a GET on the POST-only route is 404).
+      await started('gateway', async () => (await get('127.0.0.1', port, '/')) > 0);
+    }
+    for (const port of gatewayPorts) {
+      // Until its tokenizer has loaded (in the background), the plugin routes on load (tokenizer_loading): a
+      // cell started before would send its first requests, follow-ups included, without cache-aware routing.
+      await untilRoutesWithTokenizer(() => warmUpFallback(port), 180_000, 100);
+    }
+    const gateways = gatewayPorts.map((port) => ({ host: '127.0.0.1', port }));
     return {
       pods: pods.map(({ id, host, port }) => ({ id, host, port })),
-      gateway: { host: '127.0.0.1', port: gatewayPort },
+      gateway: gateways[0]!,
+      gateways,
       sloPath: o.admission ? '/slo/v1/chat/completions' : null,
+      podPaths: o.podRoutes
+        ? Object.fromEntries(pods.map((p) => [p.id, `/pods/${p.id}/v1/chat/completions`]))
+        : null,
       redis,
       keyPrefix,
       dir,

@@ -40,6 +40,11 @@ export interface MixedScenario {
   /** The batch tenant's objective (batch class), ms; its goodput counts requests within it. */
   batchObjectiveMs: number;
   /**
+   * How long a batch request may wait in the gateway for capacity (the batch class's max_wait_ms) before it
+   * is shed: what keeps the fleet busy with batch work between the chat's turns instead of refusing it.
+   */
+  batchMaxWaitMs: number;
+  /**
    * Closed-loop streams that measure the fleet's solo capacity for the batch workload: the best goodput
    * (requests within the batch objective per minute) over these concurrencies.
    */
@@ -48,6 +53,8 @@ export interface MixedScenario {
   batchFloodFactor: number;
   /** The limited tenant: single-turn prompts of this size, offered at `freeOfferFactor` × its limit. */
   free: { promptTokens: number; outputTokens: number; limitPerMin: number; offerFactor: number };
+  /** The interactive class's reserved_pods: pods kept ready for it from the start (class-placement.ts). */
+  interactiveReservedPods: number;
   /** Kong nodes in front of the kinference arms (each its own router; one limiter store, as one Redis). */
   gateways: number;
   seed: number;
@@ -59,9 +66,11 @@ export const MIXED_SCENARIO: MixedScenario = {
   chatObjectiveMs: 0,
   itlMs: 100,
   batchObjectiveMs: 30_000,
+  batchMaxWaitMs: 20_000,
   batchCapacityStreams: [4, 8, 16],
   batchFloodFactor: 2,
   free: { promptTokens: 500, outputTokens: 32, limitPerMin: 30_000, offerFactor: 2 },
+  interactiveReservedPods: 1,
   gateways: 1,
   seed: 42,
 };
@@ -72,9 +81,19 @@ export function mixedPolicies(s: MixedScenario): Record<string, unknown> {
     tenant_from: ['consumer'],
     default_class: 'standard',
     classes: [
-      { name: 'interactive', priority: 100, ttft_objective_ms: Math.round(s.chatObjectiveMs) },
+      {
+        name: 'interactive',
+        priority: 100,
+        ttft_objective_ms: Math.round(s.chatObjectiveMs),
+        reserved_pods: s.interactiveReservedPods,
+      },
       { name: 'standard', priority: 0, ttft_objective_ms: 10_000 },
-      { name: 'batch', priority: -1, ttft_objective_ms: s.batchObjectiveMs },
+      {
+        name: 'batch',
+        priority: -1,
+        ttft_objective_ms: s.batchObjectiveMs,
+        max_wait_ms: s.batchMaxWaitMs,
+      },
     ],
     tenants: [
       { match: { consumer: CHAT }, class: 'interactive' },

@@ -46,5 +46,11 @@ export async function prepareRequest(
     stream: true,
   };
   const { tokens } = await tokenizer.tokenize(template.render(chat), 1 << 22);
-  return { turn: t, body, promptTokenIds: tokens, maxTokens, firstMessageText: t.messages[0]?.content ?? '' };
+  return {
+    turn: t,
+    body,
+    promptTokenIds: [...tokens],
+    maxTokens,
+    firstMessageText: t.messages[0]?.content ?? '',
+  };
 }

@@ -79,6 +79,35 @@ describe('bench:mixed smoke: three tenants on one fleet in virtual time', () => 
         if (x.rejectedBy) expect(x.pod).toBe('');
         else expect(x.trace?.admission).not.toBeNull();
       }
+      // The batch class waits its max_wait_ms for room before it is shed; only the batch class waits.
+      for (const x of r.records)
+        if (x.rejectedBy === 'class') expect(x.waitedMs).toBeCloseTo(S.batchMaxWaitMs, 6);
+      for (const x of r.records) if (x.waitedMs > 0) expect(x.tenant).toBe(NIGHTLY);
+    },
+  );
+
+  it(
+    'a blocked batch request waits in the gateway (max_wait_ms), then is placed or shed; chat never waits',
+    { timeout: 60_000 },
+    async () => {
+      // A heavier flood than the smoke's, with a short wait: some batch requests are blocked on every pod.
+      const s: MixedScenario = { ...S, chatObjectiveMs: 1000, batchMaxWaitMs: 5000 };
+      const r = await runMixedArm({
+        arm: 'kinference+policies',
+        scenario: s,
+        tenants: tenantSources(s, m, { ...LOAD, nightly: { ratePerS: 2 } }),
+        fleet: fleetOf(SMOKE_SCHEDULE, m),
+        model: m,
+      });
+      const waited = of(r, NIGHTLY).filter((x) => x.waitedMs > 0);
+      expect(waited.length).toBeGreaterThan(0);
+      for (const x of waited) {
+        expect(x.waitedMs).toBeLessThanOrEqual(s.batchMaxWaitMs + 1e-6); // virtual ms, summed floats
+        // Placed once there was room (its TTFT counts the wait), or shed at its deadline, or still waiting.
+        if (x.rejectedBy === 'class') expect(x.waitedMs).toBeCloseTo(s.batchMaxWaitMs, 6);
+        else if (x.status === 'successful') expect(x.firstTokenMs! - x.startMs).toBeGreaterThan(x.waitedMs);
+      }
+      expect(of(r, CHAT).every((x) => x.waitedMs === 0 && x.rejectedBy === null)).toBe(true);
     },
   );
 

@@ -58,4 +58,69 @@ describe('discrete-event runner: a request the gateway rejects', () => {
       expect(r.pods.map((p) => p.requests)).toEqual([served.length, 0, 0]);
     },
   );
+
+  it(
+    'with retry429, the client sends the same request again after the Retry-After, up to that many times',
+    { timeout: 60_000 },
+    async () => {
+      const s = SMOKE_SCHEDULE;
+      const m = await loadModelSetup();
+      const fleet = fleetOf(s, m);
+      const run = async (reject: (key: string, n: number) => boolean) => {
+        let n = 0;
+        const arm: Arm = {
+          name: 'kinference',
+          choose: (req) =>
+            reject(req.key, n++) ? { podId: '', rejected: { retryAfterMs: 2000 } } : { podId: 'pod-0' },
+        };
+        const profile: Profile = {
+          kind: 'concurrent',
+          streams: 1,
+          warmupS: 0,
+          measureS: 30,
+          cooldownS: 0,
+          retry429: 2,
+        };
+        return (
+          await runCell({
+            arm,
+            factory: new WorkloadFactory('shared-prefix', s.shapes, m.synth, s.seed, 0),
+            profile,
+            pods: simPods(fleet, s.seed, 0),
+            ...cellEnvironment(m, fleet),
+            seed: s.seed,
+            trial: 0,
+            feed: null,
+            trackBlockHashes: false,
+          })
+        ).records;
+      };
+      // Every other first attempt rejected: each is retried once and served.
+      const some = await run((key, n) => !key.includes('#retry') && n % 2 === 0);
+      const rejected = some.filter((x) => x.status === 'errored');
+      expect(rejected.length).toBeGreaterThan(1);
+      for (const e of rejected) {
+        const next = some.find((x) => x.startMs > e.startMs)!;
+        if (!next) continue;
+        expect(next).toMatchObject({
+          conversationId: e.conversationId,
+          turnIndex: e.turnIndex,
+          key: `${e.key}#retry1`,
+          attempt: 1,
+          firstSentMs: e.startMs,
+        });
+        expect(next.startMs).toBeGreaterThanOrEqual(e.endMs! + 2000);
+        expect(next.status).not.toBe('errored');
+      }
+      // Every attempt rejected: three tries of one request (the first and two retries), then the next one.
+      const none = await run(() => true);
+      expect(none.slice(0, 4).map((x) => [x.conversationId, x.attempt ?? 0])).toEqual([
+        [none[0]!.conversationId, 0],
+        [none[0]!.conversationId, 1],
+        [none[0]!.conversationId, 2],
+        [none[3]!.conversationId, 0],
+      ]);
+      expect(none[3]!.conversationId).not.toBe(none[0]!.conversationId);
+    },
+  );
 });

@@ -25,6 +25,7 @@ function pod(over: Partial<PodState> = {}, gpu = 0, cpu = gpu): PodLookup {
       kvUsage: 0,
       kvCapacityTokens: 0,
       meanQueuedPrefillTokens: 0,
+      maxModelLen: 0,
       calibration: cal,
       decodeSteps: null,
       lastEventAtMs: 1_000,

@@ -22,6 +22,7 @@ const state: fc.Arbitrary<PodState> = fc.record({
   kvUsage: dbl,
   kvCapacityTokens: fc.nat(),
   meanQueuedPrefillTokens: dbl,
+  maxModelLen: fc.nat(),
   calibration: fc.option(
     fc.record({
       overheadMs: dbl,

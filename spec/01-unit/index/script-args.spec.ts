@@ -157,6 +157,24 @@ describe('script arguments', () => {
     });
   });
 
+  it('fences a write on the model’s lease, or on a collector shard’s own lease (i/n)', () => {
+    expect(removePodCall(base, 'pod-a', 'me')).toEqual({
+      keys: [`${base}pods`, `${base}applied`, `${base}writer`],
+      args: [base, 'pod-a', 'me'],
+    });
+    expect(removePodCall(base, 'pod-a', { holderValue: 'me', shard: '' }).keys[2]).toBe(`${base}writer`);
+    expect(removePodCall(base, 'pod-a', { holderValue: 'me', shard: '1/4' })).toEqual({
+      keys: [`${base}pods`, `${base}applied`, `${base}writer:1/4`],
+      args: [base, 'pod-a', 'me'],
+    });
+    const [call] = applyCalls(base, 'p', 0, [{ op: 'clear' }], 10, ID, null, {
+      holderValue: 'me',
+      shard: '0/2',
+    });
+    expect(call!.keys.at(-1)).toBe(`${base}writer:0/2`);
+    expect(call!.args[APPLY_HEAD_ARGS]).toBe('me');
+  });
+
   it('refuses keys that are not 16 hex digits with a coded error', () => {
     try {
       lookupCall(base, ['nothex' as BlockKey]);

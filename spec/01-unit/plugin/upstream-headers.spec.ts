@@ -17,7 +17,7 @@ const base: RouteOutcome = {
   blocks: 62,
   promptChars: { cached: 3000, tokenized: 1000 },
   timings: {
-    parseMs: 0,
+    parseMs: 0.5,
     templateMs: 0,
     tokenizeMs: 0,
     keysMs: 0,
@@ -38,6 +38,8 @@ describe('upstream headers and the shed answer', () => {
     expect(exposedHeaders(base)).toEqual({
       'x-kinference-prompt-tokens': '1000',
       'x-kinference-route-ms': '1.235',
+      'x-kinference-route-timings':
+        'parse=0.500;template=0.000;tokenize=0.000;keys=0.000;lookup=0.000;predict=0.000',
       'x-kinference-pod': 'pod-b',
       'x-kinference-predicted-ttft-ms': '1234.6',
       'x-kinference-cached-tokens': '960',
@@ -51,6 +53,8 @@ describe('upstream headers and the shed answer', () => {
     expect(fb).toEqual({
       'x-kinference-prompt-tokens': '1000',
       'x-kinference-route-ms': '1.235',
+      'x-kinference-route-timings':
+        'parse=0.500;template=0.000;tokenize=0.000;keys=0.000;lookup=0.000;predict=0.000',
       'x-kinference-fallback': 'index_timeout',
     });
   });

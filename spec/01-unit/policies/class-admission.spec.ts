@@ -1,6 +1,14 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { admitByClass, blockedOn, sheddable, type PodFacts } from '../../../src/policies/index.js';
+import {
+  admitByClass,
+  blockedOn,
+  placeByClass,
+  reservedPods,
+  sheddable,
+  type PodFacts,
+  type ServiceClass,
+} from '../../../src/policies/index.js';
 
 const priority = fc.integer({ min: -5, max: 5 });
 const ms = fc.double({ min: 0, max: 20_000, noNaN: true });
@@ -115,5 +123,61 @@ describe('class admission (policies/class-admission.ts)', () => {
 
   it('negative priorities are sheddable, zero and above are not (Gateway API Inference Extension)', () => {
     expect([-1000, -1, 0, 1, 100].map(sheddable)).toEqual([true, true, false, false, false]);
+  });
+});
+
+describe('reserved pods (policies/class-placement.ts)', () => {
+  const cls = (name: string, priority: number, reserved_pods: number): ServiceClass => ({
+    name,
+    priority,
+    ttft_objective_ms: 1000,
+    max_wait_ms: 0,
+    reserved_pods,
+  });
+  const classesArb = fc
+    .array(fc.record({ priority, reserved: fc.integer({ min: 0, max: 6 }) }), { minLength: 1, maxLength: 4 })
+    .map((cs) => cs.map((c, i) => cls(`c${i}`, c.priority, c.reserved)));
+  const podsArb = fc.uniqueArray(fc.stringMatching(/^pod-[a-z0-9]{1,6}$/), { minLength: 1, maxLength: 8 });
+
+  it('the same pods whatever the order the pods come in, never all of them, and only for classes above the lowest', () => {
+    fc.assert(
+      fc.property(classesArb, podsArb, fc.nat(), (classes, pods, rot) => {
+        const a = reservedPods(classes, pods);
+        const rotated = [...pods.slice(rot % pods.length), ...pods.slice(0, rot % pods.length)];
+        const b = reservedPods(classes, rotated);
+        const names = (m: Map<string, ServiceClass[]>): string[] =>
+          [...m].map(([p, cs]) => `${p}:${cs.map((c) => c.name).join(',')}`).sort();
+        expect(names(b)).toEqual(names(a));
+        expect(a.size).toBeLessThanOrEqual(Math.max(0, pods.length - 1));
+        const lowest = Math.min(...classes.map((c) => c.priority));
+        for (const c of classes) {
+          const n = [...a.values()].filter((cs) => cs.includes(c)).length;
+          expect(n).toBe(c.priority > lowest ? Math.min(c.reserved_pods, Math.max(0, pods.length - 1)) : 0);
+        }
+      }),
+    );
+  });
+
+  it('a reserved pod refuses a lower class before its class is served there; a class with none reserves nothing', () => {
+    const classes = [cls('interactive', 100, 1), cls('batch', -1, 0)];
+    const idle = (podId: string): PodFacts => ({
+      podId,
+      eligible: true,
+      addedMs: 3000,
+      waitBehindMs: 3000,
+      pending: [],
+      protectedClasses: [],
+    });
+    const ranked = ['pod-a', 'pod-b', 'pod-c'].map(idle);
+    const [reserved] = [...reservedPods(classes, ['pod-a', 'pod-b', 'pod-c']).keys()];
+    const v = placeByClass(-1, classes, [
+      ranked.find((p) => p.podId === reserved)!,
+      ...ranked.filter((p) => p.podId !== reserved),
+    ]);
+    expect(v).toMatchObject({ kind: 'moved', podIndex: 1 });
+    // Work within the reserved class's objective is still taken there, and the class itself always is.
+    expect(placeByClass(-1, classes, [{ ...idle(reserved!), waitBehindMs: 900 }]).kind).toBe('best');
+    expect(placeByClass(100, classes, ranked).kind).toBe('best');
+    expect(placeByClass(-1, [cls('interactive', 100, 0), cls('batch', -1, 0)], ranked).kind).toBe('best');
   });
 });

@@ -1,13 +1,15 @@
-// The Grafana dashboard in deploy/grafana names only series the collector really registers.
-import { readFileSync } from 'node:fs';
+// The Grafana dashboards in deploy/grafana name only series the collector really registers.
+import { readFileSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { CollectorMetrics } from '../../../src/collector/collector-metrics.js';
+import { registerPluginMetrics } from '../../../src/collector/metrics/plugin-metrics.js';
 import { registerUsageMetrics } from '../../../src/collector/metrics/usage-metrics.js';
 import { createUsageRedis } from '../../../src/usage/index.js';
 
-const path = fileURLToPath(new URL('../../../deploy/grafana/kinference-usage.json', import.meta.url));
+const dir = fileURLToPath(new URL('../../../deploy/grafana/', import.meta.url));
+const path = `${dir}kinference-usage.json`;
 
 /** Every series name the collector's /metrics can carry: its own registry plus the usage series. */
 async function registeredSeries(): Promise<Set<string>> {
@@ -19,6 +21,7 @@ async function registeredSeries(): Promise<Set<string>> {
   // Never connected: the names come from the registration, not from a scrape.
   const client = createUsageRedis({ url: 'redis://127.0.0.1:1' });
   registerUsageMetrics(usage, { client, keyPrefix: 'p', exporting: () => false });
+  registerPluginMetrics(usage, { client, keyPrefix: 'p', exporting: () => false });
   const out = new Set<string>();
   for (const reg of [collector.registry, usage])
     for (const m of reg.getMetricsAsArray()) {
@@ -57,5 +60,18 @@ describe('deploy/grafana/kinference-usage.json', () => {
 
   it('never groups or filters by tenant (the series have no tenant label)', () => {
     for (const q of exprs(dashboard)) expect(q).not.toMatch(/tenant/);
+  });
+});
+
+describe('every dashboard in deploy/grafana', () => {
+  const files = readdirSync(dir).filter((f) => f.endsWith('.json'));
+
+  it.each(files)('%s names only registered series, never a tenant', async (file) => {
+    const series = await registeredSeries();
+    const queries = exprs(JSON.parse(readFileSync(`${dir}${file}`, 'utf8')));
+    const named = new Set(queries.flatMap((q) => q.match(/\bkinference_[a-z0-9_]+/g) ?? []));
+    expect(named.size).toBeGreaterThan(5);
+    expect([...named].filter((n) => !series.has(n))).toEqual([]);
+    for (const q of queries) expect(q).not.toMatch(/tenant/);
   });
 });

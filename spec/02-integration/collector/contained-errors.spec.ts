@@ -3,7 +3,6 @@ import { Collector } from '../../../src/collector/collector.js';
 import { StaticDiscovery } from '../../../src/collector/discovery/static.js';
 import { silentLogger } from '../../../src/collector/logger.js';
 import type { StreamWorker } from '../../../src/collector/stream-worker.js';
-import { createKvIndex } from '../../../src/index/index.js';
 import type { KvIndex } from '../../../src/index/index.js';
 import { waitFor } from '../../helpers/ports.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
@@ -18,6 +17,7 @@ import {
   waitCached,
   waitSubscribed,
 } from '../../helpers/collector/collector-harness.js';
+import { observerIndex } from '../../helpers/observer-index.js';
 
 const hashes = hashCounter(7n << 40n);
 
@@ -35,7 +35,7 @@ describe('a throwing observer of index writes (real ZMQ and Redis)', () => {
 
   beforeAll(async () => {
     redis = await startRedis();
-    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kobs' });
+    index = observerIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kobs' });
     pub = await new FakeVllmPublisher({ format: 'array' }).bind();
     collector = new Collector(testSettings(), {
       index,

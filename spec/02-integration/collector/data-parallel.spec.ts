@@ -2,7 +2,7 @@ import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Collector } from '../../../src/collector/collector.js';
 import type { PodConfig } from '../../../src/config/fleet-config.js';
-import { createKvIndex, type KvIndex } from '../../../src/index/index.js';
+import { type KvIndex } from '../../../src/index/index.js';
 import { freePort } from '../../helpers/ports.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
@@ -15,6 +15,7 @@ import {
   waitCached,
   waitSubscribed,
 } from '../../helpers/collector/collector-harness.js';
+import { observerIndex } from '../../helpers/observer-index.js';
 
 /** Two consecutive free ports (vLLM's rank r publishes on port + r). */
 async function portPair(): Promise<number> {
@@ -38,7 +39,7 @@ describe('data-parallel pods: one stream and one index entry per rank', () => {
 
   beforeAll(async () => {
     redis = await startRedis();
-    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kdp' });
+    index = observerIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kdp' });
     const [kv, rep] = [await portPair(), await portPair()];
     ranks = await Promise.all(
       [0, 1].map((r) =>

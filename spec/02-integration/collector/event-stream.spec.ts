@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Collector } from '../../../src/collector/collector.js';
 import type { StreamWorker } from '../../../src/collector/stream-worker.js';
-import { createKvIndex, type KvIndex } from '../../../src/index/index.js';
+import { type KvIndex } from '../../../src/index/index.js';
 import { waitFor } from '../../helpers/ports.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
@@ -18,6 +18,7 @@ import {
 } from '../../helpers/collector/collector-harness.js';
 import { encodeMsgspec, f64 } from '../../helpers/collector/msgspec-encoder.js';
 import { encodeBatch, seqFrame } from '../../helpers/collector/vllm-frames.js';
+import { observerIndex } from '../../helpers/observer-index.js';
 
 // Hashes above 2^63: a double would round them, and chaining would then fail.
 const hashes = hashCounter(2n ** 63n + 12345n);
@@ -34,7 +35,12 @@ describe.each(['array', 'map'] as const)(
 
     beforeAll(async () => {
       redis = await startRedis();
-      index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: `kt-${format}` });
+      index = observerIndex({
+        kind: 'redis',
+        url: redis.url,
+        keyPrefix: `kt-${format}`,
+        lookupTimeoutMs: 2000,
+      });
       const batch = format === 'array' ? { format, storedFields: 11, removedFields: 3 } : { format };
       pub = await new FakeVllmPublisher(batch, { topic: 'kv-events' }).bind();
       plain = await new FakeVllmPublisher(batch, { replay: false }).bind();

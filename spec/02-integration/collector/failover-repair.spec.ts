@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedisSentinel, type RedisSentinelSetup } from '../../../harness/redis-sentinel.js';
 import type { RedisServer } from '../../../harness/redis-server.js';
 import type { Collector } from '../../../src/collector/collector.js';
-import { createKvIndex, type KvIndex } from '../../../src/index/index.js';
+import { type KvIndex } from '../../../src/index/index.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
 import {
   BS,
@@ -15,6 +15,7 @@ import {
 import { waitFor } from '../../helpers/ports.js';
 import { startRedisCluster, type TestCluster } from '../../helpers/redis-cluster.js';
 import { MODEL } from '../../helpers/collector/collector-harness.js';
+import { observerIndex } from '../../helpers/observer-index.js';
 
 /**
  * A failover whose promoted replica missed the last writes (replication is asynchronous), under a running
@@ -38,7 +39,7 @@ interface Backend {
 
 async function sentinelBackend(prefix: string): Promise<Backend> {
   const s: RedisSentinelSetup = await startRedisSentinel({ replicas: 1 });
-  const index = createKvIndex({
+  const index = observerIndex({
     kind: 'redis',
     url: s.url,
     sentinel: { nodes: s.sentinelAddresses, master: s.master },
@@ -71,7 +72,7 @@ async function clusterBackend(prefix: string): Promise<Backend> {
   const owner = await c.ownerOf(slot);
   const url = await c.urlAvoiding(MODEL);
   const replica = await c.addReplica(owner);
-  const index = createKvIndex({
+  const index = observerIndex({
     kind: 'redis',
     url,
     cluster: true,

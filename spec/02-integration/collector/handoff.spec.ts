@@ -5,7 +5,7 @@ import type { Collector } from '../../../src/collector/collector.js';
 import type { StreamWorker } from '../../../src/collector/stream-worker.js';
 import type { CollectorSection } from '../../../src/config/collector-section.js';
 import type { PodConfig } from '../../../src/config/fleet-config.js';
-import { createKvIndex, type KvIndex } from '../../../src/index/index.js';
+import { type KvIndex } from '../../../src/index/index.js';
 import { freePort, waitFor } from '../../helpers/ports.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
@@ -22,6 +22,7 @@ import {
   waitSubscribed,
 } from '../../helpers/collector/collector-harness.js';
 import { vllmExposition } from '../../helpers/collector/vllm-metrics-text.js';
+import { observerIndex } from '../../helpers/observer-index.js';
 
 /**
  * Handoffs (src/collector/handoff.ts): a collector that stops cleanly leaves each pod's stream state in
@@ -80,7 +81,7 @@ describe('collector handoff at a clean stop (real Redis and ZMQ)', () => {
 
   beforeAll(async () => {
     redis = await startRedis();
-    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'khand' });
+    index = observerIndex({ kind: 'redis', url: redis.url, keyPrefix: 'khand' });
   });
   afterEach(async () => {
     await collector?.stop();

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Collector } from '../../../src/collector/collector.js';
 import { KubernetesDiscovery } from '../../../src/collector/discovery/kubernetes.js';
 import { createLogger, silentLogger } from '../../../src/collector/logger.js';
-import { createKvIndex, type KvIndex } from '../../../src/index/index.js';
+import { type KvIndex } from '../../../src/index/index.js';
 import { freePort, waitFor } from '../../helpers/ports.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
@@ -20,6 +20,7 @@ import {
   waitSubscribed,
 } from '../../helpers/collector/collector-harness.js';
 import { vllmExposition } from '../../helpers/collector/vllm-metrics-text.js';
+import { observerIndex } from '../../helpers/observer-index.js';
 
 const NS = 'llm';
 const SLICES = `/apis/discovery.k8s.io/v1/namespaces/${NS}/endpointslices`;
@@ -177,7 +178,7 @@ describe('Kubernetes discovery (EndpointSlices list + watch against an API stand
 
   beforeAll(async () => {
     redis = await startRedis();
-    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kk8s' });
+    index = observerIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kk8s' });
     a = await new FakeVllmPublisher({ format: 'map' }, { host: '127.0.0.1' }).bind();
     const kvPort = Number(a.endpoint.split(':').pop());
     const replayPort = Number(a.replayEndpoint.split(':').pop());
@@ -311,7 +312,7 @@ describe('Kubernetes discovery when the API server refuses or fails', () => {
 
   beforeAll(async () => {
     redis = await startRedis();
-    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kk8s-fail' });
+    index = observerIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kk8s-fail' });
     // Left by an earlier collector: a refused list must not read as "no pods" and remove it.
     await index.upsertPodState({ model: MODEL, podId: 'vllm-old' }, { address: '10.9.9.9:8000' });
     a = await new FakeVllmPublisher({ format: 'map' }, { host: '127.0.0.1' }).bind();

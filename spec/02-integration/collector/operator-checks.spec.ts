@@ -7,13 +7,14 @@ import { createLogger, type Logger } from '../../../src/collector/logger.js';
 import { EventSubscriber } from '../../../src/collector/transport/subscriber.js';
 import type { PodConfig } from '../../../src/config/fleet-config.js';
 import { isKinferenceError } from '../../../src/core/errors.js';
-import { createKvIndex, type KvIndex } from '../../../src/index/index.js';
+import { type KvIndex } from '../../../src/index/index.js';
 import type { BlockKey } from '../../../src/core/types.js';
 import { freePort, waitFor } from '../../helpers/ports.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
 import { BS, MODEL, testSettings } from '../../helpers/collector/collector-harness.js';
 import { vllmExposition } from '../../helpers/collector/vllm-metrics-text.js';
+import { observerIndex } from '../../helpers/observer-index.js';
 
 const OTHER = 'Other/Model';
 const KEY = '000000000000002a' as BlockKey;
@@ -60,7 +61,7 @@ describe('collector: what an operator relies on (real Redis, ZMQ, HTTP)', () => 
   });
 
   const newIndex = (): KvIndex =>
-    (index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: `kop${prefix++}` }));
+    (index = observerIndex({ kind: 'redis', url: redis.url, keyPrefix: `kop${prefix++}` }));
 
   function start(pods: PodConfig[], log: Logger, ownedModels?: string[]): Collector {
     return (collector = new Collector(testSettings(), {

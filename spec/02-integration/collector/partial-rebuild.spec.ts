@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Collector } from '../../../src/collector/collector.js';
 import type { PodConfig } from '../../../src/config/fleet-config.js';
 import type { PodState } from '../../../src/core/types.js';
-import { createKvIndex, type KvIndex } from '../../../src/index/index.js';
+import { type KvIndex } from '../../../src/index/index.js';
 import { waitFor } from '../../helpers/ports.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
@@ -16,6 +16,7 @@ import {
   startCollector,
   waitCached,
 } from '../../helpers/collector/collector-harness.js';
+import { observerIndex } from '../../helpers/observer-index.js';
 
 /**
  * PodState.partialSinceMs: the collector says when a pod's rebuilt index may lack blocks the pod still holds
@@ -43,7 +44,7 @@ describe('partial rebuilds (real Redis and ZMQ)', () => {
 
   beforeAll(async () => {
     redis = await startRedis();
-    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kpart' });
+    index = observerIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kpart' });
   });
   afterEach(async () => {
     await collector?.stop();

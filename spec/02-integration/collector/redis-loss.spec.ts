@@ -95,6 +95,22 @@ describe('collector against Redis trouble (real Redis, ZMQ)', () => {
     expect(text).toContain('kinference_collector_index_lost_total{pod="pod-f",reason="missing"} 1');
   });
 
+  it('Redis killed and started again empty under an idle pod: rebuilt on the reconnection, no new event needed', async () => {
+    const w = await start('pod-k');
+    const tokens = freshTokens(3);
+    await pub!.publish([{ type: 'BlockStored', hashes: hashes(3), parent: null, tokens, blockSize: BS }]);
+    await waitCached(index, 'pod-k', tokens, 3);
+    const published = pub!.seq;
+    await redis.kill();
+    await redis.restart();
+    // The collector knows what it wrote: the loss is found once Redis answers, and the replay refills the pod.
+    await waitFor('loss found', () => w.queue.losses.missing === 1, 30_000);
+    await waitCached(index, 'pod-k', tokens, 3);
+    await waitFor('resync done', () => !w.resyncing);
+    expect(pub!.seq).toBe(published); // nothing published meanwhile
+    expect(w.stats.podClears.recovery).toBe(1);
+  });
+
   it('back to an older snapshot: a chain evicted since does not come back', async () => {
     const w = await start('pod-r');
     const tokens = freshTokens(3);

@@ -36,7 +36,7 @@ describe('a storm of restart-looking frames and sequence jumps', () => {
 
   beforeAll(async () => {
     redis = await startRedis();
-    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kstorm' });
+    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kstorm', lookupTimeoutMs: 2000 });
     pub = await new FakeVllmPublisher({ format: 'array' }).bind();
     collector = startCollector(index, [
       {
@@ -101,7 +101,7 @@ describe('a replay longer than REPLAY_MAX_BATCHES', () => {
 
   beforeAll(async () => {
     redis = await startRedis();
-    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kbound' });
+    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kbound', lookupTimeoutMs: 2000 });
     pub = await new FakeVllmPublisher({ format: 'array' }, { bufferSteps: 30_000 }).bind();
   });
 

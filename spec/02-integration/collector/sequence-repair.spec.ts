@@ -7,7 +7,7 @@ import { createLogger, silentLogger, type Logger } from '../../../src/collector/
 import type { StreamWorker } from '../../../src/collector/stream-worker.js';
 import type { CollectorSection } from '../../../src/config/collector-section.js';
 import type { PodConfig } from '../../../src/config/fleet-config.js';
-import { createKvIndex, type KvIndex } from '../../../src/index/index.js';
+import { type KvIndex } from '../../../src/index/index.js';
 import { freePort, waitFor } from '../../helpers/ports.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
@@ -25,6 +25,7 @@ import {
 import { encodeMsgspec, f64 } from '../../helpers/collector/msgspec-encoder.js';
 import { liveFrames, seqFrame } from '../../helpers/collector/vllm-frames.js';
 import { vllmExposition } from '../../helpers/collector/vllm-metrics-text.js';
+import { observerIndex } from '../../helpers/observer-index.js';
 
 /**
  * How the collector sequences a pod's event stream across restarts, duplicates, out-of-order batches,
@@ -133,7 +134,7 @@ describe('collector event sequencing (real Redis, ZMQ, HTTP)', () => {
 
   beforeAll(async () => {
     redis = await startRedis();
-    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kseq' });
+    index = observerIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kseq' });
   });
   afterEach(async () => {
     await collector?.stop();

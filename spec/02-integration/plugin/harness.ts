@@ -4,7 +4,6 @@ import { bundlePlugin } from '../../../scripts/bundle-plugin.mjs';
 import { PluginConfigSchema } from '../../../src/config/plugin-config.js';
 import { validateConfig } from '../../../src/config/validate.js';
 import type { BlockKey, PodState } from '../../../src/core/types.js';
-import { createKvIndex } from '../../../src/index/index.js';
 import { requestKeys } from '../../../src/router/index.js';
 import { waitPluginWarm } from '../../helpers/plugin-warm-up.js';
 import {
@@ -13,6 +12,7 @@ import {
   type Gateway,
   type GatewayOptions,
 } from '../../../kong/stand-in/index.js';
+import { observerIndex } from '../../helpers/observer-index.js';
 
 export { SEEDED_INDEX_CONFIG } from '../../helpers/seeded-index.js';
 
@@ -117,7 +117,7 @@ export async function seedIndex(
   model: string,
   pods: SeedPod[],
 ): Promise<void> {
-  const index = createKvIndex({ kind: 'redis', url: redisUrl, keyPrefix });
+  const index = observerIndex({ kind: 'redis', url: redisUrl, keyPrefix });
   try {
     const now = Date.now();
     for (const p of pods) {

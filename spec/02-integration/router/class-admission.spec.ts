@@ -90,6 +90,41 @@ describe('class admission in the router', () => {
     await nodeA.close();
   });
 
+  it('reserved pods keep a class ready from the start: no Kong node fills them with a lower class before it is served', async () => {
+    const reserving = {
+      ...POLICIES,
+      classes: POLICIES.classes.map((c) => (c.name === 'interactive' ? { ...c, reserved_pods: 1 } : c)),
+    };
+    // Two routers (two Kong nodes) over one index; no interactive request has been served anywhere yet.
+    const cfg = qwen3RouterConfig({ policies: reserving });
+    const res = defaultResources(cfg);
+    await fleet(res.index);
+    let now = NOW;
+    const nodes = [
+      createRouter(cfg, res, { clock: () => now }),
+      createRouter(cfg, res, { clock: () => now }),
+    ];
+    const batchPods = new Set<string>();
+    const reservedSeen = new Set<string>();
+    for (const [i, t] of ['alpha', 'beta', 'gamma', 'delta', 'epsilon', 'zeta'].entries()) {
+      const out = await nodes[i % 2]!.route(body(prompt(t)), as('nightly'));
+      batchPods.add(out.target!.podId);
+      for (const m of (out.admission?.detail ?? '').matchAll(
+        /(pod-\w) would push the next request of priority 100/g,
+      ))
+        reservedSeen.add(m[1]!);
+      now += 10;
+    }
+    // The same pod on both nodes, kept free of the flood; the flood has the other two.
+    expect(reservedSeen.size).toBe(1);
+    const [reserved] = [...reservedSeen];
+    expect(batchPods).toEqual(new Set(['pod-a', 'pod-b', 'pod-c'].filter((p) => p !== reserved)));
+    // The class's first request finds it idle: its best pod.
+    const chat = await nodes[1]!.route(body(prompt('eta'), 'Explain clause nine.'), as(null));
+    expect(chat.target!.podId).toBe(reserved);
+    for (const n of nodes) await n.close();
+  });
+
   it('moves a batch request off the pod where an interactive one is queued, to a pod it hurts nobody on', async () => {
     // pod-a holds the system prompt: the best pod for both; the interactive question is long (~0.1 s).
     const { router } = await setup({}, body(prompt('alpha')));

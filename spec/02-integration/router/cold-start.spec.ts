@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { PluginConfig } from '../../../src/config/plugin-config.js';
-import { createKvIndex, type KvIndex } from '../../../src/index/index.js';
+import { type KvIndex } from '../../../src/index/index.js';
 import {
   closeAllRouters,
   configRouter,
@@ -15,6 +15,7 @@ import { LOAD_RETRY_MS } from '../../../src/router/resources.js';
 import { QWEN3_DIR, qwen3RouterConfig } from '../../helpers/qwen3.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { SEEDED_INDEX_CONFIG } from '../../helpers/seeded-index.js';
+import { observerIndex } from '../../helpers/observer-index.js';
 
 const MODEL = 'Qwen/Qwen3-8B';
 const body = (user: string): string =>
@@ -57,12 +58,17 @@ describe('cold start: no request waits on a tokenizer or template load', () => {
       redis_url: redis.url,
       redis_key_prefix: prefix,
       ...SEEDED_INDEX_CONFIG,
+      // The subject is the load's ordering: a lookup past the default 25 ms on a loaded host is not.
+      redis_timeout_ms: 2000,
+      // The event loop's own background loads (decision workers are prepared the same way once loaded, and
+      // have their own specs: decision-pool.spec.ts).
+      decision_workers: 0,
       ...over,
     });
   }
 
   async function seedPods(cfg: PluginConfig, pods: string[]): Promise<KvIndex> {
-    const index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: cfg.redis_key_prefix });
+    const index = observerIndex({ kind: 'redis', url: redis.url, keyPrefix: cfg.redis_key_prefix });
     indexes.push(index);
     for (const [i, podId] of pods.entries())
       await index.upsertPodState(

@@ -75,6 +75,31 @@ describe('ITL guard through the router (itl_slo_ms)', () => {
     expect(fifth.target?.podId).toBe(first.target?.podId);
   });
 
+  it('counts every concurrent decision: six at once give one per idle pod and shed the other three', async () => {
+    // Decisions interleave at their awaits (tokenize, lookup, limits). Between one request's prediction and
+    // its booking nothing may yield, or a request deciding in between sees the pod idle and both are sent.
+    const cfg = config();
+    const res = defaultResources(cfg);
+    await fleet(res.index);
+    let now = NOW;
+    const router = createRouter(cfg, res, { clock: () => now });
+    await router.route(body('warm')).then((o) => router.observe(o, null));
+    now += 1_000; // the warm-up's prefill has left the guard's window: every pod is idle
+    const outs = await Promise.all(['a', 'b', 'c', 'd', 'e', 'f'].map((u) => router.route(body(u))));
+    const served = outs.filter((o) => o.target !== null).map((o) => o.target!.podId);
+    expect(served.sort()).toEqual(['pod-a', 'pod-b', 'pod-c']);
+    expect(outs.filter((o) => o.shed !== null)).toHaveLength(3);
+  });
+
+  it('a fallback books its pod in the turn it chose it: concurrent fallbacks spread over the pods', async () => {
+    const pods = ['10.9.9.1:8000', '10.9.9.2:8000', '10.9.9.3:8000'];
+    const cfg = config({ tokenizer: 'hf:/nonexistent/tokenizer.json', model_pods: { [MODEL]: pods } });
+    const router = createRouter(cfg, defaultResources(cfg), { clock: () => NOW });
+    const outs = await Promise.all(['a', 'b', 'c'].map((u) => router.route(body(u))));
+    for (const o of outs) expect(o.fallbackReason).toBe('tokenizer_error');
+    expect(outs.map((o) => o.target?.podId).sort()).toEqual(pods);
+  });
+
   it('forgets requests whose log phase never came once a scrape shows the pods idle, not 10 min later', async () => {
     const cfg = config();
     const res = defaultResources(cfg);

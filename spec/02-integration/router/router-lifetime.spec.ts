@@ -97,7 +97,7 @@ describe('a config’s router is closed, with its Redis connection, after ROUTER
     expect(again.target?.podId).toBe('pod-a');
     expect(openRouterCount()).toBe(2);
     await waitFor('the new router connected', async () => (await routerConnections()) === 2);
-  });
+  }, 90_000); // loads the Qwen3 tokenizer (in the decision workers too): ~30 s on a loaded host
 
   it('a request observed keeps its router in use', async () => {
     const cfg = config('life-c');

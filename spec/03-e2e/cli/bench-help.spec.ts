@@ -20,6 +20,7 @@ const SCRIPTS = [
   'load',
   'fuzz',
   'usage',
+  'gateways',
 ];
 
 const script = (name: string): string =>

@@ -71,7 +71,12 @@ describe('benchmarks, small runs', () => {
 
   it('bench:plugin times every path and routes each 64 KB body to the pod holding its prefix, in 4 PDK calls', () => {
     const out = run('plugin', { KINF_BENCH_REQUESTS: '10' }) as {
-      path64k: { server: string; pdkCalls: number; chosenTarget: string; handleEventToRetMs: Stats }[];
+      path64k: {
+        server: string;
+        pdkCalls: number;
+        exposedOutcomes: Record<string, number>;
+        handleEventToRetMs: Stats;
+      }[];
       routing64kInProcess: Record<string, Record<string, Stats>>;
       bodySizes: { bodyBytes: number; stock: { totalMs: Stats } }[];
       transportOnly: { bodyBytes: number; stock: Stats }[];
@@ -79,7 +84,15 @@ describe('benchmarks, small runs', () => {
     expect(out.path64k.length).toBeGreaterThanOrEqual(2); // Qwen3 on the stock server, o200k; + patched
     for (const p of out.path64k) {
       expect(p.pdkCalls, p.server).toBe(4);
-      expect(p.chosenTarget, p.server).toBe('10.0.0.8'); // pod-b holds the shared system prompt
+      // Every decision routed on the prompt goes to pod-b, which holds the shared system prompt. A loaded CI
+      // host may push one past decision_budget_ms: it is then routed on load, and says so.
+      const outcomes = Object.entries(p.exposedOutcomes);
+      const routed = outcomes.filter(([k]) => k.endsWith(' routed'));
+      expect(
+        routed.map(([k]) => k),
+        p.server,
+      ).toEqual(['10.0.0.8 routed']);
+      for (const [k] of outcomes) expect(k, p.server).toMatch(/ (routed|decision_budget_exceeded)$/);
       expect(p.handleEventToRetMs.n).toBeGreaterThanOrEqual(2);
       expect(p.handleEventToRetMs.p50).toBeGreaterThan(0);
     }

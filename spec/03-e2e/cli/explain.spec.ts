@@ -6,12 +6,12 @@ import { fileURLToPath } from 'node:url';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadFleetConfig } from '../../../src/config/fleet-config.js';
-import { createKvIndex } from '../../../src/index/index.js';
 import { pluginConfigFromFleet } from '../../../src/router/from-fleet.js';
 import { requestKeys } from '../../../src/router/index.js';
 import { QWEN3_TEMPLATE, QWEN3_TOKENIZER } from '../../helpers/qwen3.js';
 import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { SEEDED_INDEX_CONFIG } from '../../helpers/seeded-index.js';
+import { observerIndex } from '../../helpers/observer-index.js';
 
 const cli = fileURLToPath(new URL('../../../bin/kinference.js', import.meta.url));
 const examples = fileURLToPath(new URL('../../../examples/', import.meta.url));
@@ -43,7 +43,7 @@ describe('kinference explain (built CLI, real Redis)', { timeout: CLI_MS + 15_00
     // What the collector would have written: both pods registered, pod-b holding the first request's blocks.
     const fleet = loadFleetConfig(fleetPath);
     const cfg = pluginConfigFromFleet(fleet, MODEL, fleetPath);
-    const index = createKvIndex({ kind: 'redis', url: redis.url });
+    const index = observerIndex({ kind: 'redis', url: redis.url });
     const now = Date.now();
     for (const [podId, address] of [
       ['pod-a', '127.0.0.1:18001'],

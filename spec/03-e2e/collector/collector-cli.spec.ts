@@ -4,11 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRedisSentinel, type RedisSentinelSetup } from '../../../harness/redis-sentinel.js';
-import { createKvIndex, type KvIndex } from '../../../src/index/index.js';
+import { type KvIndex } from '../../../src/index/index.js';
 import { freePort, waitFor } from '../../helpers/ports.js';
 import { startIndexRedis, type IndexRedis } from '../../helpers/redis-cluster.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
 import { BS, MODEL, freshTokens, waitCached } from '../../helpers/collector/collector-harness.js';
+import { observerIndex } from '../../helpers/observer-index.js';
 
 // On a standalone Redis, on a 3-shard Redis Cluster (`redis_cluster: true`: the index and the writer lease,
 // reached through `redis_cluster_nodes` with the node of `redis_url` down), and through Redis Sentinel
@@ -32,7 +33,7 @@ describe.each([
       const s = (sentinels = await startRedisSentinel({ replicas: 1 }));
       redis = { url: s.url, cluster: false, stop: () => s.stop() };
     } else redis = await startIndexRedis(cluster, MODEL);
-    index = createKvIndex({
+    index = observerIndex({
       kind: 'redis',
       url: redis.url,
       cluster,
@@ -98,7 +99,7 @@ describe.each([
   });
 
   it('serves /healthz and /metrics, indexes events, and exits 0 on SIGTERM after flushing', async () => {
-    await waitFor('/healthz', async () => (await fetch(`http://${listen}/healthz`)).status === 200, 20_000);
+    await waitFor('/healthz', async () => (await fetch(`http://${listen}/healthz`)).status === 200, 60_000);
     const health = (await (await fetch(`http://${listen}/healthz`)).json()) as { streams: { pod: string }[] };
     expect(health.streams.map((s) => s.pod)).toEqual(['pod-c']);
 
@@ -131,5 +132,5 @@ describe.each([
       expect.arrayContaining(['collector listening', 'pod added', 'shutting down', 'stopped']),
     );
     expect(lines.find((l) => l.msg === 'stopped')?.flushed).toBe(true);
-  });
+  }, 120_000); // the process starts and imports first: tens of seconds on a loaded 2-core host
 });

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createKvIndex, type KvIndex } from '../../../src/index/index.js';
+import { type KvIndex } from '../../../src/index/index.js';
 import { blockKeys, keySeed } from '../../../src/core/block-keys.js';
 import { packEntry } from '../../../src/index/lua/entry.js';
 import { SCRIPTS } from '../../../src/index/redis-scripts.js';
@@ -30,6 +30,10 @@ import {
   hashCounter,
   waitCached,
 } from '../../helpers/collector/collector-harness.js';
+import { observerIndex } from '../../helpers/observer-index.js';
+
+/** A collector process's start (tsx, imports, lease): tens of seconds on a loaded 2-core CI host. */
+const START_MS = 45_000;
 
 /**
  * One writer per model (docs/collector.md, "One writer per model: the writer lease"): two real
@@ -198,7 +202,7 @@ describe('writer lease: two `kinference collector` processes on one fleet (real 
 
   beforeAll(async () => {
     redis = await startRedis();
-    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: PREFIX });
+    index = observerIndex({ kind: 'redis', url: redis.url, keyPrefix: PREFIX });
     pub = await new FakeVllmPublisher({ format: 'map' }, { topic: 'kv' }).bind();
     dir = mkdtempSync(join(tmpdir(), 'kinf-lease-'));
   });
@@ -220,12 +224,12 @@ describe('writer lease: two `kinference collector` processes on one fleet (real 
     const holderPid = await waitFor(
       'a lease holder',
       async () => (await holderIn(redis, leaseKey))?.pid,
-      20_000,
+      START_MS,
       50,
     );
     [a, b] = holderPid === one.pid ? [one, two] : [two, one];
     expect(a.pid).toBe(holderPid);
-    await waitFor('collector A healthy', async () => (await a.health()).status === 200, 20_000, 50);
+    await waitFor('collector A healthy', async () => (await a.health()).status === 200, START_MS, 50);
     await waitIngesting(a, pub);
     const aHolder = await holderIn(redis, leaseKey);
     expect(aHolder).toMatchObject({ pid: a.pid });
@@ -236,7 +240,7 @@ describe('writer lease: two `kinference collector` processes on one fleet (real 
         const r = await b.health();
         return r.body.standby === true ? r : null;
       },
-      20_000,
+      START_MS,
       50,
     );
     expect(standby.status).toBe(503);
@@ -265,7 +269,7 @@ describe('writer lease: two `kinference collector` processes on one fleet (real 
     expect(await b.metrics()).not.toMatch(/kinference_collector_batches_total\{/);
     expect(indexLosses(await a.metrics())).toBe(0);
     expect(await holderIn(redis, leaseKey)).toEqual(aHolder);
-  }, 60_000); // two collector processes start one after the other: slow on a busy 2-core machine
+  }, 150_000); // two collector processes start one after the other: slow on a busy 2-core machine
 
   it('SIGTERM the active one: it releases the lease, and the standby takes over and keeps the index current', async () => {
     const aExit = a.exited;
@@ -491,7 +495,7 @@ describe('writer fence: a collector frozen past its lease (SIGSTOP) cannot write
 
   beforeAll(async () => {
     redis = await startRedis();
-    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: FENCE_PREFIX });
+    index = observerIndex({ kind: 'redis', url: redis.url, keyPrefix: FENCE_PREFIX });
     pub = await new FakeVllmPublisher({ format: 'map' }, { topic: 'kv' }).bind();
     dir = mkdtempSync(join(tmpdir(), 'kinf-fence-'));
   });
@@ -513,13 +517,13 @@ describe('writer fence: a collector frozen past its lease (SIGSTOP) cannot write
     await waitFor(
       'A holds the lease',
       async () => (await holderIn(redis, leaseKey))?.pid === a.pid,
-      20_000,
+      START_MS,
       50,
     );
     const b = await startCollectorProc(ADDR_B);
     const aValue = (await redis.client.get(leaseKey))!;
     const aId = parseLeaseHolder(aValue).id;
-    await waitFor('A healthy', async () => (await a.health()).status === 200, 20_000, 50);
+    await waitFor('A healthy', async () => (await a.health()).status === 200, START_MS, 50);
     await waitIngesting(a, pub);
     const t1 = { tokens: freshTokens(3), hashes: hashes(3) };
     await pub.publish([
@@ -527,7 +531,7 @@ describe('writer fence: a collector frozen past its lease (SIGSTOP) cannot write
     ]);
     await waitCached(index, POD, t1.tokens, 3);
     expect(await podAddress()).toBe(ADDR_A);
-    await waitFor('B standing by', async () => (await b.health()).body.standby === true, 20_000, 50);
+    await waitFor('B standing by', async () => (await b.health()).body.standby === true, START_MS, 50);
 
     // A freezes (a GC pause, a VM stall) for longer than its lease: B takes over and rebuilds the pod.
     a.proc.kill('SIGSTOP');
@@ -629,7 +633,7 @@ describe('writer fence: a collector frozen past its lease (SIGSTOP) cannot write
     expect(indexLosses(await b.metrics())).toBe(0);
     expect(b.lines().filter((l) => l.level === 'error')).toEqual([]);
     expect(b.proc.exitCode).toBeNull();
-  }, 45_000);
+  }, 120_000);
 
   it('the fence alone: a write refused long before any renewal is a lost lease, never retried; exit 1 at once', async () => {
     // A collector whose renewal comes only every 20 s: within this test only the fence can find that its
@@ -640,10 +644,10 @@ describe('writer fence: a collector frozen past its lease (SIGSTOP) cannot write
     await waitFor(
       'C holds the lease',
       async () => (await holderIn(redis, leaseKey))?.pid === c.pid,
-      20_000,
+      START_MS,
       50,
     );
-    await waitFor('C healthy', async () => (await c.health()).status === 200, 20_000, 50);
+    await waitFor('C healthy', async () => (await c.health()).status === 200, START_MS, 50);
     await waitIngesting(c, pub);
     const intruder = { id: 'intruder', host: 'elsewhere', pid: 4242 };
     await redis.client.set(leaseKey, JSON.stringify(intruder), 'PX', 60_000);
@@ -667,7 +671,7 @@ describe('writer fence: a collector frozen past its lease (SIGSTOP) cannot write
     expect(c.lines().filter((l) => l.msg.startsWith('index write failed'))).toEqual([]);
     expect(await indexKeys()).toEqual(before);
     expect(await redis.client.get(leaseKey)).toBe(JSON.stringify(intruder));
-  }, 45_000);
+  }, 120_000);
 });
 
 describe('handoff checkpoints: a collector killed after a quiet spell (real Redis, real processes)', () => {
@@ -680,7 +684,7 @@ describe('handoff checkpoints: a collector killed after a quiet spell (real Redi
 
   beforeAll(async () => {
     redis = await startRedis();
-    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'khc' });
+    index = observerIndex({ kind: 'redis', url: redis.url, keyPrefix: 'khc' });
     // A replay buffer of 3 batches: what the killed collector applied is gone from it by the time the next
     // one starts, so only the checkpoint keeps those blocks.
     pub = await new FakeVllmPublisher({ format: 'map' }, { topic: 'kv', bufferSteps: 3 }).bind();
@@ -709,7 +713,7 @@ describe('handoff checkpoints: a collector killed after a quiet spell (real Redi
       await waitFor(
         `${name} healthy`,
         async () => (await c.health().catch(() => null))?.status === 200,
-        20_000,
+        START_MS,
         50,
       );
       return c;

@@ -18,6 +18,8 @@ export interface StreamSettings {
   /** Live batches held while a replay runs; beyond it they are dropped, and replayed once the inbox drains. */
   liveBufferBatches: number;
   receiveHighWaterMark: number;
+  /** Largest ZMQ frame accepted, live or replayed (ZMQ maxMessageSize); default DEFAULT_MAX_FRAME_BYTES. */
+  maxFrameBytes?: number;
   queue: ApplyQueueOptions;
   /**
    * While the event stream is connected and caught up, the pod's lastEventAtMs is refreshed this often when

@@ -153,12 +153,15 @@ export class Resync {
       this.writes.clear('recovery');
     }
     let sameProcess: boolean | null = null;
+    // The last replay read the buffer to its end (not cut short by a timeout, e.g. at a refused frame).
+    let complete = false;
     // Now either fresh (lastSeq null: nothing ingested since the last clear) or after lastSeq. Fresh, a
     // live seq 0 needs nothing older.
     if (this.cx.spec.kvEventsReplay && !(state.lastSeq === null && trigger?.seq === 0)) {
       this.writes.setResyncing(true);
       const first = await this.#replay(kind === 'connect');
       sameProcess = first.same;
+      complete = first.complete;
       let bounded = first.bounded;
       if (sameProcess === false && !state.stopped) {
         stats.restarts++;
@@ -168,7 +171,9 @@ export class Resync {
         });
         this.#forgetProcess('restart');
         sameProcess = null; // a fact about the old process
-        bounded = (await this.#replay(false)).bounded;
+        const again = await this.#replay(false);
+        bounded = again.bounded;
+        complete = again.complete;
       }
       if (bounded && !state.stopped) {
         // The rest of the buffer comes with the next replay, which also takes the trigger.
@@ -178,7 +183,7 @@ export class Resync {
         return;
       }
     }
-    if (trigger !== null && !state.stopped) await this.#afterResync(trigger, sameProcess);
+    if (trigger !== null && !state.stopped) await this.#afterResync(trigger, sameProcess, complete);
     // The index may have lost this pod's writes meanwhile (dropped queue, suspended writes): what was just
     // replayed is gone, and the pod stays resyncing until the recovery ahead has rebuilt it.
     this.writes.setResyncing(this.cx.queue.suspended || state.recoveryPending);
@@ -190,7 +195,9 @@ export class Resync {
    * bytes there, or nothing at or after it from a buffer that keeps batches, it is a new process (returns
    * false, having applied nothing). Returns null when it cannot tell.
    */
-  async #replay(liveCancels: boolean): Promise<{ same: boolean | null; bounded: boolean }> {
+  async #replay(
+    liveCancels: boolean,
+  ): Promise<{ same: boolean | null; bounded: boolean; complete: boolean }> {
     const { state, stats, settings, queue } = this.cx;
     const probe = state.lastSeq;
     const from = probe ?? 0;
@@ -199,47 +206,53 @@ export class Resync {
     state.replayRun = run;
     let first: number | null = null;
     let same: boolean | null = null;
-    const request = requestReplay(this.cx.spec.kvEventsReplay!, from, settings.replayTimeoutMs, (m) => {
-      if (state.stopped || run.cancelled) return false;
-      // Bounded: past REPLAY_MAX_BATCHES / _BYTES this replay stops, and the next one goes on from here.
-      run.bytes += m.payload.length;
-      // Only once this replay has applied something: one batch above the byte bound must not stop every replay
-      // at the same place.
-      const over = run.items >= this.#limits.maxBatches || run.bytes > this.#limits.maxBytes;
-      if (over && run.applied > 0) {
-        run.bounded = true;
-        return false;
-      }
-      run.items++;
-      first ??= m.seq;
-      stats.replayedBatches++;
-      state.bufferKeeps = true;
-      if (probe !== null && m.seq === probe && same === null) {
-        const known = state.window.lookup(m.seq, payloadDigest(m.payload));
-        if (known === 'different') {
-          same = false;
+    const request = requestReplay(
+      this.cx.spec.kvEventsReplay!,
+      from,
+      settings.replayTimeoutMs,
+      (m) => {
+        if (state.stopped || run.cancelled) return false;
+        // Bounded: past REPLAY_MAX_BATCHES / _BYTES this replay stops, and the next one goes on from here.
+        run.bytes += m.payload.length;
+        // Only once this replay has applied something: one batch above the byte bound must not stop every replay
+        // at the same place.
+        const over = run.items >= this.#limits.maxBatches || run.bytes > this.#limits.maxBytes;
+        if (over && run.applied > 0) {
+          run.bounded = true;
           return false;
         }
-        if (known === 'same') same = true;
-        return true; // our last batch: already applied
-      }
-      if (state.lastSeq !== null && m.seq <= state.lastSeq) {
-        stats.duplicates++;
-      } else if (state.lastSeq === null || m.seq === state.lastSeq + 1) {
-        this.writes.apply(m);
-        run.applied++;
-      } else {
-        // The buffer no longer holds what we miss: clear, and start a fresh contiguous run here.
-        this.writes.clear('gap');
-        this.writes.apply(m);
-        run.applied++;
-      }
-      // A replay is a burst: let the index catch up rather than overflow the write queue.
-      const room = settings.queue.maxQueuedOps / 2;
-      return queue.queuedOps > room
-        ? queue.waitForRoom(room).then(() => !state.stopped && !run.cancelled)
-        : true;
-    });
+        run.items++;
+        first ??= m.seq;
+        stats.replayedBatches++;
+        state.bufferKeeps = true;
+        if (probe !== null && m.seq === probe && same === null) {
+          const known = state.window.lookup(m.seq, payloadDigest(m.payload));
+          if (known === 'different') {
+            same = false;
+            return false;
+          }
+          if (known === 'same') same = true;
+          return true; // our last batch: already applied
+        }
+        if (state.lastSeq !== null && m.seq <= state.lastSeq) {
+          stats.duplicates++;
+        } else if (state.lastSeq === null || m.seq === state.lastSeq + 1) {
+          this.writes.apply(m);
+          run.applied++;
+        } else {
+          // The buffer no longer holds what we miss: clear, and start a fresh contiguous run here.
+          this.writes.clear('gap');
+          this.writes.apply(m);
+          run.applied++;
+        }
+        // A replay is a burst: let the index catch up rather than overflow the write queue.
+        const room = settings.queue.maxQueuedOps / 2;
+        return queue.queuedOps > room
+          ? queue.waitForRoom(room).then(() => !state.stopped && !run.cancelled)
+          : true;
+      },
+      settings.maxFrameBytes,
+    );
     const outcome = await Promise.race([request, run.done]);
     if (state.replayRun === run) state.replayRun = null;
     if (outcome === null) {
@@ -249,7 +262,7 @@ export class Resync {
         from,
         reason: state.stopped ? 'stopping' : 'a live batch came first',
       });
-      return { same: null, bounded: false };
+      return { same: null, bounded: false, complete: false };
     }
     // A buffer known to keep batches with nothing at or after our last one: a new process with fewer.
     if (probe !== null && same === null && first === null && outcome.kind === 'complete' && keeps)
@@ -277,20 +290,25 @@ export class Resync {
       firstSeq: first,
       lastSeq: state.lastSeq,
     });
-    return { same, bounded: run.bounded && same !== false };
+    return { same, bounded: run.bounded && same !== false, complete: outcome.kind === 'complete' };
   }
 
   /**
    * The live batch that started a resync, once the replay is done. No further replay from here, but one:
    * the batch shows a new process (other bytes under a used number) that the replay could not confirm (its
-   * buffer never returned anything): the new process's buffer is read from 0 before the batch.
+   * buffer never returned anything): the new process's buffer is read from 0 before the batch. `complete`:
+   * the replay read the buffer to its end; one cut short (a timeout, a frame ZMQ refused) proves no hole.
    */
-  async #afterResync(trigger: SequencedPayload, sameProcess: boolean | null): Promise<void> {
+  async #afterResync(
+    trigger: SequencedPayload,
+    sameProcess: boolean | null,
+    complete: boolean,
+  ): Promise<void> {
     const { state } = this.cx;
     const pos = classifySeq(state.lastSeq, trigger.seq);
     if (pos.kind === 'next' || pos.kind === 'first') this.writes.apply(trigger);
-    else if (pos.kind === 'gap' && sameProcess === true) {
-      // The engine's buffer, read after this batch arrived, holds our last batch and nothing up to this one:
+    else if (pos.kind === 'gap' && sameProcess === true && complete) {
+      // The engine's buffer, read to its end after this batch arrived, holds our last batch and nothing up to this one:
       // the engine never published it (a forged or corrupt number). Clearing for it would cost the index.
       this.cx.stats.unconfirmed++;
       this.cx.drops.note('unconfirmed', 1, () => ({ seq: trigger.seq, last: state.lastSeq }));

@@ -1,6 +1,7 @@
 // Asks a vLLM replay ROUTER for the batches buffered since a sequence number (DEALER, fresh socket).
 import { Dealer } from 'zeromq';
 import { encodeSeq, parseReplayFrames, type SequencedPayload } from '../wire/frames.js';
+import { DEFAULT_MAX_FRAME_BYTES } from './subscriber.js';
 
 export type ReplayOutcome =
   | { kind: 'complete'; items: number }
@@ -20,13 +21,16 @@ export const REPLAY_CONNECT_TIMEOUT_MS = 1000;
  * late answer to an abandoned request can never be mistaken for this one's. `onItem` returns false to stop;
  * a promise pauses reading. vLLM sends its whole buffer in one loop on a plain ROUTER, which drops what does
  * not fit under its high-water mark: so the socket's own receive queue is unbounded (receiveHighWaterMark 0)
- * and a pause never reaches the ROUTER. The reply is at most the replay buffer (buffer_steps batches).
+ * and a pause never reaches the ROUTER. The reply is at most the replay buffer (buffer_steps batches), and
+ * each frame at most `maxFrameBytes`: ZMQ drops the connection at a larger one before buffering it, and the
+ * request ends as a timeout after the items before it.
  */
 export async function requestReplay(
   endpoint: string,
   startSeq: number,
   timeoutMs: number,
   onItem: (msg: SequencedPayload) => boolean | Promise<boolean>,
+  maxFrameBytes: number = DEFAULT_MAX_FRAME_BYTES,
 ): Promise<ReplayOutcome> {
   // immediate: the request is queued only on a completed connection, so send() waits for one, at most
   // REPLAY_CONNECT_TIMEOUT_MS.
@@ -37,6 +41,7 @@ export async function requestReplay(
     receiveTimeout: timeoutMs,
     sendTimeout: connectMs,
     receiveHighWaterMark: 0,
+    maxMessageSize: maxFrameBytes,
   });
   let items = 0;
   try {

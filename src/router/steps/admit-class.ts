@@ -1,6 +1,6 @@
 // The class-admission step (policies only): a pod that would not cost a higher class its objective, or wait.
 import type { Prediction } from '../../core/predictor.js';
-import { admitByClass, sheddable, type Blocked, type PodFacts, type Tenant } from '../../policies/index.js';
+import { placeByClass, sheddable, type Blocked, type PodFacts, type Tenant } from '../../policies/index.js';
 import type { RouterMemory } from '../memory.js';
 import type { OtherReservation } from '../shared-reservations.js';
 import type { ClassAdmission, RouteOutcome } from '../outcome.js';
@@ -80,7 +80,7 @@ function describe(b: Blocked): string {
  * reservations and class activity, which the index's staleness does not touch.
  */
 export function admitClass(
-  memory: Pick<RouterMemory, 'reservations' | 'classes'>,
+  memory: Pick<RouterMemory, 'reservations' | 'classes' | 'config'>,
   input: AdmitInput,
 ): Admitted {
   const { choice, tenant, nowMs } = input;
@@ -91,18 +91,10 @@ export function admitClass(
   if (choice.decision.chosen === null)
     return { choice, shed: null, admission: { ...base, action: 'best', detail: null, waitUntilMs: null } };
   const ranked = choice.decision.candidates;
-  const verdict = admitByClass(
-    cls.priority,
-    ranked.map((p) =>
-      podFacts(
-        memory,
-        p,
-        nowMs,
-        choice.fallbackReason === 'all_pods_unhealthy',
-        input.others?.get(p.podId) ?? [],
-      ),
-    ),
-  );
+  const noneHealthy = choice.fallbackReason === 'all_pods_unhealthy';
+  const facts = ranked.map((p) => podFacts(memory, p, nowMs, noneHealthy, input.others?.get(p.podId) ?? []));
+  // Reserved pods protect their classes from the start (policies/class-placement.ts).
+  const verdict = placeByClass(cls.priority, memory.config.policies?.classes ?? [], facts);
   if (verdict.kind === 'best')
     return { choice, shed: null, admission: { ...base, action: 'best', detail: null, waitUntilMs: null } };
   const detail = verdict.blocked.map(describe).join('; ');

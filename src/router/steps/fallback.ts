@@ -76,15 +76,18 @@ export async function loadOnlyPods(
 
 /**
  * Routing without cache knowledge: rank the model's pods on load alone (healthy ones, and not those kept out
- * after an upstream failure), or leave Kong's target (`fallback: kong-default`, no model, no pod).
+ * after an upstream failure), or leave Kong's target (`fallback: kong-default`, no model, no pod). `commit`
+ * (the router's booking) runs in the same turn as the choice: a concurrent request deciding in between would
+ * not see this one on its pod.
  */
-export async function fallback(
+export async function fallback<T = FallbackRoute>(
   memory: Pick<
     RouterMemory,
     'config' | 'index' | 'lastKnownPods' | 'reservations' | 'sends' | 'correction' | 'itl' | 'failures'
   >,
   ctx: FallbackContext,
-): Promise<FallbackRoute> {
+  commit: (fell: FallbackRoute) => T = (fell) => fell as T,
+): Promise<T> {
   const { reason, detail, model, watch, nowMs } = ctx;
   const empty: Decision = { candidates: [], chosen: null, fallbackReason: reason };
   const route: DecidedRoute = {
@@ -99,13 +102,14 @@ export async function fallback(
     promptChars: ctx.promptChars,
     timings: watch.timings,
   };
-  if (memory.config.fallback === 'kong-default' || model === null) return { route, uncachedTokens: 0 };
+  if (memory.config.fallback === 'kong-default' || model === null)
+    return commit({ route, uncachedTokens: 0 });
   const loaded = await loadOnlyPods(memory, reason, model, watch);
   const pods = loaded.pods.filter(routable);
   // Two bounded details: the request's own, and the index's.
   if (loaded.indexError !== null)
     route.fallbackDetail = `${detail}; index: ${loaded.indexError}`.slice(0, 2 * DETAIL_MAX_CHARS);
-  if (pods.length === 0) return { route, uncachedTokens: 0 };
+  if (pods.length === 0) return commit({ route, uncachedTokens: 0 });
   const decision = watch.time('predictMs', () => {
     const { predictions, skipped } = predictPods(memory, {
       pods: pods.map((state) => ({ state, prefixBlocks: { ...NO_PREFIX } })),
@@ -118,5 +122,5 @@ export async function fallback(
     return choose(predictions, skipped);
   });
   route.decision = { ...decision, fallbackReason: reason };
-  return { route, uncachedTokens: ctx.promptTokens };
+  return commit({ route, uncachedTokens: ctx.promptTokens });
 }

@@ -1,5 +1,5 @@
 // The keys step: the prompt's chained block keys from a seed of model, adapter and cache salt.
-import { ChainMemo, keySeed, type KeySeedInput } from '../../core/block-keys.js';
+import { ChainMemo } from '../../core/block-keys.js';
 import type { BlockKey } from '../../core/types.js';
 
 /**
@@ -11,9 +11,9 @@ const recent = new ChainMemo(CHAIN_MEMO_TOKENS, 16);
 
 /**
  * The keys step: one key per full block of the prompt's tokens, chained from a seed of the model, adapter and
- * cache salt (core/block-keys.ts; the collector computes the same keys from the pods' KV events). Only the blocks
- * after the longest prefix shared with a recent prompt are hashed.
+ * cache salt (core/block-keys.ts keySeed; the collector computes the same keys from the pods' KV events). Only
+ * the blocks after the longest prefix shared with a recent prompt are hashed.
  */
-export function promptKeys(tokens: readonly number[], blockSize: number, seed: KeySeedInput): BlockKey[] {
-  return recent.keys(tokens, blockSize, keySeed(seed));
+export function chainKeys(tokens: readonly number[], blockSize: number, seed: BlockKey): BlockKey[] {
+  return recent.keys(tokens, blockSize, seed);
 }

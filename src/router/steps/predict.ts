@@ -111,6 +111,8 @@ export function predictPods(
       staleAfterMs: config.stale_after_ms,
       reservations: active,
       ttftFactor: correction.factor(pod.state.podId),
+      // Admission control on (the ITL guard): a pod still prefilling must not look free.
+      backlogAttention: itl !== null,
     });
     itl?.assess({ pod, prediction, reservations: active, promptTokens, maxTokens, nowMs });
     return prediction;

@@ -250,8 +250,10 @@ export function createHfTemplate(
   };
   const strftime_now = (fmt: unknown): string => strftime(String(fmt), now());
   const hasDefaults = Object.keys(defaultKwargs).length > 0;
+  const usesClock = (s: string): boolean => s.includes('strftime_now');
   return {
     spec,
+    pure: !usesClock(main.source) && (toolUse === null || !usesClock(toolUse.source)),
     render(req: ChatRequest): string {
       // HF picks the tool_use template whenever tools are given, an empty list too.
       const t = toolUse !== null && req.tools !== undefined ? toolUse : main;

@@ -1,4 +1,4 @@
-// The process's one tokenizer worker: started on first use, answers matched to calls, restarted if it dies.
+// Worker threads of the plugin: the tokenizer-load worker, and the handles the decision pool is made of.
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { KinferenceError, type ErrorCode } from '../../core/errors.js';
@@ -10,17 +10,7 @@ import type { LoadedInfo, TokenizerSource, WorkerRequest, WorkerResponse } from 
  */
 declare const __KINFERENCE_TOKENIZE_WORKER__: string | undefined;
 
-type Call = WorkerRequest extends infer R ? (R extends WorkerRequest ? Omit<R, 'id'> : never) : never;
-
-interface Running {
-  worker: Worker;
-  pending: Map<number, { resolve: (v: unknown) => void; reject: (e: unknown) => void }>;
-  /** Specs loaded in this worker (a restarted worker loads them again before serving them). */
-  loads: Map<string, Promise<LoadedInfo>>;
-}
-
-let running: Running | null = null;
-let nextId = 1;
+export type Call = WorkerRequest extends infer R ? (R extends WorkerRequest ? Omit<R, 'id'> : never) : never;
 
 function spawn(): Worker {
   if (typeof __KINFERENCE_TOKENIZE_WORKER__ === 'string')
@@ -39,41 +29,88 @@ function spawn(): Worker {
   return new Worker(new URL('./worker.js', url));
 }
 
-function start(): Running {
-  const worker = spawn();
-  const r: Running = { worker, pending: new Map(), loads: new Map() };
-  // The worker keeps the process alive only while a call waits on it.
-  worker.unref();
-  worker.on('message', (msg: WorkerResponse) => {
-    const p = r.pending.get(msg.id);
-    if (!p) return;
-    r.pending.delete(msg.id);
-    if (r.pending.size === 0) worker.unref();
-    if (msg.ok) p.resolve(msg.value);
-    else
-      p.reject(
-        msg.error.code
-          ? new KinferenceError(msg.error.code as ErrorCode, msg.error.message)
-          : new Error(msg.error.message),
-      );
-  });
-  const fail = (e: Error): void => {
-    if (running === r) running = null;
-    for (const p of r.pending.values()) p.reject(e);
-    r.pending.clear();
-  };
-  worker.on('error', (e) => fail(new Error(`tokenizer worker failed: ${e.message}`, { cause: e })));
-  worker.on('exit', (code) => fail(new Error(`tokenizer worker exited (code ${code})`)));
-  return r;
+let nextId = 1;
+
+/**
+ * One worker thread and its calls in flight, answered by id. It keeps the process alive only while a call
+ * waits on it. When it exits or fails, every call in flight is rejected and `onGone` runs once (its owner
+ * starts another).
+ */
+export class WorkerHandle {
+  readonly worker: Worker;
+  readonly #pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: unknown) => void }>();
+  #gone = false;
+
+  constructor(onGone: (h: WorkerHandle, why: Error) => void = () => undefined) {
+    this.worker = spawn();
+    this.worker.unref();
+    this.worker.on('message', (msg: WorkerResponse) => {
+      const p = this.#pending.get(msg.id);
+      if (!p) return;
+      this.#pending.delete(msg.id);
+      if (this.#pending.size === 0) this.worker.unref();
+      if (msg.ok) p.resolve(msg.value);
+      else
+        p.reject(
+          msg.error.code
+            ? new KinferenceError(msg.error.code as ErrorCode, msg.error.message)
+            : new Error(msg.error.message),
+        );
+    });
+    const fail = (e: Error): void => {
+      if (this.#gone) return;
+      this.#gone = true;
+      for (const p of this.#pending.values()) p.reject(e);
+      this.#pending.clear();
+      onGone(this, e);
+    };
+    this.worker.on('error', (e) => fail(new Error(`worker failed: ${e.message}`, { cause: e })));
+    this.worker.on('exit', (code) => fail(new Error(`worker exited (code ${code})`)));
+  }
+
+  /** Calls waiting on this worker. */
+  get inFlight(): number {
+    return this.#pending.size;
+  }
+
+  /** False once it exited or failed. */
+  get alive(): boolean {
+    return !this.#gone;
+  }
+
+  send<T>(call: Call, transfer: ArrayBuffer[] = []): Promise<T> {
+    if (this.#gone) return Promise.reject(new Error('worker exited'));
+    const id = nextId++;
+    return new Promise<T>((resolve, reject) => {
+      this.#pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      if (this.#pending.size === 1) this.worker.ref();
+      this.worker.postMessage({ ...call, id }, transfer);
+    });
+  }
+
+  /** Stops the thread (a hung one too): its calls are rejected, `onGone` runs. */
+  terminate(): Promise<number> {
+    return this.worker.terminate();
+  }
 }
 
-function send<T>(r: Running, call: Call): Promise<T> {
-  const id = nextId++;
-  return new Promise<T>((resolve, reject) => {
-    r.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
-    if (r.pending.size === 1) r.worker.ref();
-    r.worker.postMessage({ ...call, id });
-  });
+interface Running {
+  handle: WorkerHandle;
+  /** Specs loaded in this worker (a restarted worker loads them again before serving them). */
+  loads: Map<string, Promise<LoadedInfo>>;
+}
+
+/** The process's one tokenizer-load worker: started on first use, restarted if it dies. */
+let running: Running | null = null;
+
+function start(): Running {
+  const r: Running = {
+    handle: new WorkerHandle(() => {
+      if (running === r) running = null;
+    }),
+    loads: new Map(),
+  };
+  return r;
 }
 
 /** Loads a tokenizer in the worker (once per worker): what the caller's thread needs to serve it. */
@@ -90,7 +127,7 @@ export function loadInWorker(spec: string, source: TokenizerSource): Promise<Loa
 function loadIn(r: Running, spec: string, source: TokenizerSource): Promise<LoadedInfo> {
   let load = r.loads.get(spec);
   if (!load) {
-    load = send<LoadedInfo>(r, { op: 'load', spec, source });
+    load = r.handle.send<LoadedInfo>({ op: 'load', spec, source });
     // A failed load is not kept: the caller's retry policy decides when to try again.
     load.catch(() => r.loads.delete(spec));
     r.loads.set(spec, load);
@@ -101,17 +138,17 @@ function loadIn(r: Running, spec: string, source: TokenizerSource): Promise<Load
 /** Runs an encode or decode on the worker's native encoder, loading the tokenizer there first if needed. */
 export async function callWorker<T>(
   source: TokenizerSource,
-  call: Exclude<Call, { op: 'load' }>,
+  call: Extract<Call, { op: 'encodeOrdinary' | 'encode' | 'decode' }>,
 ): Promise<T> {
   const r = (running ??= start());
   await loadIn(r, call.spec, source);
   if (running !== r) throw new Error('tokenizer worker exited while loading');
-  return send<T>(r, call);
+  return r.handle.send<T>(call);
 }
 
 /** Stops the worker (specs); the next call starts a new one. */
 export async function stopTokenizerWorker(): Promise<void> {
   const r = running;
   running = null;
-  if (r) await r.worker.terminate();
+  if (r) await r.handle.terminate();
 }

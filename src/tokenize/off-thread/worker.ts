@@ -1,4 +1,4 @@
-// The tokenizer worker thread: parses tokenizer files, builds the native encoders and serves encode/decode.
+// The worker thread: loads tokenizers, serves encode/decode; as a decision worker, prepares requests.
 import { parentPort } from 'node:worker_threads';
 import { KinferenceError } from '../../core/errors.js';
 import { engineFromHfTables, hfTables } from '../bpe/from-hf.js';
@@ -7,6 +7,7 @@ import { runAtOnce } from '../bpe/slices.js';
 import { hfTokenizerFrom, LONG_PIECE_CHARS, readHfTokenizerJson } from '../hf-tokenizer.js';
 import { createTiktokenTokenizer, isTiktokenEncoding } from '../tiktoken-tokenizer.js';
 import type { Tokenizer } from '../types.js';
+import { prepare, segmentStats, warm } from './prepare.js';
 import type { LoadedInfo, TokenizerSource, WorkerRequest, WorkerResponse } from './protocol.js';
 import { packTables, transferList, type PackedTables } from './transfer.js';
 
@@ -61,8 +62,15 @@ function loaded(spec: string): Tokenizer {
   return tok;
 }
 
-async function serve(req: WorkerRequest): Promise<LoadedInfo | number[] | string> {
+async function serve(req: WorkerRequest): Promise<Extract<WorkerResponse, { ok: true }>['value']> {
   switch (req.op) {
+    case 'warm':
+      await warm(req.settings);
+      return null;
+    case 'prepare':
+      return prepare(req.settings, req.body);
+    case 'stats':
+      return segmentStats();
     case 'load':
       return load(req.spec, req.source);
     case 'encodeOrdinary':
