@@ -79,6 +79,51 @@ class SlowReplay {
 }
 
 /**
+ * A replay ROUTER that answers from `pub`'s buffer, except that the next `stallAfter` requests' answers stop
+ * after that many batches and never end: a ROUTER starved on a loaded host, as the collector sees it (a
+ * timeout between two replies).
+ */
+class StallingReplay {
+  readonly router = new Router({ linger: 0 });
+  endpoint = '';
+  readonly requests: number[] = [];
+  stallAfter: number | null = null;
+  #loop: Promise<void> | null = null;
+
+  constructor(readonly pub: FakeVllmPublisher) {}
+
+  async bind(): Promise<this> {
+    this.endpoint = `tcp://127.0.0.1:${await freePort()}`;
+    await this.router.bind(this.endpoint);
+    this.#loop = this.#serve();
+    return this;
+  }
+
+  async #serve(): Promise<void> {
+    try {
+      for await (const frames of this.router) {
+        if (frames.length !== 3) continue;
+        const [id, , start] = frames as [Buffer, Buffer, Buffer];
+        const from = Number(start.readBigUInt64BE(0));
+        this.requests.push(from);
+        const stall = this.stallAfter;
+        this.stallAfter = null;
+        const answer = this.pub.buffer.filter((b) => b.seq >= from).slice(0, stall ?? undefined);
+        for (const b of answer) await this.router.send([id, Buffer.alloc(0), seqFrame(b.seq), b.payload]);
+        if (stall === null) await this.router.send([id, Buffer.alloc(0), END, Buffer.alloc(0)]);
+      }
+    } catch {
+      // closed
+    }
+  }
+
+  async close(): Promise<void> {
+    this.router.close();
+    await this.#loop;
+  }
+}
+
+/**
  * A new engine process on the same endpoint: sequence from 0, an empty replay buffer, a new PUB socket.
  * Resolves once the collector's SUB has subscribed to it (an XPUB sees the subscription), so that the
  * new process's seq 0 cannot be lost to the slow-joiner window.
@@ -111,6 +156,7 @@ describe('collector event sequencing (real Redis, ZMQ, HTTP)', () => {
   let collector: Collector | null = null;
   let pub: FakeVllmPublisher | null = null;
   let slow: SlowReplay | null = null;
+  let stalling: StallingReplay | null = null;
   let server: Server | null = null;
 
   const start = async (
@@ -140,6 +186,8 @@ describe('collector event sequencing (real Redis, ZMQ, HTTP)', () => {
     await collector?.stop();
     await pub?.close();
     await slow?.close();
+    await stalling?.close();
+    stalling = null;
     await new Promise<void>((r) => (server ? server.close(() => r()) : r()));
     collector = null;
     pub = null;
@@ -222,6 +270,45 @@ describe('collector event sequencing (real Redis, ZMQ, HTTP)', () => {
     expect(await cachedBlocks(index, 'pod-p', before)).toBe(0);
     expect(worker('pod-p').stats.restarts).toBe(1);
     expect(worker('pod-p').stats.replays.restart).toBe(1);
+  });
+
+  it('a replay cut short by a timeout after it applied batches goes on with the next one: a forged jump met meanwhile clears nothing', async () => {
+    pub = await new FakeVllmPublisher({ format: 'map' }, { replay: false }).bind();
+    stalling = await new StallingReplay(pub).bind();
+    await start(
+      [
+        {
+          id: 'pod-c',
+          model: MODEL,
+          address: '127.0.0.1:18026',
+          kv_events: pub.endpoint,
+          kv_events_replay: stalling.endpoint,
+        },
+      ],
+      { replay_timeout_ms: 600 },
+    );
+    await waitSubscribed(pub, () => collector!.worker('pod-c'));
+    const first = freshTokens(1);
+    await pub.publish([blockStored(hashes(1), null, first)]);
+    await waitCached(index, 'pod-c', first, 1);
+    // Four batches the collector misses live (the engine buffers them), then a forged number far ahead.
+    const missed = [freshTokens(1), freshTokens(1), freshTokens(1), freshTokens(1)];
+    for (const t of missed) await pub.publish([blockStored(hashes(1), null, t)], { drop: true });
+    const w = worker('pod-c');
+    const last = w.lastSeq!;
+    const asked = stalling.requests.length;
+    stalling.stallAfter = 2; // our last batch and the first missed one, then silence
+    await pub.sendRaw(liveFrames('', pub.seq + 1000, encodeMsgspec([f64(Date.now() / 1000), [], null])));
+    await waitCached(index, 'pod-c', missed[3]!, 1);
+    for (const t of missed) expect(await cachedBlocks(index, 'pod-c', t)).toBe(1);
+    expect(await cachedBlocks(index, 'pod-c', first)).toBe(1);
+    // Two replays: the one cut short and the one that went on from its last batch.
+    expect(stalling.requests.slice(asked)).toEqual([last, last + 1]);
+    expect(w.stats.replayControl.refused.cut_short).toBe(1);
+    expect(w.stats.podClears.gap).toBe(0);
+    expect(w.stats.podClears.restart).toBe(0);
+    expect(w.stats.unconfirmed).toBe(1);
+    expect(w.lastSeq).toBe(pub.seq - 1);
   });
 
   describe('with /metrics and no replay endpoint', () => {

@@ -163,6 +163,7 @@ export class Resync {
       sameProcess = first.same;
       complete = first.complete;
       let bounded = first.bounded;
+      let cutShort = first.cutShort;
       if (sameProcess === false && !state.stopped) {
         stats.restarts++;
         state.streamRestartAtMs = this.cx.now();
@@ -174,11 +175,15 @@ export class Resync {
         const again = await this.#replay(false);
         bounded = again.bounded;
         complete = again.complete;
+        cutShort = again.cutShort;
       }
-      if (bounded && !state.stopped) {
-        // The rest of the buffer comes with the next replay, which also takes the trigger.
+      if ((bounded || cutShort) && !state.stopped) {
+        // The rest of the buffer comes with the next replay, which also takes the trigger. A replay cut short
+        // (a timeout on a loaded host) after it applied batches is no proof of a hole: the next one goes on
+        // from there. One that applied nothing before it stopped (a frame ZMQ refused) leaves the hole to
+        // #afterResync.
         this.#heldTrigger ??= trigger;
-        this.#replays.bounded('check', this.cx.now());
+        this.#replays.bounded('check', this.cx.now(), bounded ? 'bounded' : 'cut_short');
         this.writes.setResyncing(true);
         return;
       }
@@ -197,7 +202,7 @@ export class Resync {
    */
   async #replay(
     liveCancels: boolean,
-  ): Promise<{ same: boolean | null; bounded: boolean; complete: boolean }> {
+  ): Promise<{ same: boolean | null; bounded: boolean; complete: boolean; cutShort: boolean }> {
     const { state, stats, settings, queue } = this.cx;
     const probe = state.lastSeq;
     const from = probe ?? 0;
@@ -262,7 +267,7 @@ export class Resync {
         from,
         reason: state.stopped ? 'stopping' : 'a live batch came first',
       });
-      return { same: null, bounded: false, complete: false };
+      return { same: null, bounded: false, complete: false, cutShort: false };
     }
     // A buffer known to keep batches with nothing at or after our last one: a new process with fewer.
     if (probe !== null && same === null && first === null && outcome.kind === 'complete' && keeps)
@@ -290,7 +295,15 @@ export class Resync {
       firstSeq: first,
       lastSeq: state.lastSeq,
     });
-    return { same, bounded: run.bounded && same !== false, complete: outcome.kind === 'complete' };
+    return {
+      same,
+      bounded: run.bounded && same !== false,
+      complete: outcome.kind === 'complete',
+      // Stopped early (timeout, error) after it confirmed our last batch and applied some past it.
+      // (`same` is set in the reply callback, which TypeScript's narrowing does not see.)
+      cutShort:
+        outcome.kind !== 'complete' && !run.bounded && (same as boolean | null) === true && run.applied > 0,
+    };
   }
 
   /**
