@@ -184,7 +184,7 @@ const COUNTERS: [name: string, help: string, labels: string[], read: Reader][] =
   ],
   [
     'replays_refused_total',
-    "Replay requests held back (interval: too soon after the last replay; budget: the window's replays spent) and replays stopped at their bounds (bounded) or cut short by a timeout after they applied batches (cut_short); each is run later as one replay",
+    "Replay requests held back (interval: too soon after the last replay; budget: the window's replays spent) and replays stopped at their bounds (bounded) or cut short by a timeout after they applied batches (cut_short), and replays that timed out before any reply while a batch waited on them (unanswered, asked again twice); each is run later as one replay",
     ['reason'],
     byKey('reason', (w) => w.stats.replayControl.refused),
   ],

@@ -55,9 +55,10 @@ export const DEFAULT_REPLAY_LIMITS: ReplayLimits = {
 /**
  * interval: too soon after the last replay; budget: the window's replays are spent. Both are held back as the
  * pending resync. bounded: a replay stopped at REPLAY_MAX_BATCHES / REPLAY_MAX_BYTES; cut_short: one stopped
- * early (a timeout) after it applied batches. The rest of either is requested again.
+ * early (a timeout) after it applied batches; unanswered: one timed out before any reply while a batch waited
+ * on it. Each is requested again.
  */
-export const REPLAY_REFUSAL_REASONS = ['interval', 'budget', 'bounded', 'cut_short'] as const;
+export const REPLAY_REFUSAL_REASONS = ['interval', 'budget', 'bounded', 'cut_short', 'unanswered'] as const;
 export type ReplayRefusalReason = (typeof REPLAY_REFUSAL_REASONS)[number];
 
 export interface ReplayControlStats {
@@ -67,7 +68,11 @@ export interface ReplayControlStats {
 }
 
 export function newReplayControlStats(): ReplayControlStats {
-  return { requested: 0, coalesced: 0, refused: { interval: 0, budget: 0, bounded: 0, cut_short: 0 } };
+  return {
+    requested: 0,
+    coalesced: 0,
+    refused: { interval: 0, budget: 0, bounded: 0, cut_short: 0, unanswered: 0 },
+  };
 }
 
 export type ReplayDecision = 'run' | 'coalesced' | 'interval' | 'budget';
@@ -120,7 +125,7 @@ export class ReplayControl<K> {
   }
 
   /** A replay stopped at its bounds, or cut short: its rest is one more request, held back like any other. */
-  bounded(kind: K, nowMs: number, reason: 'bounded' | 'cut_short' = 'bounded'): void {
+  bounded(kind: K, nowMs: number, reason: 'bounded' | 'cut_short' | 'unanswered' = 'bounded'): void {
     this.stats.refused[reason]++;
     if (this.#pending !== null) {
       this.#pending = this.merge(this.#pending, kind);

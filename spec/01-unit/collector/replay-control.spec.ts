@@ -40,7 +40,7 @@ describe('replay control: coalesced, rate-limited (issue #36 replay storms)', ()
     expect(stats).toEqual({
       requested: 303,
       coalesced: 300,
-      refused: { interval: 1, budget: 0, bounded: 0, cut_short: 0 },
+      refused: { interval: 1, budget: 0, bounded: 0, cut_short: 0, unanswered: 0 },
     });
     expect(fired).toEqual([]);
     vi.advanceTimersByTime(999);

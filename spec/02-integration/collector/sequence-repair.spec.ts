@@ -5,6 +5,7 @@ import { Collector } from '../../../src/collector/collector.js';
 import { StaticDiscovery } from '../../../src/collector/discovery/static.js';
 import { createLogger, silentLogger, type Logger } from '../../../src/collector/logger.js';
 import type { StreamWorker } from '../../../src/collector/stream-worker.js';
+import { UNANSWERED_RETRIES } from '../../../src/collector/stream/resync.js';
 import type { CollectorSection } from '../../../src/config/collector-section.js';
 import type { PodConfig } from '../../../src/config/fleet-config.js';
 import { type KvIndex } from '../../../src/index/index.js';
@@ -79,15 +80,15 @@ class SlowReplay {
 }
 
 /**
- * A replay ROUTER that answers from `pub`'s buffer, except that the next `stallAfter` requests' answers stop
- * after that many batches and never end: a ROUTER starved on a loaded host, as the collector sees it (a
- * timeout between two replies).
+ * A replay ROUTER that answers from `pub`'s buffer, except that the next requests' answers, one per entry of
+ * `stalls`, stop after that many batches and never end: a ROUTER starved on a loaded host, as the collector
+ * sees it (a timeout between two replies, or before the first).
  */
 class StallingReplay {
   readonly router = new Router({ linger: 0 });
   endpoint = '';
   readonly requests: number[] = [];
-  stallAfter: number | null = null;
+  readonly stalls: number[] = [];
   #loop: Promise<void> | null = null;
 
   constructor(readonly pub: FakeVllmPublisher) {}
@@ -106,8 +107,7 @@ class StallingReplay {
         const [id, , start] = frames as [Buffer, Buffer, Buffer];
         const from = Number(start.readBigUInt64BE(0));
         this.requests.push(from);
-        const stall = this.stallAfter;
-        this.stallAfter = null;
+        const stall = this.stalls.shift() ?? null;
         const answer = this.pub.buffer.filter((b) => b.seq >= from).slice(0, stall ?? undefined);
         for (const b of answer) await this.router.send([id, Buffer.alloc(0), seqFrame(b.seq), b.payload]);
         if (stall === null) await this.router.send([id, Buffer.alloc(0), END, Buffer.alloc(0)]);
@@ -272,43 +272,72 @@ describe('collector event sequencing (real Redis, ZMQ, HTTP)', () => {
     expect(worker('pod-p').stats.replays.restart).toBe(1);
   });
 
-  it('a replay cut short by a timeout after it applied batches goes on with the next one: a forged jump met meanwhile clears nothing', async () => {
-    pub = await new FakeVllmPublisher({ format: 'map' }, { replay: false }).bind();
-    stalling = await new StallingReplay(pub).bind();
-    await start(
-      [
-        {
-          id: 'pod-c',
-          model: MODEL,
-          address: '127.0.0.1:18026',
-          kv_events: pub.endpoint,
-          kv_events_replay: stalling.endpoint,
-        },
-      ],
-      { replay_timeout_ms: 600 },
-    );
-    await waitSubscribed(pub, () => collector!.worker('pod-c'));
-    const first = freshTokens(1);
-    await pub.publish([blockStored(hashes(1), null, first)]);
-    await waitCached(index, 'pod-c', first, 1);
-    // Four batches the collector misses live (the engine buffers them), then a forged number far ahead.
-    const missed = [freshTokens(1), freshTokens(1), freshTokens(1), freshTokens(1)];
-    for (const t of missed) await pub.publish([blockStored(hashes(1), null, t)], { drop: true });
-    const w = worker('pod-c');
-    const last = w.lastSeq!;
-    const asked = stalling.requests.length;
-    stalling.stallAfter = 2; // our last batch and the first missed one, then silence
-    await pub.sendRaw(liveFrames('', pub.seq + 1000, encodeMsgspec([f64(Date.now() / 1000), [], null])));
-    await waitCached(index, 'pod-c', missed[3]!, 1);
-    for (const t of missed) expect(await cachedBlocks(index, 'pod-c', t)).toBe(1);
-    expect(await cachedBlocks(index, 'pod-c', first)).toBe(1);
-    // Two replays: the one cut short and the one that went on from its last batch.
-    expect(stalling.requests.slice(asked)).toEqual([last, last + 1]);
-    expect(w.stats.replayControl.refused.cut_short).toBe(1);
-    expect(w.stats.podClears.gap).toBe(0);
-    expect(w.stats.podClears.restart).toBe(0);
-    expect(w.stats.unconfirmed).toBe(1);
-    expect(w.lastSeq).toBe(pub.seq - 1);
+  describe('a replay that stops early on a loaded host: a forged jump met meanwhile', () => {
+    const setUp = async (
+      id: string,
+    ): Promise<{ w: StreamWorker; last: number; asked: number; missed: number[][] }> => {
+      pub = await new FakeVllmPublisher({ format: 'map' }, { replay: false }).bind();
+      stalling = await new StallingReplay(pub).bind();
+      await start(
+        [
+          {
+            id,
+            model: MODEL,
+            address: '127.0.0.1:18026',
+            kv_events: pub.endpoint,
+            kv_events_replay: stalling.endpoint,
+          },
+        ],
+        { replay_timeout_ms: 600 },
+      );
+      await waitSubscribed(pub, () => collector!.worker(id));
+      const first = freshTokens(1);
+      await pub.publish([blockStored(hashes(1), null, first)]);
+      await waitCached(index, id, first, 1);
+      // Four batches the collector misses live (the engine buffers them).
+      const missed = [freshTokens(1), freshTokens(1), freshTokens(1), freshTokens(1)];
+      for (const t of missed) await pub.publish([blockStored(hashes(1), null, t)], { drop: true });
+      const w = worker(id);
+      return { w, last: w.lastSeq!, asked: stalling.requests.length, missed };
+    };
+    const forge = (): Promise<void> =>
+      pub!.sendRaw(liveFrames('', pub!.seq + 1000, encodeMsgspec([f64(Date.now() / 1000), [], null])));
+
+    it('cut short after it applied batches: the next replay goes on from there; nothing cleared', async () => {
+      const { w, last, asked, missed } = await setUp('pod-c');
+      stalling!.stalls.push(2); // our last batch and the first missed one, then silence
+      await forge();
+      await waitCached(index, 'pod-c', missed[3]!, 1);
+      for (const t of missed) expect(await cachedBlocks(index, 'pod-c', t)).toBe(1);
+      // Two replays: the one cut short and the one that went on from its last batch.
+      expect(stalling!.requests.slice(asked)).toEqual([last, last + 1]);
+      expect(w.stats.replayControl.refused.cut_short).toBe(1);
+      expect(w.stats.podClears.gap).toBe(0);
+      expect(w.stats.podClears.restart).toBe(0);
+      expect(w.stats.unconfirmed).toBe(1);
+      expect(w.lastSeq).toBe(pub!.seq - 1);
+    });
+
+    it(`timed out before any reply: asked again (${UNANSWERED_RETRIES} times at most); nothing cleared`, async () => {
+      const { w, last, asked, missed } = await setUp('pod-u');
+      stalling!.stalls.push(...Array<number>(UNANSWERED_RETRIES).fill(0));
+      await forge();
+      await waitCached(index, 'pod-u', missed[3]!, 1);
+      expect(stalling!.requests.slice(asked)).toEqual(Array<number>(UNANSWERED_RETRIES + 1).fill(last));
+      expect(w.stats.replayControl.refused.unanswered).toBe(UNANSWERED_RETRIES);
+      expect(w.stats.podClears.gap).toBe(0);
+      expect(w.stats.unconfirmed).toBe(1);
+      expect(w.lastSeq).toBe(pub!.seq - 1);
+    });
+
+    it('never answered: after the retries the batch is judged without a replay (the gap clears the pod)', async () => {
+      const { w, asked } = await setUp('pod-n');
+      stalling!.stalls.push(...Array<number>(UNANSWERED_RETRIES + 1).fill(0));
+      await forge();
+      await waitFor('the pod cleared for the gap', () => w.stats.podClears.gap === 1, 20_000);
+      expect(stalling!.requests.length - asked).toBe(UNANSWERED_RETRIES + 1);
+      expect(w.stats.replays.timeout).toBeGreaterThanOrEqual(UNANSWERED_RETRIES + 1);
+    });
   });
 
   describe('with /metrics and no replay endpoint', () => {

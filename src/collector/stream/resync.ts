@@ -31,6 +31,9 @@ export function mergeResync(a: ResyncKind, b: ResyncKind): ResyncKind {
  * below the last one applied. Runs on the stream's inbox: `control` queues work there (a held-back replay
  * when its time comes).
  */
+/** Replays in a row that may time out before any reply before a batch is judged without one. */
+export const UNANSWERED_RETRIES = 2;
+
 export class Resync {
   readonly #replays: ReplayControl<ResyncKind>;
   readonly #limits: ReplayLimits;
@@ -40,6 +43,8 @@ export class Resync {
    * the replay brings them back.
    */
   #heldTrigger: SequencedPayload | null = null;
+  /** Replays in a row that timed out before any reply (reset by one that answers). */
+  #unansweredInARow = 0;
 
   constructor(
     readonly cx: StreamContext,
@@ -164,6 +169,7 @@ export class Resync {
       complete = first.complete;
       let bounded = first.bounded;
       let cutShort = first.cutShort;
+      let unanswered = first.unanswered;
       if (sameProcess === false && !state.stopped) {
         stats.restarts++;
         state.streamRestartAtMs = this.cx.now();
@@ -176,14 +182,24 @@ export class Resync {
         bounded = again.bounded;
         complete = again.complete;
         cutShort = again.cutShort;
+        unanswered = again.unanswered;
       }
-      if ((bounded || cutShort) && !state.stopped) {
+      this.#unansweredInARow = unanswered ? this.#unansweredInARow + 1 : 0;
+      // A replay that timed out before any reply, with a batch waiting on its verdict: no proof of a hole
+      // or a restart either (a ROUTER starved on a loaded host). It is asked again, up to
+      // UNANSWERED_RETRIES times in a row, before the batch is judged without it (which clears the pod).
+      const retry = unanswered && trigger !== null && this.#unansweredInARow <= UNANSWERED_RETRIES;
+      if ((bounded || cutShort || retry) && !state.stopped) {
         // The rest of the buffer comes with the next replay, which also takes the trigger. A replay cut short
         // (a timeout on a loaded host) after it applied batches is no proof of a hole: the next one goes on
         // from there. One that applied nothing before it stopped (a frame ZMQ refused) leaves the hole to
         // #afterResync.
         this.#heldTrigger ??= trigger;
-        this.#replays.bounded('check', this.cx.now(), bounded ? 'bounded' : 'cut_short');
+        this.#replays.bounded(
+          'check',
+          this.cx.now(),
+          bounded ? 'bounded' : cutShort ? 'cut_short' : 'unanswered',
+        );
         this.writes.setResyncing(true);
         return;
       }
@@ -200,9 +216,13 @@ export class Resync {
    * bytes there, or nothing at or after it from a buffer that keeps batches, it is a new process (returns
    * false, having applied nothing). Returns null when it cannot tell.
    */
-  async #replay(
-    liveCancels: boolean,
-  ): Promise<{ same: boolean | null; bounded: boolean; complete: boolean; cutShort: boolean }> {
+  async #replay(liveCancels: boolean): Promise<{
+    same: boolean | null;
+    bounded: boolean;
+    complete: boolean;
+    cutShort: boolean;
+    unanswered: boolean;
+  }> {
     const { state, stats, settings, queue } = this.cx;
     const probe = state.lastSeq;
     const from = probe ?? 0;
@@ -267,7 +287,7 @@ export class Resync {
         from,
         reason: state.stopped ? 'stopping' : 'a live batch came first',
       });
-      return { same: null, bounded: false, complete: false, cutShort: false };
+      return { same: null, bounded: false, complete: false, cutShort: false, unanswered: false };
     }
     // A buffer known to keep batches with nothing at or after our last one: a new process with fewer.
     if (probe !== null && same === null && first === null && outcome.kind === 'complete' && keeps)
@@ -303,6 +323,7 @@ export class Resync {
       // (`same` is set in the reply callback, which TypeScript's narrowing does not see.)
       cutShort:
         outcome.kind !== 'complete' && !run.bounded && (same as boolean | null) === true && run.applied > 0,
+      unanswered: outcome.kind === 'timeout' && outcome.items === 0,
     };
   }
 
