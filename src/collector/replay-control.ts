@@ -124,8 +124,16 @@ export class ReplayControl<K> {
     return at.reason;
   }
 
-  /** A replay stopped at its bounds, or cut short: its rest is one more request, held back like any other. */
-  bounded(kind: K, nowMs: number, reason: 'bounded' | 'cut_short' | 'unanswered' = 'bounded'): void {
+  /**
+   * A replay stopped at its bounds, cut short or unanswered: its rest is one more request, held back like any
+   * other, and not before `delayMs` from now.
+   */
+  bounded(
+    kind: K,
+    nowMs: number,
+    reason: 'bounded' | 'cut_short' | 'unanswered' = 'bounded',
+    delayMs = 0,
+  ): void {
     this.stats.refused[reason]++;
     if (this.#pending !== null) {
       this.#pending = this.merge(this.#pending, kind);
@@ -133,7 +141,7 @@ export class ReplayControl<K> {
     }
     // Always through the timer (at once if allowed): the caller is the replay that just stopped.
     this.#pending = kind;
-    this.#timer = setTimeout(() => this.#firePending(), Math.max(0, this.#allowedAt(nowMs).ms - nowMs));
+    this.#timer = setTimeout(() => this.#firePending(), Math.max(delayMs, this.#allowedAt(nowMs).ms - nowMs));
     this.#timer.unref();
   }
 

@@ -89,6 +89,16 @@ describe('replay control: coalesced, rate-limited (issue #36 replay storms)', ()
     expect(fired).toEqual(['rest', 'more']);
   });
 
+  it('an unanswered replay is asked again no sooner than its delay, even when a replay is allowed at once', () => {
+    const { c, fired, stats } = make();
+    c.bounded('again', Date.now(), 'unanswered', 5000);
+    expect(stats.refused.unanswered).toBe(1);
+    vi.advanceTimersByTime(4999);
+    expect(fired).toEqual([]);
+    vi.advanceTimersByTime(1);
+    expect(fired).toEqual(['again']);
+  });
+
   it('stop() forgets what was held back', () => {
     const { c, fired } = make();
     const now = Date.now();

@@ -186,8 +186,9 @@ export class Resync {
       }
       this.#unansweredInARow = unanswered ? this.#unansweredInARow + 1 : 0;
       // A replay that timed out before any reply, with a batch waiting on its verdict: no proof of a hole
-      // or a restart either (a ROUTER starved on a loaded host). It is asked again, up to
-      // UNANSWERED_RETRIES times in a row, before the batch is judged without it (which clears the pod).
+      // or a restart either (a ROUTER starved on a loaded host). It is asked again, one replay_timeout_ms
+      // later, up to UNANSWERED_RETRIES times in a row, before the batch is judged without it (which clears
+      // the pod).
       const retry = unanswered && trigger !== null && this.#unansweredInARow <= UNANSWERED_RETRIES;
       if ((bounded || cutShort || retry) && !state.stopped) {
         // The rest of the buffer comes with the next replay, which also takes the trigger. A replay cut short
@@ -199,6 +200,9 @@ export class Resync {
           'check',
           this.cx.now(),
           bounded ? 'bounded' : cutShort ? 'cut_short' : 'unanswered',
+          // Unanswered, the ROUTER may still be sending an abandoned reply (vLLM's replay thread sends its
+          // whole buffer to a peer that left): asked again at once, this one would wait behind it too.
+          bounded || cutShort ? 0 : this.cx.settings.replayTimeoutMs,
         );
         this.writes.setResyncing(true);
         return;
