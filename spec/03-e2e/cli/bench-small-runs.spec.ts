@@ -85,14 +85,16 @@ describe('benchmarks, small runs', () => {
     for (const p of out.path64k) {
       expect(p.pdkCalls, p.server).toBe(4);
       // Every decision routed on the prompt goes to pod-b, which holds the shared system prompt. A loaded CI
-      // host may push one past decision_budget_ms: it is then routed on load, and says so.
+      // host may push one past decision_budget_ms or its lookup past redis_timeout_ms (the default 25 ms; seen
+      // at load 8-9): it is then routed on load, and says so.
       const outcomes = Object.entries(p.exposedOutcomes);
       const routed = outcomes.filter(([k]) => k.endsWith(' routed'));
       expect(
         routed.map(([k]) => k),
         p.server,
       ).toEqual(['10.0.0.8 routed']);
-      for (const [k] of outcomes) expect(k, p.server).toMatch(/ (routed|decision_budget_exceeded)$/);
+      for (const [k] of outcomes)
+        expect(k, p.server).toMatch(/ (routed|decision_budget_exceeded|index_timeout)$/);
       expect(p.handleEventToRetMs.n).toBeGreaterThanOrEqual(2);
       expect(p.handleEventToRetMs.p50).toBeGreaterThan(0);
     }

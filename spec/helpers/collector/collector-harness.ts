@@ -49,12 +49,17 @@ export async function waitSubscribed(
   pub: FakeVllmPublisher,
   worker: () => StreamWorker | undefined,
 ): Promise<void> {
-  await waitFor('collector subscribed', async () => {
-    const w = worker();
-    if (w && w.stats.batches > 0 && !w.resyncing) return true;
-    await pub.publish([]);
-    return false;
-  });
+  // 20 s: a SUB's first connection, its replay and the first batch took over 10 s on a host at load 8-9.
+  await waitFor(
+    'collector subscribed',
+    async () => {
+      const w = worker();
+      if (w && w.stats.batches > 0 && !w.resyncing) return true;
+      await pub.publish([]);
+      return false;
+    },
+    20_000,
+  );
 }
 
 /** How many leading blocks of `tokens` the index credits to `podId` on GPU (router-side keys). */
@@ -83,7 +88,7 @@ export async function waitCached(
   await waitFor(
     `${podId} caches ${blocks} blocks`,
     async () => (await cachedBlocks(index, podId, tokens, opts)) === blocks,
-    10_000,
+    20_000,
   );
 }
 
