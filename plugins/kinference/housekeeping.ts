@@ -55,7 +55,7 @@ let kills = 0;
  * there (atomically) its memory (process.memoryUsage, after a full GC when Node runs with --expose-gc, to
  * tell retained memory from heap V8 keeps) and what the plugin holds: pending decisions and their drop
  * counters, the routers' per-request entries, the segment caches, the decision workers (requests prepared,
- * restarts, their segment caches). For operators and the leak specs. When KINFERENCE_DEBUG_KILL_WORKER names
+ * restarts, their segment caches, their own heaps). For operators and the leak specs. When KINFERENCE_DEBUG_KILL_WORKER names
  * a file and that file exists, a SIGUSR2 first deletes it and terminates one decision worker (in turn), as a
  * crash would: the fault specs.
  */

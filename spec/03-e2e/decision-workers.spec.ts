@@ -38,6 +38,7 @@ interface WorkerStats {
   prepared: number;
   restarts: number;
   loaded: number;
+  heapUsedBytes: number | null;
 }
 
 async function dump(): Promise<{ decisionWorkers: WorkerStats[] | null }> {
@@ -124,6 +125,9 @@ describe('decision workers in the real plugin server', () => {
     // Prepared in the workers, not on the event loop.
     const workers = (await dump()).decisionWorkers ?? [];
     expect(workers.reduce((n, w) => n + w.prepared, 0)).toBeGreaterThanOrEqual(55);
+    // Each worker reports its own heap (a V8 isolate the process's memoryUsage() does not include): the soak
+    // samples them (bench:faults). A worker holds its tokenizer, so its heap is well past an empty isolate's.
+    for (const w of workers) expect(w.heapUsedBytes ?? 0, `worker ${w.worker}`).toBeGreaterThan(4 << 20);
     // One process throughout: the plugin server did not restart.
     expect(gw.plugins.get('kinference')?.server.spawns).toBe(1);
   }, 400_000);

@@ -78,6 +78,10 @@ export function faultsMarkdown(r: FaultsReport, command: string): string {
     const ends: Record<string, [number, number]> = {
       'plugin server RSS': [first.pluginServer.rssMiB, last.pluginServer.rssMiB],
       'plugin server heap': [first.pluginServer.heapUsedMiB, last.pluginServer.heapUsedMiB],
+      'plugin decision workers heap': [
+        first.pluginServer.workersHeapMiB ?? 0,
+        last.pluginServer.workersHeapMiB ?? 0,
+      ],
       'collector RSS': [first.collector.rssMiB, last.collector.rssMiB],
       'collector heap': [first.collector.heapUsedMiB, last.collector.heapUsedMiB],
       'stand-in RSS': [first.standIn.rssMiB, last.standIn.rssMiB],

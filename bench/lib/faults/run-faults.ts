@@ -22,7 +22,13 @@ export interface FaultRunOptions {
 
 export interface MemorySample {
   atS: number;
-  pluginServer: { rssMiB: number; heapUsedMiB: number; pid: number | null };
+  pluginServer: {
+    rssMiB: number;
+    heapUsedMiB: number;
+    /** The decision workers' own heaps, summed (null: none answered, or no workers). */
+    workersHeapMiB: number | null;
+    pid: number | null;
+  };
   collector: { rssMiB: number; heapUsedMiB: number };
   standIn: { rssMiB: number; heapUsedMiB: number };
   redis: { usedMiB: number; keys: number };
@@ -59,6 +65,15 @@ function promValue(text: string, name: string): number {
   return m ? Number(m[1]) : NaN;
 }
 
+/** The decision workers' heaps in a state dump, MiB, summed over those that answered (null: none did). */
+function workersHeapMiB(workers: unknown): number | null {
+  if (!Array.isArray(workers)) return null;
+  const heaps = (workers as { heapUsedBytes?: number | null }[])
+    .map((w) => w.heapUsedBytes)
+    .filter((b): b is number => typeof b === 'number');
+  return heaps.length ? r1(heaps.reduce((a, b) => a + b, 0) / MiB) : null;
+}
+
 async function sample(stack: FaultStack, t: Traffic): Promise<MemorySample> {
   const [dump, metrics, gw, redis] = await Promise.all([
     stack.pluginDump(),
@@ -69,7 +84,12 @@ async function sample(stack: FaultStack, t: Traffic): Promise<MemorySample> {
   const mem = dump.memory as { rss: number; heapUsed: number };
   return {
     atS: r1(t.now() / 1000),
-    pluginServer: { rssMiB: r1(mem.rss / MiB), heapUsedMiB: r1(mem.heapUsed / MiB), pid: gw.pluginServerPid },
+    pluginServer: {
+      rssMiB: r1(mem.rss / MiB),
+      heapUsedMiB: r1(mem.heapUsed / MiB),
+      workersHeapMiB: workersHeapMiB(dump.decisionWorkers),
+      pid: gw.pluginServerPid,
+    },
     collector: {
       rssMiB: r1(promValue(metrics, 'kinference_collector_process_resident_memory_bytes') / MiB),
       heapUsedMiB: r1(promValue(metrics, 'kinference_collector_nodejs_heap_size_used_bytes') / MiB),
@@ -207,6 +227,7 @@ async function runSoak(
   const slopesMiBPerMin = {
     'plugin server RSS': perMin((x) => x.pluginServer.rssMiB),
     'plugin server heap': perMin((x) => x.pluginServer.heapUsedMiB),
+    'plugin decision workers heap': perMin((x) => x.pluginServer.workersHeapMiB ?? 0),
     'collector RSS': perMin((x) => x.collector.rssMiB),
     'collector heap': perMin((x) => x.collector.heapUsedMiB),
     'stand-in RSS': perMin((x) => x.standIn.rssMiB),

@@ -67,8 +67,10 @@ describe('decision workers', () => {
     expect(w.promptTokens).toBe(a.promptTokens);
     expect(w.blocks).toBe(a.blocks);
     expect(w.target?.podId).toBe('p');
-    const prepared = (await pool!.stats()).reduce((n, s) => n + s.prepared, 0);
-    expect(prepared).toBe(1);
+    const stats = await pool!.stats();
+    expect(stats.reduce((n, s) => n + s.prepared, 0)).toBe(1);
+    // Each worker reports its own heap (its own V8 isolate, holding the Qwen3 tokenizer): the soak samples it.
+    for (const s of stats) expect(s.heapUsedBytes ?? 0, `worker ${s.worker}`).toBeGreaterThan(4 << 20);
 
     // Killed under traffic: every request is answered, on load when its worker died, never an error.
     const sent = Array.from({ length: 40 }, (_, i) =>

@@ -71,6 +71,8 @@ export interface PoolWorkerStats {
   /** Long jobs (bodies of LONG_BODY_BYTES or more) this worker prepared. */
   long: number;
   segmentCaches: SegmentCacheStats[];
+  /** The worker's own V8 heap in use, bytes (null: it did not answer within STATS_WAIT_MS). */
+  heapUsedBytes: number | null;
 }
 
 /**
@@ -328,6 +330,12 @@ export class DecisionPool {
               new Promise<SegmentCacheStats[]>((r) => setTimeout(() => r([]), STATS_WAIT_MS).unref()),
             ])
           : [],
+        heapUsedBytes: s.handle
+          ? await Promise.race([
+              s.handle.send<number>({ op: 'heap' }).catch(() => null),
+              new Promise<null>((r) => setTimeout(() => r(null), STATS_WAIT_MS).unref()),
+            ])
+          : null,
       })),
     );
   }

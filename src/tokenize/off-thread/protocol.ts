@@ -14,7 +14,9 @@ export type WorkerRequest =
   | { id: number; op: 'decode'; spec: string; ids: number[] }
   | { id: number; op: 'warm'; settings: PrepareSettings }
   | { id: number; op: 'prepare'; settings: PrepareSettings; body: Uint8Array | string }
-  | { id: number; op: 'stats' };
+  | { id: number; op: 'stats' }
+  /** The worker's own V8 heap in use, bytes (after a GC when the process runs with --expose-gc). */
+  | { id: number; op: 'heap' };
 
 /** What a decision worker needs of a plugin config to prepare its requests (router/decision-pool.ts). */
 export interface PrepareSettings {
@@ -80,6 +82,6 @@ export type WorkerResponse =
   | {
       id: number;
       ok: true;
-      value: LoadedInfo | number[] | string | PrepareResult | SegmentCacheStats[] | null;
+      value: LoadedInfo | number[] | string | PrepareResult | SegmentCacheStats[] | number | null;
     }
   | { id: number; ok: false; error: WorkerError };

@@ -1,4 +1,5 @@
 // The worker thread: loads tokenizers, serves encode/decode; as a decision worker, prepares requests.
+import { getHeapStatistics } from 'node:v8';
 import { parentPort } from 'node:worker_threads';
 import { KinferenceError } from '../../core/errors.js';
 import { engineFromHfTables, hfTables } from '../bpe/from-hf.js';
@@ -71,6 +72,11 @@ async function serve(req: WorkerRequest): Promise<Extract<WorkerResponse, { ok: 
       return prepare(req.settings, req.body);
     case 'stats':
       return segmentStats();
+    case 'heap': {
+      // Each worker is its own V8 isolate: the plugin server's process.memoryUsage() does not see this heap.
+      (globalThis as { gc?: () => void }).gc?.();
+      return getHeapStatistics().used_heap_size;
+    }
     case 'load':
       return load(req.spec, req.source);
     case 'encodeOrdinary':
