@@ -102,7 +102,13 @@ describe('a replay longer than REPLAY_MAX_BATCHES', () => {
   beforeAll(async () => {
     redis = await startRedis();
     index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kbound', lookupTimeoutMs: 2000 });
-    pub = await new FakeVllmPublisher({ format: 'array' }, { bufferSteps: 30_000 }).bind();
+    // A ROUTER that never drops (sendHighWaterMark 0): the subject is the bound, and a loaded host made the
+    // default ROUTER drop batches of this 22,000-batch answer, stopping the replay there before its bound
+    // (sequence-repair.spec covers that case).
+    pub = await new FakeVllmPublisher(
+      { format: 'array' },
+      { bufferSteps: 30_000, replaySendHighWaterMark: 0 },
+    ).bind();
   });
 
   afterAll(async () => {
@@ -136,7 +142,12 @@ describe('a replay longer than REPLAY_MAX_BATCHES', () => {
       await collector.start();
       await waitFor('the whole buffer applied', () => w()?.lastSeq === pub.seq - 1 && !w().resyncing, 60_000);
       await waitCached(index, 'pod-b', last.t, 2);
-      expect(await cachedBlocks(index, 'pod-b', first.t)).toBe(2);
+      const why = JSON.stringify({
+        clears: w().stats.podClears,
+        replays: w().stats.replays,
+        control: w().stats.replayControl,
+      });
+      expect(await cachedBlocks(index, 'pod-b', first.t), why).toBe(2);
       expect(w().stats.replays.bounded).toBe(1);
       expect(w().stats.replayControl.refused.bounded).toBe(1);
       expect(w().stats.podClears.gap).toBe(0);

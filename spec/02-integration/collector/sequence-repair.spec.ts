@@ -89,6 +89,8 @@ class StallingReplay {
   endpoint = '';
   readonly requests: number[] = [];
   readonly stalls: number[] = [];
+  /** For the next requests, one per entry: the index of a batch left out of the answer (dropped by the ROUTER). */
+  readonly skips: number[] = [];
   #loop: Promise<void> | null = null;
 
   constructor(readonly pub: FakeVllmPublisher) {}
@@ -108,7 +110,11 @@ class StallingReplay {
         const from = Number(start.readBigUInt64BE(0));
         this.requests.push(from);
         const stall = this.stalls.shift() ?? null;
-        const answer = this.pub.buffer.filter((b) => b.seq >= from).slice(0, stall ?? undefined);
+        const skip = this.skips.shift() ?? -1;
+        const answer = this.pub.buffer
+          .filter((b) => b.seq >= from)
+          .slice(0, stall ?? undefined)
+          .filter((_, i) => i !== skip);
         for (const b of answer) await this.router.send([id, Buffer.alloc(0), seqFrame(b.seq), b.payload]);
         if (stall === null) await this.router.send([id, Buffer.alloc(0), END, Buffer.alloc(0)]);
       }
@@ -327,6 +333,19 @@ describe('collector event sequencing (real Redis, ZMQ, HTTP)', () => {
       expect(w.stats.replayControl.refused.unanswered).toBe(UNANSWERED_RETRIES);
       expect(w.stats.podClears.gap).toBe(0);
       expect(w.stats.unconfirmed).toBe(1);
+      expect(w.lastSeq).toBe(pub!.seq - 1);
+    });
+
+    it('an answer the ROUTER dropped a batch from stops at the jump; the next replay fills it, nothing cleared', async () => {
+      const { w, last, asked, missed } = await setUp('pod-k');
+      stalling!.skips.push(2); // our last batch, the first missed one, then the third: the second dropped
+      const next = freshTokens(1);
+      await pub!.publish([blockStored(hashes(1), null, next)]); // a real batch after the missed ones: a gap
+      await waitCached(index, 'pod-k', next, 1);
+      for (const t of missed) expect(await cachedBlocks(index, 'pod-k', t)).toBe(1);
+      expect(stalling!.requests.slice(asked)).toEqual([last, last + 1]);
+      expect(w.stats.replayControl.refused.cut_short).toBe(1);
+      expect(w.stats.podClears.gap).toBe(0);
       expect(w.lastSeq).toBe(pub!.seq - 1);
     });
 

@@ -24,9 +24,27 @@ export class FakeVllmPublisher {
 
   constructor(
     readonly batch: Omit<BatchOptions, 'ts'>,
-    readonly opts: { topic?: string; replay?: boolean; bufferSteps?: number; host?: string } = {},
+    readonly opts: {
+      topic?: string;
+      replay?: boolean;
+      bufferSteps?: number;
+      host?: string;
+      /**
+       * The ROUTER's send high-water mark per peer (ZMQ's default 1000, as vLLM's). Past it a ROUTER drops
+       * what a slow reader has not taken; 0 never drops (a spec whose subject is not that).
+       */
+      replaySendHighWaterMark?: number;
+    } = {},
   ) {
-    this.router = opts.replay === false ? null : new Router({ linger: 0 });
+    this.router =
+      opts.replay === false
+        ? null
+        : new Router({
+            linger: 0,
+            ...(opts.replaySendHighWaterMark !== undefined
+              ? { sendHighWaterMark: opts.replaySendHighWaterMark }
+              : {}),
+          });
   }
 
   async bind(): Promise<this> {

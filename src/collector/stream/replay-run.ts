@@ -6,6 +6,8 @@ export class ReplayRun {
   /** It stopped at its bounds (batches or bytes): the rest is requested again. */
   bounded = false;
   bytes = 0;
+  /** A jump inside its answer (the ROUTER dropped batches): it stopped there (after: the last applied). */
+  skipped: { after: number | null; got: number } | null = null;
   /** Batches it applied (not our last one, not duplicates). */
   applied = 0;
   /** Replies received: once the ROUTER answers, a live batch no longer cuts the replay short. */

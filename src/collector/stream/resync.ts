@@ -268,6 +268,12 @@ export class Resync {
         } else if (state.lastSeq === null || m.seq === state.lastSeq + 1) {
           this.writes.apply(m);
           run.applied++;
+        } else if (run.items > 1) {
+          // A jump inside one answer: the buffer held the batches before it, so the ROUTER dropped some (a
+          // ROUTER does not wait for a slow reader past its send high-water mark: a loaded host). Stop here;
+          // the next replay asks again from the last batch applied.
+          run.skipped = { after: state.lastSeq, got: m.seq };
+          return false;
         } else {
           // The buffer no longer holds what we miss: clear, and start a fresh contiguous run here.
           this.writes.clear('gap');
@@ -319,6 +325,11 @@ export class Resync {
       firstSeq: first,
       lastSeq: state.lastSeq,
     });
+    if (run.skipped)
+      this.cx.log.warn('replay answer skipped batches (the ROUTER dropped them): asking again', {
+        ...run.skipped,
+        applied: run.applied,
+      });
     return {
       same,
       bounded: run.bounded && same !== false,
@@ -326,8 +337,14 @@ export class Resync {
       // Stopped early (timeout, error) after it confirmed our last batch and applied some past it.
       // (`same` is set in the reply callback, which TypeScript's narrowing does not see.)
       cutShort:
-        outcome.kind !== 'complete' && !run.bounded && (same as boolean | null) === true && run.applied > 0,
-      unanswered: outcome.kind === 'timeout' && outcome.items === 0,
+        (outcome.kind !== 'complete' &&
+          !run.bounded &&
+          (same as boolean | null) === true &&
+          run.applied > 0) ||
+        (run.skipped !== null && run.applied > 0),
+      // A skip before anything was applied is retried as an unanswered replay: at most UNANSWERED_RETRIES.
+      unanswered:
+        (outcome.kind === 'timeout' && outcome.items === 0) || (run.skipped !== null && run.applied === 0),
     };
   }
 
