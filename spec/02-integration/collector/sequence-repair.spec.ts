@@ -37,11 +37,18 @@ const hashes = hashCounter(3n << 40n);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 const END = Buffer.alloc(8, 0xff);
 
-/** A replay ROUTER that answers from `pub`'s buffer (as it was when asked) after `delayMs`: a slow pod. */
+/**
+ * A replay ROUTER that answers from `pub`'s buffer (as it was when asked) after `delayMs`: a slow pod. The next
+ * requests' answers can also stop after a number of batches and never end (`stalls`: a ROUTER starved on a
+ * loaded host, a timeout between two replies or before the first) or leave one batch out (`skips`: dropped
+ * past the ROUTER's send high-water mark), one entry per request.
+ */
 class SlowReplay {
   readonly router = new Router({ linger: 0 });
   endpoint = '';
   readonly requests: number[] = [];
+  readonly stalls: number[] = [];
+  readonly skips: number[] = [];
   #loop: Promise<void> | null = null;
 
   constructor(
@@ -63,59 +70,14 @@ class SlowReplay {
         const [id, , start] = frames as [Buffer, Buffer, Buffer];
         const from = Number(start.readBigUInt64BE(0));
         this.requests.push(from);
-        const snapshot = this.pub.buffer.filter((b) => b.seq >= from);
-        await sleep(this.delayMs);
-        for (const b of snapshot) await this.router.send([id, Buffer.alloc(0), seqFrame(b.seq), b.payload]);
-        await this.router.send([id, Buffer.alloc(0), END, Buffer.alloc(0)]);
-      }
-    } catch {
-      // closed
-    }
-  }
-
-  async close(): Promise<void> {
-    this.router.close();
-    await this.#loop;
-  }
-}
-
-/**
- * A replay ROUTER that answers from `pub`'s buffer, except that the next requests' answers, one per entry of
- * `stalls`, stop after that many batches and never end: a ROUTER starved on a loaded host, as the collector
- * sees it (a timeout between two replies, or before the first).
- */
-class StallingReplay {
-  readonly router = new Router({ linger: 0 });
-  endpoint = '';
-  readonly requests: number[] = [];
-  readonly stalls: number[] = [];
-  /** For the next requests, one per entry: the index of a batch left out of the answer (dropped by the ROUTER). */
-  readonly skips: number[] = [];
-  #loop: Promise<void> | null = null;
-
-  constructor(readonly pub: FakeVllmPublisher) {}
-
-  async bind(): Promise<this> {
-    this.endpoint = `tcp://127.0.0.1:${await freePort()}`;
-    await this.router.bind(this.endpoint);
-    this.#loop = this.#serve();
-    return this;
-  }
-
-  async #serve(): Promise<void> {
-    try {
-      for await (const frames of this.router) {
-        if (frames.length !== 3) continue;
-        const [id, , start] = frames as [Buffer, Buffer, Buffer];
-        const from = Number(start.readBigUInt64BE(0));
-        this.requests.push(from);
         const stall = this.stalls.shift() ?? null;
         const skip = this.skips.shift() ?? -1;
-        const answer = this.pub.buffer
+        const snapshot = this.pub.buffer
           .filter((b) => b.seq >= from)
           .slice(0, stall ?? undefined)
           .filter((_, i) => i !== skip);
-        for (const b of answer) await this.router.send([id, Buffer.alloc(0), seqFrame(b.seq), b.payload]);
+        await sleep(this.delayMs);
+        for (const b of snapshot) await this.router.send([id, Buffer.alloc(0), seqFrame(b.seq), b.payload]);
         if (stall === null) await this.router.send([id, Buffer.alloc(0), END, Buffer.alloc(0)]);
       }
     } catch {
@@ -162,7 +124,7 @@ describe('collector event sequencing (real Redis, ZMQ, HTTP)', () => {
   let collector: Collector | null = null;
   let pub: FakeVllmPublisher | null = null;
   let slow: SlowReplay | null = null;
-  let stalling: StallingReplay | null = null;
+  let stalling: SlowReplay | null = null;
   let server: Server | null = null;
 
   const start = async (
@@ -283,7 +245,7 @@ describe('collector event sequencing (real Redis, ZMQ, HTTP)', () => {
       id: string,
     ): Promise<{ w: StreamWorker; last: number; asked: number; missed: number[][] }> => {
       pub = await new FakeVllmPublisher({ format: 'map' }, { replay: false }).bind();
-      stalling = await new StallingReplay(pub).bind();
+      stalling = await new SlowReplay(pub, 0).bind();
       await start(
         [
           {
