@@ -1,6 +1,6 @@
 // Starts a private Redis Sentinel setup (a primary, replicas, three sentinels) on free ports, for tests.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -71,7 +71,9 @@ async function launchSentinel(
       `port ${port}`,
       'bind 127.0.0.1',
       `dir ${dir}`,
-      'loglevel warning',
+      // Its log says why a failover took long (votes, the replica it picked); failures quote its tail.
+      'loglevel notice',
+      `logfile ${join(dir, `sentinel-${i}.log`)}`,
       `sentinel monitor ${master} 127.0.0.1 ${primaryPort} 2`,
       `sentinel down-after-milliseconds ${master} ${downAfterMs}`,
       // Also the pause between two failovers of the master (twice this): short, so tests can fail over again.
@@ -94,6 +96,9 @@ async function launchSentinel(
   });
   const admin = new Redis(port, '127.0.0.1', { maxRetriesPerRequest: 1 });
   admin.on('error', () => {});
+  // A sentinel whose timer runs 2 s late (starved on a loaded CI runner) enters TILT and takes no action
+  // for 30 s: a failover then outlasts any test's wait. Only a stall of 10 s tilts it here, for 3 s.
+  await admin.call('SENTINEL', 'DEBUG', 'tilt-trigger', '10000', 'tilt-period', '3000');
   const exited = (): boolean => proc.exitCode !== null || proc.signalCode !== null;
   const stopWith = async (signal: NodeJS.Signals): Promise<void> => {
     admin.disconnect();
@@ -183,6 +188,13 @@ export async function startRedisSentinel(
       ),
     ].join('; ');
   };
+  /** The last lines sentinel `i` logged (its votes, failover steps), for failure messages. */
+  const logTail = (i: number, lines = 40): string => {
+    const file = join(dir, `sentinel-${i}.log`);
+    return existsSync(file)
+      ? readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n')
+      : '(no log)';
+  };
   const live = (): SentinelProcess[] => sentinels.filter((s) => s.admin.status === 'ready');
   const primaryIndex = async (): Promise<number> => {
     const named = new Set<string>();
@@ -221,7 +233,7 @@ export async function startRedisSentinel(
           nodes.map((n) => n.admin.info('replication').then((i) => /role:(\w+)/.exec(i)?.[1], String)),
         );
         throw new Error(
-          `${(e as Error).message}; sentinel 0 sees ${await view(live()[0]!).catch(String)}; the sentinels name ${JSON.stringify(named)}; nodes ${nodes.map((n, i) => `${n.address}=${roles[i]}`).join(' ')}`,
+          `${(e as Error).message}; sentinel 0 sees ${await view(live()[0]!).catch(String)}; the sentinels name ${JSON.stringify(named)}; nodes ${nodes.map((n, i) => `${n.address}=${roles[i]}`).join(' ')}; sentinel 0 logged:\n${logTail(0)}`,
           { cause: e },
         );
       }
