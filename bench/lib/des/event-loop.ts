@@ -57,10 +57,9 @@ export interface LoopRecord extends RequestRecord {
   waitedMs: number;
 }
 
-export interface LoopInput {
+/** What every virtual-time run shares, whatever its clients: the arm, the fleet, the path and the seed. */
+export interface RunSetup {
   arm: Arm;
-  sources: LoopSource[];
-  windows: { warmupS: number; measureS: number; cooldownS: number };
   pods: SimPod[];
   model: string;
   template: ChatTemplate;
@@ -71,14 +70,22 @@ export interface LoopInput {
   seed: number;
   trial: number;
   feed: CollectorFeed | null;
+  /** Called as virtual time advances (progress bar; the arms' clock). */
+  onProgress?: (virtualMs: number) => void;
+}
+
+export interface LoopInput extends RunSetup {
+  sources: LoopSource[];
+  windows: { warmupS: number; measureS: number; cooldownS: number };
   /** The oracle needs each prompt's engine block hashes on its pod. */
   trackBlockHashes?: boolean;
-  /** The collector restarts at this virtual time (ms): every pod is rebuilt from its replay buffer. */
+  /**
+   * The collector restarts at this virtual time (ms): every pod is cleared and rebuilt from its replay buffer
+   * (the feed's `replayBatches`), as a restarted or new collector does.
+   */
   collectorRestartAtMs?: number;
   /** Scrape the pods' metrics even without a collector feed (arms that read them: approx-prefix). */
   scrapeWithoutFeed?: boolean;
-  /** Called as virtual time advances (progress bar; the arms' clock). */
-  onProgress?: (virtualMs: number) => void;
 }
 
 export interface LoopResult {

@@ -1,37 +1,15 @@
 // Runs one benchmark cell in virtual time: one arm, workload, load profile and trial, GuideLLM's client.
-import type { Arm } from '../arms/types.js';
 import type { Profile, RequestRecord } from '../types.js';
 import type { WorkloadFactory } from '../workload/workloads.js';
-import type { ChatTemplate, PromptTokenizer } from '../../../src/tokenize/types.js';
-import type { CollectorFeed } from './feed.js';
-import { runEventLoop, type LoopResult, type PathLatency } from './event-loop.js';
-import type { SimPod } from './pod.js';
+import { runEventLoop, type LoopInput, type LoopResult, type RunSetup } from './event-loop.js';
 
 export type { PathLatency } from './event-loop.js';
 
-export interface CellInput {
-  arm: Arm;
+export interface CellInput extends RunSetup, Pick<LoopInput, 'collectorRestartAtMs'> {
   factory: WorkloadFactory;
   profile: Profile;
-  pods: SimPod[];
-  model: string;
-  template: ChatTemplate;
-  promptTokenizer: PromptTokenizer;
-  /** id → word, to turn sampled output ids back into reply text (multiturn history). */
-  wordOf: ReadonlyMap<number, string>;
-  latency: PathLatency;
-  seed: number;
-  trial: number;
-  feed: CollectorFeed | null;
   /** The oracle needs each prompt's engine block hashes on its pod. */
   trackBlockHashes: boolean;
-  /**
-   * The collector restarts at this virtual time (ms): every pod is cleared and rebuilt from its replay buffer
-   * (the feed's `replayBatches`), as a restarted or new collector does.
-   */
-  collectorRestartAtMs?: number;
-  /** Called as virtual time advances (progress bar). */
-  onProgress?: (virtualMs: number) => void;
 }
 
 export interface CellResult extends Omit<LoopResult, 'records'> {

@@ -1,12 +1,14 @@
 // Runs several tenants' workloads at once on one fleet in virtual time (the mixed-tenant benchmark).
 import type { CallerFacts } from '../../../src/policies/index.js';
-import type { ChatTemplate, PromptTokenizer } from '../../../src/tokenize/types.js';
-import type { Arm } from '../arms/types.js';
 import type { Profile } from '../types.js';
 import type { WorkloadFactory } from '../workload/workloads.js';
-import type { CollectorFeed } from './feed.js';
-import { runEventLoop, type LoopRecord, type LoopResult, type PathLatency } from './event-loop.js';
-import type { SimPod } from './pod.js';
+import {
+  runEventLoop,
+  type LoopInput,
+  type LoopRecord,
+  type LoopResult,
+  type RunSetup,
+} from './event-loop.js';
 
 /** One tenant of the mix: its workload, its load (open loop or streams), and who Kong says it is. */
 export interface TenantSource {
@@ -22,20 +24,8 @@ export interface MixedRecord extends LoopRecord {
   tenant: string;
 }
 
-export interface MixedInput {
-  arm: Arm;
+export interface MixedInput extends RunSetup, Pick<LoopInput, 'windows'> {
   tenants: TenantSource[];
-  windows: { warmupS: number; measureS: number; cooldownS: number };
-  pods: SimPod[];
-  model: string;
-  template: ChatTemplate;
-  promptTokenizer: PromptTokenizer;
-  wordOf: ReadonlyMap<number, string>;
-  latency: PathLatency;
-  seed: number;
-  trial: number;
-  feed: CollectorFeed | null;
-  onProgress?: (virtualMs: number) => void;
 }
 
 export interface MixedResult extends Omit<LoopResult, 'records'> {

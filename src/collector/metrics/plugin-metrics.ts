@@ -8,9 +8,7 @@ import {
   type PluginSample,
   type SeriesKey,
 } from '../../plugin-metrics/index.js';
-
-type Value = { labels: Record<string, string | number>; value: number; metricName?: string };
-type Metric = { name: string; help: string; type: 'counter' | 'gauge' | 'histogram'; values: Value[] };
+import { registerRedisSeries, type RedisSeries } from './redis-series.js';
 
 export const PLUGIN_EXPORT_UP = `${PLUGIN_METRIC_PREFIX}metrics_export_up`;
 
@@ -28,51 +26,27 @@ export interface PluginMetricsOptions {
  * and no plugin series, never a failed /metrics.
  */
 export function registerPluginMetrics(registry: Registry, o: PluginMetricsOptions): void {
-  let pending: { atMs: number; rows: Promise<Map<SeriesKey, PluginSample[]> | null> } | null = null;
-  const read = (): Promise<Map<SeriesKey, PluginSample[]> | null> => {
-    const now = Date.now();
-    if (pending && now - pending.atMs < 1000) return pending.rows;
-    const rows = (async () => {
-      if (o.client.status === 'wait') await o.client.connect();
-      return readPluginSamples(o.client, o.keyPrefix);
-    })().catch(() => null);
-    pending = { atMs: now, rows };
-    return rows;
-  };
-  const add = (m: unknown): void => registry.registerMetric(m as Parameters<Registry['registerMetric']>[0]);
-  for (const [key, def] of Object.entries(PLUGIN_SERIES)) {
-    const name = PLUGIN_METRIC_PREFIX + def.suffix;
-    const { help, type } = def;
-    add({
-      name,
-      help,
-      type,
-      aggregator: 'sum',
-      async get(): Promise<Metric> {
-        if (!o.exporting()) return { name, help, type, values: [] };
-        const rows = await read();
-        const samples = rows?.get(key as SeriesKey) ?? [];
-        return {
-          name,
-          help,
-          type,
-          values: samples.map((s) => ({ labels: s.labels, value: s.value, metricName: s.name })),
-        };
-      },
-      reset() {},
-    });
-  }
-  const upHelp = "1 when the last read of the plugins' counters from Redis succeeded, 0 when it failed";
-  add({
+  type Rows = Map<SeriesKey, PluginSample[]>;
+  const series: RedisSeries<Rows>[] = Object.entries(PLUGIN_SERIES).map(([key, def]) => ({
+    name: PLUGIN_METRIC_PREFIX + def.suffix,
+    help: def.help,
+    type: def.type,
+    values: (rows) =>
+      (rows?.get(key as SeriesKey) ?? []).map((s) => ({
+        labels: s.labels,
+        value: s.value,
+        metricName: s.name,
+      })),
+  }));
+  series.push({
     name: PLUGIN_EXPORT_UP,
-    help: upHelp,
+    help: "1 when the last read of the plugins' counters from Redis succeeded, 0 when it failed",
     type: 'gauge',
-    aggregator: 'sum',
-    async get(): Promise<Metric> {
-      const base = { name: PLUGIN_EXPORT_UP, help: upHelp, type: 'gauge' as const };
-      if (!o.exporting()) return { ...base, values: [] };
-      return { ...base, values: [{ labels: {}, value: (await read()) ? 1 : 0 }] };
-    },
-    reset() {},
+    values: (rows) => [{ labels: {}, value: rows ? 1 : 0 }],
   });
+  registerRedisSeries(
+    registry,
+    { client: o.client, exporting: o.exporting, read: (c) => readPluginSamples(c, o.keyPrefix) },
+    series,
+  );
 }

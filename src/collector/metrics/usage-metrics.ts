@@ -2,6 +2,7 @@
 import type { Registry } from 'prom-client';
 import type { Cluster, Redis } from 'ioredis';
 import { TTFT_BUCKETS_MS, readFleetTotals, type FleetTotals, type UsageTotals } from '../../usage/index.js';
+import { registerRedisSeries, type SeriesValue } from './redis-series.js';
 
 /**
  * Every Kong node's plugin adds its requests to one Redis hash per fleet (src/usage, `<prefix>:usage:metrics`,
@@ -15,8 +16,7 @@ import { TTFT_BUCKETS_MS, readFleetTotals, type FleetTotals, type UsageTotals } 
  * after a takeover the other collector's series go on from the same values (no reset, no double count).
  */
 
-type Value = { labels: Record<string, string | number>; value: number; metricName?: string };
-type Metric = { name: string; help: string; type: 'counter' | 'gauge' | 'histogram'; values: Value[] };
+type Value = SeriesValue;
 
 export const USAGE_METRIC_PREFIX = 'kinference_usage_';
 
@@ -104,17 +104,6 @@ export interface UsageMetricsOptions {
  * failed read exports export_up 0 and no usage series, never a failed /metrics.
  */
 export function registerUsageMetrics(registry: Registry, o: UsageMetricsOptions): void {
-  let pending: { atMs: number; rows: Promise<FleetTotals[] | null> } | null = null;
-  const read = (): Promise<FleetTotals[] | null> => {
-    const now = Date.now();
-    if (pending && now - pending.atMs < 1000) return pending.rows;
-    const rows = (async () => {
-      if (o.client.status === 'wait') await o.client.connect();
-      return readFleetTotals(o.client, o.keyPrefix);
-    })().catch(() => null);
-    pending = { atMs: now, rows };
-    return rows;
-  };
   const build: Record<keyof typeof USAGE_SERIES, (rows: FleetTotals[], name: string) => Value[]> = {
     requests: (r) => counters(r, (t) => t.requests),
     shed: (r) => counters(r, (t) => t.shed),
@@ -137,21 +126,19 @@ export function registerUsageMetrics(registry: Registry, o: UsageMetricsOptions)
     ttft: ttftValues,
     up: () => [],
   };
-  for (const [key, [suffix, type, help]] of Object.entries(USAGE_SERIES)) {
-    const name = `${USAGE_METRIC_PREFIX}${suffix}`;
-    const metric = {
-      name,
-      help,
-      type,
-      aggregator: 'sum',
-      async get(): Promise<Metric> {
-        if (!o.exporting()) return { name, help, type, values: [] };
-        const rows = await read();
-        if (key === 'up') return { name, help, type, values: [{ labels: {}, value: rows ? 1 : 0 }] };
-        return { name, help, type, values: rows ? build[key as keyof typeof USAGE_SERIES](rows, name) : [] };
-      },
-      reset() {},
-    };
-    registry.registerMetric(metric as unknown as Parameters<Registry['registerMetric']>[0]);
-  }
+  registerRedisSeries(
+    registry,
+    { client: o.client, exporting: o.exporting, read: (c) => readFleetTotals(c, o.keyPrefix) },
+    Object.entries(USAGE_SERIES).map(([key, [suffix, type, help]]) => {
+      const name = `${USAGE_METRIC_PREFIX}${suffix}`;
+      const k = key as keyof typeof USAGE_SERIES;
+      return {
+        name,
+        help,
+        type,
+        values: (rows: FleetTotals[] | null) =>
+          k === 'up' ? [{ labels: {}, value: rows ? 1 : 0 }] : rows ? build[k](rows, name) : [],
+      };
+    }),
+  );
 }
