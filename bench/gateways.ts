@@ -9,12 +9,12 @@ import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { benchArgs, numberArg, orUsage, UsageError } from './lib/cli.js';
 import { compactRecord } from './lib/live/compact-record.js';
-import { streamChat } from './lib/live/http-client.js';
 import { runSpreadCell, type NodeDecision } from './lib/live/spread-cell.js';
 import { resetPrefixCaches, startLiveStack, type LiveStack } from './lib/live/stack.js';
+import { scheduleStack, warmGateways } from './lib/live/warm-gateways.js';
 import { hostMeta, writeResultFile } from './lib/result-file.js';
 import { latencyProfile, SEED_SCHEDULE } from './lib/schedule.js';
-import { loadModelSetup, type ModelSetup } from './lib/setup.js';
+import { loadModelSetup } from './lib/setup.js';
 import { sloFor } from './lib/slo.js';
 import { goodputPerMin, type Slo } from './lib/stats/goodput.js';
 import { erroredInWindow, inMeasureWindow, requestMetrics } from './lib/stats/metrics.js';
@@ -77,21 +77,6 @@ const slos = sloFor(s, model);
 const PLUGIN_SETTINGS = { expose_headers: true, redis_timeout_ms: 250, decision_workers: 0 };
 
 /** One short request through every node's chat route: each plugin instance starts before the cell. */
-async function warmNodes(stack: LiveStack, m: ModelSetup): Promise<void> {
-  const body = JSON.stringify({
-    model: m.model,
-    messages: [{ role: 'user', content: 'warm up' }],
-    max_tokens: 1,
-    stream: true,
-  });
-  for (const gw of stack.gateways) {
-    const t = await streamChat(gw.host, gw.port, body);
-    // The plugin instance started either way; a stream the pod ended badly is worth a line, not the run.
-    if (t.status !== 200) throw new Error(`warm-up through ${gw.host}:${gw.port}: HTTP ${t.status}`);
-    if (!t.ok) console.error(`warm-up through ${gw.host}:${gw.port}: ${t.error ?? 'not ok'}`);
-  }
-}
-
 const round = (x: number, d = 1): number => Math.round(x * 10 ** d) / 10 ** d;
 
 function figures(
@@ -144,20 +129,13 @@ const startedAt = new Date().toISOString();
 const t0 = performance.now();
 // One stack for every cell, with the most nodes; cell N sends through the first N (the others idle).
 const stack = await startLiveStack({
-  pods: s.pods,
-  profile: s.emulatorProfile,
-  kvCapacityTokens: s.kvCapacityTokens,
-  timeScale,
-  seed: s.seed,
-  scrapeIntervalMs: s.latency.scrapeIntervalMs,
-  model,
-  cli,
+  ...scheduleStack(s, { timeScale, model, cli }),
   gateways: Math.max(...nodeCounts),
   pluginExtra: PLUGIN_SETTINGS,
 });
 current = stack;
 try {
-  await warmNodes(stack, model);
+  await warmGateways(stack, model);
   console.error(`gateways: stack up in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
   for (const workload of workloads) {
     const profile: Profile = { ...latencyProfile(s, workload), warmupS, measureS, cooldownS: 20 };

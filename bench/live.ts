@@ -15,7 +15,7 @@ import { probePaths, type PathFit } from './lib/live/path-probe.js';
 import { compareModes, type ArmAgreement } from './lib/live/agreement.js';
 import { runLiveCell, type LiveArm } from './lib/live/run-live-cell.js';
 import { resetPrefixCaches, startLiveStack, type LiveStack } from './lib/live/stack.js';
-import { streamChat } from './lib/live/http-client.js';
+import { scheduleStack, warmGateways } from './lib/live/warm-gateways.js';
 import { applyClientArgs } from './lib/cli-args.js';
 import { numberArg, orUsage, UsageError } from './lib/cli.js';
 import { capacityProfile, latencyProfile, SEED_SCHEDULE, type BenchSchedule } from './lib/schedule.js';
@@ -81,29 +81,11 @@ const wall: Record<string, { des: number; live: number }> = {};
  */
 const startStack = () =>
   startLiveStack({
-    pods: s.pods,
-    profile: s.emulatorProfile,
-    kvCapacityTokens: s.kvCapacityTokens,
-    timeScale,
-    seed: s.seed,
-    scrapeIntervalMs: s.latency.scrapeIntervalMs,
-    model,
-    cli,
+    ...scheduleStack(s, { timeScale, model, cli }),
     ...(arms.includes('kinference-slo')
       ? { admission: { itl_slo_ms: slo.itlMs, shed_ttft_slo_ms: slo.ttftMs } }
       : {}),
   });
-/** The plugin loads its tokenizer on its first request: one short request does it before the cell. */
-const warmGateway = async (stack: LiveStack, path: string | undefined): Promise<void> => {
-  const body = JSON.stringify({
-    model: model.model,
-    messages: [{ role: 'user', content: 'warm up' }],
-    max_tokens: 1,
-    stream: true,
-  });
-  const t = await streamChat(stack.gateway.host, stack.gateway.port, body, path);
-  if (!t.ok) throw new Error(`warm-up request through the gateway: HTTP ${t.status}`);
-};
 /** Goodput (requests/min within the SLO) and the gateway's 429s started in the measure window. */
 const rates = (c: { records: RequestRecord[]; windowStartMs: number; windowEndMs: number }) => ({
   goodput: goodputPerMin(c.records, slo, c.windowStartMs, c.windowEndMs),
@@ -152,7 +134,8 @@ for (const arm of arms) {
   current = stack;
   try {
     if (arm !== 'random')
-      await warmGateway(stack, arm === 'kinference-slo' ? (stack.sloPath ?? undefined) : undefined);
+      // The plugin loads its tokenizer on its first request: one short request does it before the cell.
+      await warmGateways(stack, model, arm === 'kinference-slo' ? (stack.sloPath ?? undefined) : undefined);
     if (values['des-path'] === 'measured') {
       // Measured on the arm's own stack just before its cell (the same processes the cell runs through).
       const route = arm === 'random' ? 'direct' : 'gateway';
