@@ -1,11 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { Collector } from '../../../src/collector/collector.js';
 import { StaticDiscovery } from '../../../src/collector/discovery/static.js';
 import { silentLogger } from '../../../src/collector/logger.js';
 import type { StreamWorker } from '../../../src/collector/stream-worker.js';
-import type { KvIndex } from '../../../src/index/index.js';
 import { waitFor } from '../../helpers/ports.js';
-import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
 import {
   BS,
@@ -17,6 +15,7 @@ import {
   waitCached,
   waitSubscribed,
 } from '../../helpers/collector/collector-harness.js';
+import { collectorRig } from '../../helpers/collector/collector-rig.js';
 import { observerIndex } from '../../helpers/observer-index.js';
 
 const hashes = hashCounter(7n << 40n);
@@ -27,25 +26,20 @@ const hashes = hashCounter(7n << 40n);
  * counted in internal_errors_total{stage="observer"}, and the stream goes on writing.
  */
 describe('a throwing observer of index writes (real ZMQ and Redis)', () => {
-  let redis: TestRedis;
-  let index: KvIndex;
-  let pub: FakeVllmPublisher;
-  let collector: Collector;
-  const w = (): StreamWorker => collector.worker('pod-o')!;
+  const rig = collectorRig({ keyPrefix: 'kobs', index: observerIndex, stopAfter: 'all' });
+  const w = (): StreamWorker => rig.collector.worker('pod-o')!;
 
   beforeAll(async () => {
-    redis = await startRedis();
-    index = observerIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kobs' });
-    pub = await new FakeVllmPublisher({ format: 'array' }).bind();
-    collector = new Collector(testSettings(), {
-      index,
+    rig.pub = await new FakeVllmPublisher({ format: 'array' }).bind();
+    rig.collector = new Collector(testSettings(), {
+      index: rig.index,
       discovery: new StaticDiscovery([
         {
           id: 'pod-o',
           model: MODEL,
           address: '127.0.0.1:18046',
-          kv_events: pub.endpoint,
-          kv_events_replay: pub.replayEndpoint,
+          kv_events: rig.pub.endpoint,
+          kv_events_replay: rig.pub.replayEndpoint,
         },
       ]),
       log: silentLogger,
@@ -54,25 +48,18 @@ describe('a throwing observer of index writes (real ZMQ and Redis)', () => {
         throw new TypeError('Value is not a valid number: Infinity');
       },
     });
-    await collector.start();
-    await waitSubscribed(pub, w);
-  });
-
-  afterAll(async () => {
-    await collector?.stop();
-    await pub?.close();
-    await index?.close();
-    await redis?.stop();
+    await rig.collector.start();
+    await waitSubscribed(rig.pub, w);
   });
 
   it('is counted and logged; the stream goes on indexing', async () => {
     for (let i = 0; i < 3; i++) {
       const t = freshTokens(2);
-      await pub.publish([blockStored(hashes(2), null, t)]);
-      await waitCached(index, 'pod-o', t, 2);
+      await rig.pub.publish([blockStored(hashes(2), null, t)]);
+      await waitCached(rig.index, 'pod-o', t, 2);
     }
     await waitFor('observer errors counted', () => w().stats.internalErrors.observer >= 3);
-    const text = await collector.metrics.registry.metrics();
+    const text = await rig.collector.metrics.registry.metrics();
     expect(text).toMatch(/kinference_collector_internal_errors_total\{pod="pod-o",stage="observer"\} [3-9]/);
   });
 });

@@ -1,9 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Collector } from '../../../src/collector/collector.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { StreamWorker } from '../../../src/collector/stream-worker.js';
-import { type KvIndex } from '../../../src/index/index.js';
 import { waitFor } from '../../helpers/ports.js';
-import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
 import {
   blockStored,
@@ -16,6 +13,7 @@ import {
   waitCached,
   waitSubscribed,
 } from '../../helpers/collector/collector-harness.js';
+import { collectorRig } from '../../helpers/collector/collector-rig.js';
 import { encodeMsgspec, f64 } from '../../helpers/collector/msgspec-encoder.js';
 import { encodeBatch, seqFrame } from '../../helpers/collector/vllm-frames.js';
 import { observerIndex } from '../../helpers/observer-index.js';
@@ -26,73 +24,61 @@ const hashes = hashCounter(2n ** 63n + 12345n);
 describe.each(['array', 'map'] as const)(
   'collector ← vLLM KV events (%s encoding), real ZMQ and Redis',
   (format) => {
-    let redis: TestRedis;
-    let index: KvIndex;
-    let pub: FakeVllmPublisher;
     let plain: FakeVllmPublisher; // no replay endpoint
-    let collector: Collector;
-    const w = (id: string): StreamWorker => collector.worker(id)!;
+    const rig = collectorRig({
+      keyPrefix: `kt-${format}`,
+      lookupTimeoutMs: 2000,
+      index: observerIndex,
+      stopAfter: 'all',
+      cleanup: () => plain?.close(),
+    });
+    const w = (id: string): StreamWorker => rig.collector.worker(id)!;
 
     beforeAll(async () => {
-      redis = await startRedis();
-      index = observerIndex({
-        kind: 'redis',
-        url: redis.url,
-        keyPrefix: `kt-${format}`,
-        lookupTimeoutMs: 2000,
-      });
       const batch = format === 'array' ? { format, storedFields: 11, removedFields: 3 } : { format };
-      pub = await new FakeVllmPublisher(batch, { topic: 'kv-events' }).bind();
+      rig.pub = await new FakeVllmPublisher(batch, { topic: 'kv-events' }).bind();
       plain = await new FakeVllmPublisher(batch, { replay: false }).bind();
-      collector = startCollector(index, [
+      rig.collector = startCollector(rig.index, [
         {
           id: 'pod-a',
           model: MODEL,
           address: '127.0.0.1:18000',
-          kv_events: pub.endpoint,
-          kv_events_replay: pub.replayEndpoint,
+          kv_events: rig.pub.endpoint,
+          kv_events_replay: rig.pub.replayEndpoint,
           kv_events_topic: 'kv-events',
         },
         { id: 'pod-b', model: MODEL, address: '127.0.0.1:18001', kv_events: plain.endpoint },
       ]);
-      await collector.start();
-      await waitSubscribed(pub, () => collector.worker('pod-a'));
-      await waitSubscribed(plain, () => collector.worker('pod-b'));
-    });
-
-    afterAll(async () => {
-      await collector?.stop();
-      await pub?.close();
-      await plain?.close();
-      await index?.close();
-      await redis?.stop();
+      await rig.collector.start();
+      await waitSubscribed(rig.pub, () => rig.collector.worker('pod-a'));
+      await waitSubscribed(plain, () => rig.collector.worker('pod-b'));
     });
 
     it('a stored prefix is found for that pod; extending it through a uint64 parent hash works', async () => {
       const t = freshTokens(5);
       const h = hashes(5);
-      await pub.publish([blockStored(h.slice(0, 4), null, t.slice(0, 4 * BS))]);
-      await waitCached(index, 'pod-a', t, 4);
-      await pub.publish([blockStored([h[4]!], h[3]!, t.slice(4 * BS))]);
-      await waitCached(index, 'pod-a', t, 5);
-      expect(await cachedBlocks(index, 'pod-b', t)).toBe(0);
+      await rig.pub.publish([blockStored(h.slice(0, 4), null, t.slice(0, 4 * BS))]);
+      await waitCached(rig.index, 'pod-a', t, 4);
+      await rig.pub.publish([blockStored([h[4]!], h[3]!, t.slice(4 * BS))]);
+      await waitCached(rig.index, 'pod-a', t, 5);
+      expect(await cachedBlocks(rig.index, 'pod-b', t)).toBe(0);
     });
 
     it('removed blocks are no longer found; the prefix stops at the first removed block', async () => {
       const t = freshTokens(4);
       const h = hashes(4);
-      await pub.publish([blockStored(h, null, t)]);
-      await waitCached(index, 'pod-a', t, 4);
-      await pub.publish([{ type: 'BlockRemoved', hashes: [h[3]!] }]);
-      await waitCached(index, 'pod-a', t, 3);
-      await pub.publish([{ type: 'BlockRemoved', hashes: [h[1]!] }]);
-      await waitCached(index, 'pod-a', t, 1);
+      await rig.pub.publish([blockStored(h, null, t)]);
+      await waitCached(rig.index, 'pod-a', t, 4);
+      await rig.pub.publish([{ type: 'BlockRemoved', hashes: [h[3]!] }]);
+      await waitCached(rig.index, 'pod-a', t, 3);
+      await rig.pub.publish([{ type: 'BlockRemoved', hashes: [h[1]!] }]);
+      await waitCached(rig.index, 'pod-a', t, 1);
     });
 
     it('LoRA and cache_salt chains get the router’s seeded keys; multimodal blocks are not indexed', async () => {
       const t = freshTokens(2);
       const [a, b] = hashes(2);
-      await pub.publish([
+      await rig.pub.publish([
         // group_idx: a vLLM whose multimodal keys are tuples, so the plain string is the cache_salt
         blockStored([a!], null, t.slice(0, BS), {
           loraName: 'sql-lora',
@@ -102,29 +88,29 @@ describe.each(['array', 'map'] as const)(
         }),
         blockStored([b!], a!, t.slice(BS), { loraName: 'sql-lora', loraId: 1, extraKeys: [['sql-lora']] }),
       ]);
-      await waitCached(index, 'pod-a', t, 2, { lora: 'sql-lora', salt: 'salt-9' });
-      expect(await cachedBlocks(index, 'pod-a', t)).toBe(0); // not under the base model's seed
+      await waitCached(rig.index, 'pod-a', t, 2, { lora: 'sql-lora', salt: 'salt-9' });
+      expect(await cachedBlocks(rig.index, 'pod-a', t)).toBe(0); // not under the base model's seed
       const m = freshTokens(2);
-      await pub.publish([blockStored(hashes(2), null, m, { extraKeys: [null, [['image-1', 0]]] })]);
-      await waitCached(index, 'pod-a', m, 1);
+      await rig.pub.publish([blockStored(hashes(2), null, m, { extraKeys: [null, [['image-1', 0]]] })]);
+      await waitCached(rig.index, 'pod-a', m, 1);
       await waitFor('skip counted', () => w('pod-a').stats.skipped.unreproducible_extra_keys >= 1);
     });
 
     it('AllBlocksCleared drops every block of the pod', async () => {
       const t = freshTokens(3);
-      await pub.publish([blockStored(hashes(3), null, t)]);
-      await waitCached(index, 'pod-a', t, 3);
-      await pub.publish([{ type: 'AllBlocksCleared' }]);
-      await waitCached(index, 'pod-a', t, 0);
+      await rig.pub.publish([blockStored(hashes(3), null, t)]);
+      await waitCached(rig.index, 'pod-a', t, 3);
+      await rig.pub.publish([{ type: 'AllBlocksCleared' }]);
+      await waitCached(rig.index, 'pod-a', t, 0);
     });
 
     it('a gap is repaired from the replay endpoint: the dropped batch’s blocks are indexed', async () => {
       const t = freshTokens(3);
       const h = hashes(3);
       const gaps = w('pod-a').stats.gaps;
-      await pub.publish([blockStored(h.slice(0, 2), null, t.slice(0, 2 * BS))], { drop: true }); // lost on the wire (HWM)
-      await pub.publish([blockStored([h[2]!], h[1]!, t.slice(2 * BS))]);
-      await waitCached(index, 'pod-a', t, 3);
+      await rig.pub.publish([blockStored(h.slice(0, 2), null, t.slice(0, 2 * BS))], { drop: true }); // lost on the wire (HWM)
+      await rig.pub.publish([blockStored([h[2]!], h[1]!, t.slice(2 * BS))]);
+      await waitCached(rig.index, 'pod-a', t, 3);
       expect(w('pod-a').stats.gaps).toBe(gaps + 1);
       expect(w('pod-a').stats.replays.covered).toBeGreaterThanOrEqual(1);
     });
@@ -132,43 +118,43 @@ describe.each(['array', 'map'] as const)(
     it('without replay, a gap clears the pod and it is rebuilt from new events', async () => {
       const old = freshTokens(2);
       await plain.publish([blockStored(hashes(2), null, old)]);
-      await waitCached(index, 'pod-b', old, 2);
+      await waitCached(rig.index, 'pod-b', old, 2);
       const lost = freshTokens(1);
       const lostHash = hashes(1);
       await plain.publish([blockStored(lostHash, null, lost)], { drop: true });
       const t = freshTokens(2);
       await plain.publish([blockStored(hashes(2), null, t)]);
-      await waitCached(index, 'pod-b', t, 2);
-      expect(await cachedBlocks(index, 'pod-b', old)).toBe(0);
+      await waitCached(rig.index, 'pod-b', t, 2);
+      expect(await cachedBlocks(rig.index, 'pod-b', old)).toBe(0);
       expect(w('pod-b').stats.podClears.gap).toBe(1);
     });
 
     it('a sequence that goes backwards (engine restart) clears the pod; the new process’s blocks are indexed', async () => {
       const before = freshTokens(2);
-      await pub.publish([blockStored(hashes(2), null, before)]);
-      await waitCached(index, 'pod-a', before, 2);
-      pub.restart();
+      await rig.pub.publish([blockStored(hashes(2), null, before)]);
+      await waitCached(rig.index, 'pod-a', before, 2);
+      rig.pub.restart();
       const after = freshTokens(2);
-      await pub.publish([blockStored(hashes(2), null, after)]); // seq 0 again
-      await waitCached(index, 'pod-a', after, 2);
-      expect(await cachedBlocks(index, 'pod-a', before)).toBe(0);
+      await rig.pub.publish([blockStored(hashes(2), null, after)]); // seq 0 again
+      await waitCached(rig.index, 'pod-a', after, 2);
+      expect(await cachedBlocks(rig.index, 'pod-a', before)).toBe(0);
       expect(w('pod-a').stats.restarts).toBe(1);
     });
 
     it('malformed frames, truncated msgpack and wrong types are counted; the stream keeps working', async () => {
       const s = w('pod-a').stats;
-      await pub.sendRaw([Buffer.from('kv-events'), seqFrame(pub.seq)]); // 2 frames
-      await pub.sendRaw([Buffer.from('kv-events'), Buffer.alloc(4), Buffer.from([0x90])]); // bad sequence frame
+      await rig.pub.sendRaw([Buffer.from('kv-events'), seqFrame(rig.pub.seq)]); // 2 frames
+      await rig.pub.sendRaw([Buffer.from('kv-events'), Buffer.alloc(4), Buffer.from([0x90])]); // bad sequence frame
       const good = encodeBatch([blockStored(hashes(1), null, freshTokens(1))], { format });
-      await pub.publishPayload(good.subarray(0, good.length - 5)); // truncated
-      await pub.publishPayload(Buffer.from('not msgpack at all'));
-      await pub.publishPayload(encodeMsgspec([f64(1), 'events', 0])); // wrong type
-      await pub.publishPayload(
+      await rig.pub.publishPayload(good.subarray(0, good.length - 5)); // truncated
+      await rig.pub.publishPayload(Buffer.from('not msgpack at all'));
+      await rig.pub.publishPayload(encodeMsgspec([f64(1), 'events', 0])); // wrong type
+      await rig.pub.publishPayload(
         encodeMsgspec([f64(1), [['BlockStored', 'x', null, [], 16, null, 'GPU', null], ['Mystery']], 0]),
       );
       const t = freshTokens(2);
-      await pub.publish([blockStored(hashes(2), null, t)]);
-      await waitCached(index, 'pod-a', t, 2);
+      await rig.pub.publish([blockStored(hashes(2), null, t)]);
+      await waitCached(rig.index, 'pod-a', t, 2);
       expect(s.malformedFrames).toBe(2);
       expect(s.decodeErrors.truncated).toBe(1);
       expect(s.decodeErrors.msgpack + s.decodeErrors.batch_shape).toBeGreaterThanOrEqual(1);
@@ -179,7 +165,7 @@ describe.each(['array', 'map'] as const)(
     });
 
     it('exports its counters on /metrics (prom-client registry)', async () => {
-      const text = await collector.metrics.registry.metrics();
+      const text = await rig.collector.metrics.registry.metrics();
       expect(text).toMatch(/kinference_collector_block_events_total\{pod="pod-a",kind="stored"\} [1-9]/);
       expect(text).toMatch(/kinference_collector_sequence_gaps_total\{pod="pod-a"\} 1/);
       expect(text).toMatch(/kinference_collector_event_lag_seconds_count\{pod="pod-a"\} [1-9]/);
@@ -187,8 +173,8 @@ describe.each(['array', 'map'] as const)(
     });
 
     it('drops a pod’s series when the pod leaves (pod ids change with every rollout)', async () => {
-      await collector.reconcile([]);
-      const text = await collector.metrics.registry.metrics();
+      await rig.collector.reconcile([]);
+      const text = await rig.collector.metrics.registry.metrics();
       expect(text).not.toMatch(/pod="pod-a"/);
     });
   },

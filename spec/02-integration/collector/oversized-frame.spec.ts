@@ -1,9 +1,6 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Collector } from '../../../src/collector/collector.js';
+import { describe, expect, it } from 'vitest';
 import { requestReplay } from '../../../src/collector/transport/replay-client.js';
-import { createKvIndex, type KvIndex } from '../../../src/index/index.js';
 import { waitFor } from '../../helpers/ports.js';
-import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
 import { liveFrames } from '../../helpers/collector/vllm-frames.js';
 import {
@@ -16,6 +13,7 @@ import {
   waitCached,
   waitSubscribed,
 } from '../../helpers/collector/collector-harness.js';
+import { collectorRig } from '../../helpers/collector/collector-rig.js';
 
 /**
  * Issue #33: the size of one ZMQ frame a pod may send the collector is bounded (`zmq_max_frame_bytes`, ZMQ
@@ -28,56 +26,40 @@ const LIMIT = 65_536;
 const OVERSIZED = 4 * 1024 * 1024;
 
 describe('ZMQ frames over zmq_max_frame_bytes (real ZMQ, real Redis)', () => {
-  let redis: TestRedis;
-  let index: KvIndex;
-  let collector: Collector | null = null;
-  let pub: FakeVllmPublisher | null = null;
-
-  beforeAll(async () => {
-    redis = await startRedis();
-    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kbig', commandTimeoutMs: 2000 });
-  });
-  afterEach(async () => {
-    await collector?.stop();
-    await pub?.close();
-    collector = null;
-    pub = null;
-  });
-  afterAll(async () => {
-    await index?.close();
-    await redis?.stop();
-  });
+  const rig = collectorRig({ keyPrefix: 'kbig', commandTimeoutMs: 2000 });
 
   it(
     'a live frame over the bound is refused and counted; the collector reconnects and indexes what follows',
     { timeout: 90_000 },
     async () => {
-      pub = await new FakeVllmPublisher({ format: 'map' }).bind();
-      collector = startCollector(
-        index,
+      rig.pub = await new FakeVllmPublisher({ format: 'map' }).bind();
+      rig.collector = startCollector(
+        rig.index,
         [
           {
             id: 'pod-big',
             model: MODEL,
             address: '127.0.0.1:18021',
-            kv_events: pub.endpoint,
-            kv_events_replay: pub.replayEndpoint,
+            kv_events: rig.pub.endpoint,
+            kv_events_replay: rig.pub.replayEndpoint,
           },
         ],
         { zmq_max_frame_bytes: LIMIT, replay_timeout_ms: 500 },
       );
-      await collector.start();
+      await rig.collector.start();
       const w = await (async () => {
-        await waitSubscribed(pub!, () => collector!.worker('pod-big'));
-        return collector!.worker('pod-big')!;
+        await waitSubscribed(rig.pub, () => rig.collector.worker('pod-big'));
+        return rig.collector.worker('pod-big')!;
       })();
       const a = freshTokens(2);
-      await pub.publish([{ type: 'BlockStored', hashes: hashes(2), parent: null, tokens: a, blockSize: BS }]);
-      await waitCached(index, 'pod-big', a, 2);
+      await rig.pub.publish([
+        { type: 'BlockStored', hashes: hashes(2), parent: null, tokens: a, blockSize: BS },
+      ]);
+      await waitCached(rig.index, 'pod-big', a, 2);
       expect(w.stats.framesRefused).toBe(0);
 
       // A batch far over the bound, kept in the engine's replay buffer as vLLM would keep it.
-      await pub.publishPayload(Buffer.alloc(OVERSIZED, 0x90));
+      await rig.pub.publishPayload(Buffer.alloc(OVERSIZED, 0x90));
       await waitFor('the frame refused and counted', () => w.stats.framesRefused === 1, 20_000);
       await waitFor('connected again', () => w.connected, 20_000);
 
@@ -86,9 +68,9 @@ describe('ZMQ frames over zmq_max_frame_bytes (real ZMQ, real Redis)', () => {
       await waitFor(
         'the next batch indexed',
         async () => {
-          if ((await cachedBlocks(index, 'pod-big', b)) === 2) return true;
+          if ((await cachedBlocks(rig.index, 'pod-big', b)) === 2) return true;
           if (w.connected && !w.resyncing)
-            await pub!.publish([
+            await rig.pub.publish([
               { type: 'BlockStored', hashes: hashes(2), parent: null, tokens: b, blockSize: BS },
             ]);
           return false;
@@ -97,24 +79,24 @@ describe('ZMQ frames over zmq_max_frame_bytes (real ZMQ, real Redis)', () => {
         300,
       );
       expect(w.stats.framesRefused).toBe(1);
-      const text = await collector.metrics.registry.metrics();
+      const text = await rig.collector.metrics.registry.metrics();
       expect(text).toContain('kinference_collector_frames_refused_total{pod="pod-big"} 1');
       // A frame at the bound is still taken: the bound refuses only what is over it.
       const received = w.stats.framesReceived;
-      await pub.sendRaw(liveFrames('', pub.seq + 1000, Buffer.alloc(LIMIT, 0x90)));
+      await rig.pub.sendRaw(liveFrames('', rig.pub.seq + 1000, Buffer.alloc(LIMIT, 0x90)));
       await waitFor('a frame at the bound received', () => w.stats.framesReceived > received);
       expect(w.stats.framesRefused).toBe(1);
     },
   );
 
   it('a replay answer with a frame over the bound ends at it (timeout after the items before), never buffered', async () => {
-    pub = await new FakeVllmPublisher({ format: 'map' }).bind();
-    await pub.publish([]);
-    await pub.publishPayload(Buffer.alloc(OVERSIZED, 0x90));
-    await pub.publish([]);
+    rig.pub = await new FakeVllmPublisher({ format: 'map' }).bind();
+    await rig.pub.publish([]);
+    await rig.pub.publishPayload(Buffer.alloc(OVERSIZED, 0x90));
+    await rig.pub.publish([]);
     const seqs: number[] = [];
     const outcome = await requestReplay(
-      pub.replayEndpoint,
+      rig.pub.replayEndpoint,
       0,
       1000,
       (m) => {
@@ -126,7 +108,7 @@ describe('ZMQ frames over zmq_max_frame_bytes (real ZMQ, real Redis)', () => {
     expect(outcome).toEqual({ kind: 'timeout', items: 1 });
     expect(seqs).toEqual([0]);
     // Under a bound that fits, the same buffer replays whole.
-    const all = await requestReplay(pub.replayEndpoint, 0, 5000, () => true, OVERSIZED + 1024);
+    const all = await requestReplay(rig.pub.replayEndpoint, 0, 5000, () => true, OVERSIZED + 1024);
     expect(all).toEqual({ kind: 'complete', items: 3 });
   });
 });

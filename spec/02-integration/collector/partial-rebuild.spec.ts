@@ -1,10 +1,7 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { Collector } from '../../../src/collector/collector.js';
+import { describe, expect, it } from 'vitest';
 import type { PodConfig } from '../../../src/config/fleet-config.js';
 import type { PodState } from '../../../src/core/types.js';
-import { type KvIndex } from '../../../src/index/index.js';
 import { waitFor } from '../../helpers/ports.js';
-import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
 import {
   MODEL,
@@ -16,6 +13,7 @@ import {
   startCollector,
   waitCached,
 } from '../../helpers/collector/collector-harness.js';
+import { collectorRig } from '../../helpers/collector/collector-rig.js';
 import { observerIndex } from '../../helpers/observer-index.js';
 
 /**
@@ -27,10 +25,7 @@ import { observerIndex } from '../../helpers/observer-index.js';
 const hashes = hashCounter(7n << 40n);
 
 describe('partial rebuilds (real Redis and ZMQ)', () => {
-  let redis: TestRedis;
-  let index: KvIndex;
-  let collector: Collector | null = null;
-  let pub: FakeVllmPublisher | null = null;
+  const rig = collectorRig({ keyPrefix: 'kpart', index: observerIndex });
 
   const pod = (id: string, p: FakeVllmPublisher, replay = true): PodConfig => ({
     id,
@@ -40,71 +35,56 @@ describe('partial rebuilds (real Redis and ZMQ)', () => {
     ...(replay ? { kv_events_replay: p.replayEndpoint } : {}),
   });
   const state = async (id: string): Promise<PodState | undefined> =>
-    (await index.listPods(MODEL)).find((s) => s.podId === id);
-
-  beforeAll(async () => {
-    redis = await startRedis();
-    index = observerIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kpart' });
-  });
-  afterEach(async () => {
-    await collector?.stop();
-    await pub?.close();
-    collector = null;
-    pub = null;
-  });
-  afterAll(async () => {
-    await index?.close();
-    await redis?.stop();
-  });
+    (await rig.index.listPods(MODEL)).find((s) => s.podId === id);
 
   it("a replay from the engine's first batch rebuilds the whole index: not partial", async () => {
-    pub = await new FakeVllmPublisher({ format: 'map' }).bind();
-    const { t } = await publishChain(pub, 3, hashes);
-    collector = startCollector(index, [pod('pod-full', pub)]);
-    await collector.start();
-    await waitCached(index, 'pod-full', t, 3);
+    rig.pub = await new FakeVllmPublisher({ format: 'map' }).bind();
+    const { t } = await publishChain(rig.pub, 3, hashes);
+    rig.collector = startCollector(rig.index, [pod('pod-full', rig.pub)]);
+    await rig.collector.start();
+    await waitCached(rig.index, 'pod-full', t, 3);
     await waitFor('complete', async () => (await state('pod-full'))?.partialSinceMs === 0);
-    expect(collector.worker('pod-full')!.partialSinceMs).toBe(0);
+    expect(rig.collector.worker('pod-full')!.partialSinceMs).toBe(0);
   });
 
   it('a replay buffer that lost the first batches leaves the pod partial, and a re-announcement indexes the lost blocks again', async () => {
-    pub = await new FakeVllmPublisher({ format: 'map' }, { bufferSteps: 2 }).bind();
+    rig.pub = await new FakeVllmPublisher({ format: 'map' }, { bufferSteps: 2 }).bind();
     const old = freshTokens(2);
     const oldHashes = hashes(2);
-    await pub.publish([blockStored(oldHashes, null, old)]); // seq 0, gone from the buffer by the time we ask
+    await rig.pub.publish([blockStored(oldHashes, null, old)]); // seq 0, gone from the buffer by the time we ask
     const later = freshTokens(2);
-    await pub.publish([blockStored(hashes(2), null, later)]);
-    await pub.publish([]);
+    await rig.pub.publish([blockStored(hashes(2), null, later)]);
+    await rig.pub.publish([]);
     const t0 = Date.now();
-    collector = startCollector(index, [pod('pod-part', pub)]);
-    await collector.start();
-    await waitCached(index, 'pod-part', later, 2);
+    rig.collector = startCollector(rig.index, [pod('pod-part', rig.pub)]);
+    await rig.collector.start();
+    await waitCached(rig.index, 'pod-part', later, 2);
     const s = await state('pod-part');
     expect(s!.partialSinceMs).toBeGreaterThanOrEqual(t0);
     expect(s!.partialSinceMs).toBeLessThanOrEqual(Date.now());
-    expect(collector.worker('pod-part')!.partialSinceMs).toBe(s!.partialSinceMs);
-    const metrics = await collector.metrics.registry.metrics();
+    expect(rig.collector.worker('pod-part')!.partialSinceMs).toBe(s!.partialSinceMs);
+    const metrics = await rig.collector.metrics.registry.metrics();
     expect(metrics).toContain(
       `kinference_collector_partial_since_seconds{pod="pod-part"} ${s!.partialSinceMs / 1000}`,
     );
-    expect(await cachedBlocks(index, 'pod-part', old)).toBe(0);
+    expect(await cachedBlocks(rig.index, 'pod-part', old)).toBe(0);
 
     // vLLM with kv_cache_report_mode=full, for a request reusing the old prefix: one BlockStored from block 0.
-    await pub.publish([blockStored(oldHashes, null, old)]);
-    await waitCached(index, 'pod-part', old, 2);
+    await rig.pub.publish([blockStored(oldHashes, null, old)]);
+    await waitCached(rig.index, 'pod-part', old, 2);
     // Still partial: other old blocks may be out there; the plugin's window bounds the reports.
     expect((await state('pod-part'))!.partialSinceMs).toBe(s!.partialSinceMs);
   });
 
   it('without a replay endpoint, a pod that published before we subscribed is partial', async () => {
-    pub = await new FakeVllmPublisher({ format: 'array' }, { replay: false }).bind();
-    await pub.publish([blockStored(hashes(1), null, freshTokens(1))], { drop: true }); // before us: seq 0 lost
-    collector = startCollector(index, [pod('pod-live', pub, false)]);
-    await collector.start();
+    rig.pub = await new FakeVllmPublisher({ format: 'array' }, { replay: false }).bind();
+    await rig.pub.publish([blockStored(hashes(1), null, freshTokens(1))], { drop: true }); // before us: seq 0 lost
+    rig.collector = startCollector(rig.index, [pod('pod-live', rig.pub, false)]);
+    await rig.collector.start();
     const t = freshTokens(1);
     await waitFor('subscribed and indexed', async () => {
-      if ((await cachedBlocks(index, 'pod-live', t)) === 1) return true;
-      await pub!.publish([blockStored(hashes(1), null, t)]);
+      if ((await cachedBlocks(rig.index, 'pod-live', t)) === 1) return true;
+      await rig.pub.publish([blockStored(hashes(1), null, t)]);
       return false;
     });
     expect((await state('pod-live'))!.partialSinceMs).toBeGreaterThan(0);

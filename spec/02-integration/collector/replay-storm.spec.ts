@@ -1,11 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Collector } from '../../../src/collector/collector.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { REPLAY_MAX_BATCHES } from '../../../src/collector/replay-control.js';
 import type { StreamWorker } from '../../../src/collector/stream-worker.js';
-import { createKvIndex } from '../../../src/index/index.js';
-import type { KvIndex } from '../../../src/index/index.js';
 import { waitFor } from '../../helpers/ports.js';
-import { startRedis, type TestRedis } from '../../helpers/redis-server.js';
 import { FakeVllmPublisher } from '../../helpers/collector/fake-publisher.js';
 import {
   blockStored,
@@ -17,6 +13,7 @@ import {
   waitCached,
   waitSubscribed,
 } from '../../helpers/collector/collector-harness.js';
+import { collectorRig } from '../../helpers/collector/collector-rig.js';
 import { encodeBatch, liveFrames } from '../../helpers/collector/vllm-frames.js';
 
 const hashes = hashCounter(5n << 40n);
@@ -28,61 +25,49 @@ const hashes = hashCounter(5n << 40n);
  * Redis, the real in-process collector.
  */
 describe('a storm of restart-looking frames and sequence jumps', () => {
-  let redis: TestRedis;
-  let index: KvIndex;
-  let pub: FakeVllmPublisher;
-  let collector: Collector;
-  const w = (): StreamWorker => collector.worker('pod-s')!;
+  const rig = collectorRig({ keyPrefix: 'kstorm', lookupTimeoutMs: 2000, stopAfter: 'all' });
+  const w = (): StreamWorker => rig.collector.worker('pod-s')!;
 
   beforeAll(async () => {
-    redis = await startRedis();
-    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kstorm', lookupTimeoutMs: 2000 });
-    pub = await new FakeVllmPublisher({ format: 'array' }).bind();
-    collector = startCollector(index, [
+    rig.pub = await new FakeVllmPublisher({ format: 'array' }).bind();
+    rig.collector = startCollector(rig.index, [
       {
         id: 'pod-s',
         model: MODEL,
         address: '127.0.0.1:18044',
-        kv_events: pub.endpoint,
-        kv_events_replay: pub.replayEndpoint,
+        kv_events: rig.pub.endpoint,
+        kv_events_replay: rig.pub.replayEndpoint,
       },
     ]);
-    await collector.start();
-    await waitSubscribed(pub, w);
-  });
-
-  afterAll(async () => {
-    await collector?.stop();
-    await pub?.close();
-    await index?.close();
-    await redis?.stop();
+    await rig.collector.start();
+    await waitSubscribed(rig.pub, w);
   });
 
   it('neither clears the pod nor replays for each frame; one coalesced replay repairs, the index is kept', async () => {
     const chains = Array.from({ length: 50 }, () => ({ t: freshTokens(2), h: hashes(2) }));
-    for (const c of chains) await pub.publish([blockStored(c.h, null, c.t)]);
-    await waitCached(index, 'pod-s', chains.at(-1)!.t, 2);
+    for (const c of chains) await rig.pub.publish([blockStored(c.h, null, c.t)]);
+    await waitCached(rig.index, 'pod-s', chains.at(-1)!.t, 2);
     const clearsBefore = { ...w().stats.podClears };
-    const replaysBefore = pub.replayRequests;
+    const replaysBefore = rig.pub.replayRequests;
 
     // 300 forged frames: other bytes under numbers the engine used, and numbers far ahead of it.
-    const last = pub.seq - 1;
+    const last = rig.pub.seq - 1;
     for (let i = 0; i < 300; i++) {
       const forged = encodeBatch([blockStored(hashes(1), null, freshTokens(1))], { format: 'array' });
       const seq = i % 2 === 0 ? (i * 7) % (last + 1) : last + 2 + i * 1000;
-      await pub.sendRaw(liveFrames('', seq, forged));
+      await rig.pub.sendRaw(liveFrames('', seq, forged));
     }
     // The engine goes on.
     const next = { t: freshTokens(2), h: hashes(2) };
-    await pub.publish([blockStored(next.h, null, next.t)]);
-    await waitFor('the stream caught up', () => w().lastSeq === pub.seq - 1 && !w().resyncing, 20_000);
-    await waitCached(index, 'pod-s', next.t, 2);
+    await rig.pub.publish([blockStored(next.h, null, next.t)]);
+    await waitFor('the stream caught up', () => w().lastSeq === rig.pub.seq - 1 && !w().resyncing, 20_000);
+    await waitCached(rig.index, 'pod-s', next.t, 2);
 
     expect(w().stats.podClears).toEqual(clearsBefore);
-    for (const c of chains) expect(await cachedBlocks(index, 'pod-s', c.t)).toBe(2);
+    for (const c of chains) expect(await cachedBlocks(rig.index, 'pod-s', c.t)).toBe(2);
     // A handful of replays (REPLAY_BURST at once, then one per REPLAY_MIN_INTERVAL_MS while frames keep
     // coming), never one per frame.
-    const replays = pub.replayRequests - replaysBefore;
+    const replays = rig.pub.replayRequests - replaysBefore;
     expect(replays).toBeGreaterThanOrEqual(1);
     expect(replays).toBeLessThanOrEqual(6);
     const rc = w().stats.replayControl;
@@ -93,29 +78,17 @@ describe('a storm of restart-looking frames and sequence jumps', () => {
 });
 
 describe('a replay longer than REPLAY_MAX_BATCHES', () => {
-  let redis: TestRedis;
-  let index: KvIndex;
-  let pub: FakeVllmPublisher;
-  let collector: Collector;
-  const w = (): StreamWorker => collector.worker('pod-b')!;
+  const rig = collectorRig({ keyPrefix: 'kbound', lookupTimeoutMs: 2000, stopAfter: 'all' });
+  const w = (): StreamWorker => rig.collector.worker('pod-b')!;
 
   beforeAll(async () => {
-    redis = await startRedis();
-    index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: 'kbound', lookupTimeoutMs: 2000 });
     // A ROUTER that never drops (sendHighWaterMark 0): the subject is the bound, and a loaded host made the
     // default ROUTER drop batches of this 22,000-batch answer, stopping the replay there before its bound
     // (sequence-repair.spec covers that case).
-    pub = await new FakeVllmPublisher(
+    rig.pub = await new FakeVllmPublisher(
       { format: 'array' },
       { bufferSteps: 30_000, replaySendHighWaterMark: 0 },
     ).bind();
-  });
-
-  afterAll(async () => {
-    await collector?.stop();
-    await pub?.close();
-    await index?.close();
-    await redis?.stop();
   });
 
   it(
@@ -124,30 +97,34 @@ describe('a replay longer than REPLAY_MAX_BATCHES', () => {
     async () => {
       // An engine whose buffer holds more than one replay may read, before the collector starts.
       const first = { t: freshTokens(2), h: hashes(2) };
-      await pub.publish([blockStored(first.h, null, first.t)], { drop: true });
+      await rig.pub.publish([blockStored(first.h, null, first.t)], { drop: true });
       const empty = encodeBatch([], { format: 'array' });
-      for (let i = 0; i < REPLAY_MAX_BATCHES + 2000; i++) await pub.publishPayload(empty, { drop: true });
+      for (let i = 0; i < REPLAY_MAX_BATCHES + 2000; i++) await rig.pub.publishPayload(empty, { drop: true });
       const last = { t: freshTokens(2), h: hashes(2) };
-      await pub.publish([blockStored(last.h, null, last.t)], { drop: true });
+      await rig.pub.publish([blockStored(last.h, null, last.t)], { drop: true });
 
-      collector = startCollector(index, [
+      rig.collector = startCollector(rig.index, [
         {
           id: 'pod-b',
           model: MODEL,
           address: '127.0.0.1:18045',
-          kv_events: pub.endpoint,
-          kv_events_replay: pub.replayEndpoint,
+          kv_events: rig.pub.endpoint,
+          kv_events_replay: rig.pub.replayEndpoint,
         },
       ]);
-      await collector.start();
-      await waitFor('the whole buffer applied', () => w()?.lastSeq === pub.seq - 1 && !w().resyncing, 60_000);
-      await waitCached(index, 'pod-b', last.t, 2);
+      await rig.collector.start();
+      await waitFor(
+        'the whole buffer applied',
+        () => w()?.lastSeq === rig.pub.seq - 1 && !w().resyncing,
+        60_000,
+      );
+      await waitCached(rig.index, 'pod-b', last.t, 2);
       const why = JSON.stringify({
         clears: w().stats.podClears,
         replays: w().stats.replays,
         control: w().stats.replayControl,
       });
-      expect(await cachedBlocks(index, 'pod-b', first.t), why).toBe(2);
+      expect(await cachedBlocks(rig.index, 'pod-b', first.t), why).toBe(2);
       expect(w().stats.replays.bounded).toBe(1);
       expect(w().stats.replayControl.refused.bounded).toBe(1);
       expect(w().stats.podClears.gap).toBe(0);

@@ -10,6 +10,19 @@ const END = Buffer.alloc(8, 0xff);
  * [topic, seq8, payload] with seq from 0 per "process", and a ROUTER replaying its buffer of encoded
  * batches: request [id, "", start8] → [id, "", seq8, payload]… then [id, "", ff×8, ""].
  */
+/** Binds `sock` on a free loopback port, picking another when the first is taken before the bind (EADDRINUSE). */
+async function bindFree(sock: { bind(endpoint: string): Promise<void> }, host: string): Promise<string> {
+  for (let attempt = 1; ; attempt++) {
+    const endpoint = `tcp://${host}:${await freePort()}`;
+    try {
+      await sock.bind(endpoint);
+      return endpoint;
+    } catch (e) {
+      if (attempt >= 5 || !/in use/i.test(String(e))) throw e;
+    }
+  }
+}
+
 export class FakeVllmPublisher {
   pub = new Publisher({ linger: 0 });
   readonly router: Router | null;
@@ -47,12 +60,15 @@ export class FakeVllmPublisher {
           });
   }
 
+  /** Binds on free ports; a port another process took between the pick and the bind is picked again. */
   async bind(): Promise<this> {
     const host = this.opts.host ?? '127.0.0.1';
-    return this.bindAt(
-      `tcp://${host}:${await freePort()}`,
-      this.router ? `tcp://${host}:${await freePort()}` : '',
-    );
+    this.endpoint = await bindFree(this.pub, host);
+    if (this.router) {
+      this.replayEndpoint = await bindFree(this.router, host);
+      this.#loop = this.#serveReplay(this.router);
+    }
+    return this;
   }
 
   /** Binds at given endpoints (e.g. port + rank, as a data-parallel vLLM does). */
