@@ -137,6 +137,12 @@ export function modelOf(body: Uint8Array | string): string | null {
 
 export type PoolPrepared = PrepareResult | PoolFailure;
 
+/** The pool's entry as the router calls it, given the context windows to cut at; null while no worker can. */
+export type PrepareInPool = (
+  body: Uint8Array | string,
+  windows: Readonly<Record<string, number>> | null,
+) => Promise<PoolPrepared> | null;
+
 /**
  * A config's `prepare` over the process's pool: null when the config wants no workers, else a function that
  * prepares a body in a worker, or returns null while no worker has loaded the config (the router prepares

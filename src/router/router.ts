@@ -15,7 +15,7 @@ import { checkContextWindow } from './steps/context-window.js';
 import { fallback, type FallbackRoute } from './steps/fallback.js';
 import { startLimits, type RouteLimit } from './steps/limit.js';
 import { lookupPods, routableCandidates } from './steps/lookup.js';
-import type { PoolPrepared } from './decision-pool.js';
+import type { PrepareInPool } from './decision-pool.js';
 import { predictPods } from './steps/predict.js';
 import { shedOverload } from './steps/shed.js';
 import { StepFallback } from './steps/step-fallback.js';
@@ -36,12 +36,7 @@ export interface RouterResources {
    * Prepares the body in a decision worker (parse, template, tokenize, keys; decision-pool.ts); null while no
    * worker can (the router prepares it on its own thread). Absent: always on the router's thread.
    */
-  prepare?:
-    | ((
-        body: Uint8Array | string,
-        windows: Readonly<Record<string, number>> | null,
-      ) => Promise<PoolPrepared> | null)
-    | null;
+  prepare?: PrepareInPool | null;
 }
 
 export interface RouterOptions {

@@ -7,7 +7,7 @@ import { estimateTokens } from '../../core/template-budget.js';
 import { prepareBody, type PreparingThread } from '../../tokenize/prepare-body.js';
 import type { ChatTemplate, PromptTokenizer } from '../../tokenize/types.js';
 import type { ContextWindows } from '../context-windows.js';
-import { modelOf, prepareSettings, type PoolPrepared } from '../decision-pool.js';
+import { modelOf, prepareSettings, type PrepareInPool } from '../decision-pool.js';
 import { ResourceLoadingError } from '../resource-load.js';
 import type { Stopwatch } from '../stopwatch.js';
 import type { FallbackContext } from './fallback.js';
@@ -36,12 +36,7 @@ export interface PrepareContext {
    * The decision pool's entry (decision-pool.ts), given the context windows to cut at: null while no worker
    * can, absent without a pool.
    */
-  prepare?:
-    | ((
-        body: Uint8Array | string,
-        windows: Readonly<Record<string, number>> | null,
-      ) => Promise<PoolPrepared> | null)
-    | null;
+  prepare?: PrepareInPool | null;
   /** Each model's context window (the config's max_model_len, else its pods'). */
   windows: ContextWindows;
   watch: Stopwatch;
