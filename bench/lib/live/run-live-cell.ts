@@ -13,14 +13,8 @@ export type LiveArm = 'random' | 'kinference' | 'kinference-slo';
 
 export type LiveCellResult = LoadRunResult;
 
-/**
- * One cell against real processes, driven as the DES client runs (drive-load.ts). random = the
- * client sends straight to the pod the DES's random arm would pick (kube-proxy per connection or per
- * request, same seeded stream); kinference = through the Kong stand-in and the plugin;
- * kinference-slo = the stand-in's route whose plugin has admission control.
- */
-export async function runLiveCell(o: {
-  arm: LiveArm;
+/** One live cell: the stack it runs on, the workload and load, and the seed and trial that fix its prompts. */
+export interface LiveCellInput {
   stack: LiveStack;
   factory: WorkloadFactory;
   profile: Profile;
@@ -28,8 +22,17 @@ export async function runLiveCell(o: {
   model: ModelSetup;
   seed: number;
   trial: number;
-  randomRouting?: RandomRouting;
-}): Promise<LiveCellResult> {
+}
+
+/**
+ * One cell against real processes, driven as the DES client runs (drive-load.ts). random = the
+ * client sends straight to the pod the DES's random arm would pick (kube-proxy per connection or per
+ * request, same seeded stream); kinference = through the Kong stand-in and the plugin;
+ * kinference-slo = the stand-in's route whose plugin has admission control.
+ */
+export async function runLiveCell(
+  o: LiveCellInput & { arm: LiveArm; randomRouting?: RandomRouting },
+): Promise<LiveCellResult> {
   // The same stream as the DES random arm (des/cell-setup.ts), so both modes make the same picks in order.
   const pick = Rng.derive(o.seed, o.trial, 'arm', 'random');
   const randomArm = clientRandomRouter(

@@ -1,10 +1,9 @@
 // One live cell through N Kong stand-in nodes, the client dealing its requests over them in turn.
 import { existsSync, readFileSync } from 'node:fs';
-import type { ModelSetup } from '../setup.js';
-import type { Profile, RequestRecord } from '../types.js';
-import type { WorkloadFactory } from '../workload/workloads.js';
+import type { RequestRecord } from '../types.js';
 import { driveLoad, type LoadRunResult } from './drive-load.js';
 import { streamChat } from './http-client.js';
+import type { LiveCellInput } from './run-live-cell.js';
 import type { LiveStack } from './stack.js';
 
 /** What the chosen node's plugin said about one request (its expose_headers, from the shared access log). */
@@ -70,17 +69,12 @@ async function accessEntries(
  * to node k mod N, as the discrete-event benchmark's `--gateways N` deals them, so consecutive turns of one
  * conversation, and the requests of one shared prefix, reach different nodes and their plugin servers.
  */
-export async function runSpreadCell(o: {
-  stack: LiveStack;
-  factory: WorkloadFactory;
-  profile: Profile;
-  timeScale: number;
-  model: ModelSetup;
-  seed: number;
-  trial: number;
-  /** Use the stack's first `nodes` Kong nodes (default all). */
-  nodes?: number;
-}): Promise<SpreadCellResult> {
+export async function runSpreadCell(
+  o: LiveCellInput & {
+    /** Use the stack's first `nodes` Kong nodes (default all). */
+    nodes?: number;
+  },
+): Promise<SpreadCellResult> {
   const nodes = o.stack.gateways.slice(0, o.nodes ?? o.stack.gateways.length);
   const nodeOf = new Map<RequestRecord, number>();
   const idOf = new Map<RequestRecord, string>();
