@@ -82,6 +82,10 @@ export function faultsMarkdown(r: FaultsReport, command: string): string {
         first.pluginServer.workersHeapMiB ?? 0,
         last.pluginServer.workersHeapMiB ?? 0,
       ],
+      'plugin decision workers segment caches': [
+        first.pluginServer.workersSegmentCacheMiB ?? 0,
+        last.pluginServer.workersSegmentCacheMiB ?? 0,
+      ],
       'collector RSS': [first.collector.rssMiB, last.collector.rssMiB],
       'collector heap': [first.collector.heapUsedMiB, last.collector.heapUsedMiB],
       'stand-in RSS': [first.standIn.rssMiB, last.standIn.rssMiB],

@@ -27,6 +27,8 @@ export interface MemorySample {
     heapUsedMiB: number;
     /** The decision workers' own heaps, summed (null: none answered, or no workers). */
     workersHeapMiB: number | null;
+    /** What the decision workers' segment caches hold, summed (their byte count; bounded by the pool's budget). */
+    workersSegmentCacheMiB: number | null;
     pid: number | null;
   };
   collector: { rssMiB: number; heapUsedMiB: number };
@@ -65,13 +67,13 @@ function promValue(text: string, name: string): number {
   return m ? Number(m[1]) : NaN;
 }
 
-/** The decision workers' heaps in a state dump, MiB, summed over those that answered (null: none did). */
-function workersHeapMiB(workers: unknown): number | null {
+type DumpedWorker = { heapUsedBytes?: number | null; segmentCaches?: { bytes: number }[] };
+
+/** A figure of each decision worker in a state dump, MiB, summed over those that have it (null: none has). */
+function workersSumMiB(workers: unknown, of: (w: DumpedWorker) => number | null | undefined): number | null {
   if (!Array.isArray(workers)) return null;
-  const heaps = (workers as { heapUsedBytes?: number | null }[])
-    .map((w) => w.heapUsedBytes)
-    .filter((b): b is number => typeof b === 'number');
-  return heaps.length ? r1(heaps.reduce((a, b) => a + b, 0) / MiB) : null;
+  const xs = (workers as DumpedWorker[]).map(of).filter((b): b is number => typeof b === 'number');
+  return xs.length ? r1(xs.reduce((a, b) => a + b, 0) / MiB) : null;
 }
 
 async function sample(stack: FaultStack, t: Traffic): Promise<MemorySample> {
@@ -87,7 +89,10 @@ async function sample(stack: FaultStack, t: Traffic): Promise<MemorySample> {
     pluginServer: {
       rssMiB: r1(mem.rss / MiB),
       heapUsedMiB: r1(mem.heapUsed / MiB),
-      workersHeapMiB: workersHeapMiB(dump.decisionWorkers),
+      workersHeapMiB: workersSumMiB(dump.decisionWorkers, (w) => w.heapUsedBytes),
+      workersSegmentCacheMiB: workersSumMiB(dump.decisionWorkers, (w) =>
+        w.segmentCaches?.reduce((a, c) => a + c.bytes, 0),
+      ),
       pid: gw.pluginServerPid,
     },
     collector: {
@@ -214,7 +219,7 @@ async function runSoak(
       samples.push(await sample(stack, t));
       const last = samples.at(-1)!;
       log(
-        `soak ${r1((t.now() - fromMs) / 1000)} s: plugin ${last.pluginServer.rssMiB}/${last.pluginServer.heapUsedMiB} MiB, collector ${last.collector.rssMiB}/${last.collector.heapUsedMiB}, stand-in ${last.standIn.rssMiB}/${last.standIn.heapUsedMiB}, redis ${last.redis.usedMiB} MiB ${last.redis.keys} keys`,
+        `soak ${r1((t.now() - fromMs) / 1000)} s: plugin ${last.pluginServer.rssMiB}/${last.pluginServer.heapUsedMiB} MiB (workers' heaps ${last.pluginServer.workersHeapMiB ?? '-'}, their segment caches ${last.pluginServer.workersSegmentCacheMiB ?? '-'}), collector ${last.collector.rssMiB}/${last.collector.heapUsedMiB}, stand-in ${last.standIn.rssMiB}/${last.standIn.heapUsedMiB}, redis ${last.redis.usedMiB} MiB ${last.redis.keys} keys`,
       );
       nextSample += s.sampleS * 1000;
     }
@@ -228,6 +233,7 @@ async function runSoak(
     'plugin server RSS': perMin((x) => x.pluginServer.rssMiB),
     'plugin server heap': perMin((x) => x.pluginServer.heapUsedMiB),
     'plugin decision workers heap': perMin((x) => x.pluginServer.workersHeapMiB ?? 0),
+    'plugin decision workers segment caches': perMin((x) => x.pluginServer.workersSegmentCacheMiB ?? 0),
     'collector RSS': perMin((x) => x.collector.rssMiB),
     'collector heap': perMin((x) => x.collector.heapUsedMiB),
     'stand-in RSS': perMin((x) => x.standIn.rssMiB),
