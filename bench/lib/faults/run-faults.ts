@@ -69,11 +69,11 @@ function promValue(text: string, name: string): number {
 
 type DumpedWorker = { heapUsedBytes?: number | null; segmentCaches?: { bytes: number }[] };
 
-/** A figure of each decision worker in a state dump, MiB, summed over those that have it (null: none has). */
+/** A figure of every decision worker in a state dump, MiB, summed (null: a worker did not answer with it). */
 function workersSumMiB(workers: unknown, of: (w: DumpedWorker) => number | null | undefined): number | null {
-  if (!Array.isArray(workers)) return null;
-  const xs = (workers as DumpedWorker[]).map(of).filter((b): b is number => typeof b === 'number');
-  return xs.length ? r1(xs.reduce((a, b) => a + b, 0) / MiB) : null;
+  if (!Array.isArray(workers) || workers.length === 0) return null;
+  const xs = (workers as DumpedWorker[]).map(of);
+  return xs.every((b): b is number => typeof b === 'number') ? r1(xs.reduce((a, b) => a + b, 0) / MiB) : null;
 }
 
 async function sample(stack: FaultStack, t: Traffic): Promise<MemorySample> {
@@ -90,8 +90,9 @@ async function sample(stack: FaultStack, t: Traffic): Promise<MemorySample> {
       rssMiB: r1(mem.rss / MiB),
       heapUsedMiB: r1(mem.heapUsed / MiB),
       workersHeapMiB: workersSumMiB(dump.decisionWorkers, (w) => w.heapUsedBytes),
+      // A worker that did not answer in time reports no segment caches at all.
       workersSegmentCacheMiB: workersSumMiB(dump.decisionWorkers, (w) =>
-        w.segmentCaches?.reduce((a, c) => a + c.bytes, 0),
+        w.segmentCaches?.length ? w.segmentCaches.reduce((a, c) => a + c.bytes, 0) : null,
       ),
       pid: gw.pluginServerPid,
     },
@@ -227,13 +228,15 @@ async function runSoak(
   }
   samples.push(await sample(stack, t));
   const warm = samples.filter((x) => x.atS * 1000 >= fromMs + s.seconds * 200);
-  const perMin = (get: (x: MemorySample) => number) =>
-    Math.round(slope(warm.map((x) => ({ x: x.atS / 60, y: get(x) }))) * 100) / 100;
+  // A sample without the figure (a decision worker that did not answer the dump) is left out, not read as 0.
+  const perMin = (get: (x: MemorySample) => number | null) =>
+    Math.round(slope(warm.flatMap((x) => (get(x) === null ? [] : [{ x: x.atS / 60, y: get(x)! }]))) * 100) /
+    100;
   const slopesMiBPerMin = {
     'plugin server RSS': perMin((x) => x.pluginServer.rssMiB),
     'plugin server heap': perMin((x) => x.pluginServer.heapUsedMiB),
-    'plugin decision workers heap': perMin((x) => x.pluginServer.workersHeapMiB ?? 0),
-    'plugin decision workers segment caches': perMin((x) => x.pluginServer.workersSegmentCacheMiB ?? 0),
+    'plugin decision workers heap': perMin((x) => x.pluginServer.workersHeapMiB),
+    'plugin decision workers segment caches': perMin((x) => x.pluginServer.workersSegmentCacheMiB),
     'collector RSS': perMin((x) => x.collector.rssMiB),
     'collector heap': perMin((x) => x.collector.heapUsedMiB),
     'stand-in RSS': perMin((x) => x.standIn.rssMiB),

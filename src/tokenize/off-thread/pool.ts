@@ -5,8 +5,12 @@ import type { PrepareResult, PrepareSettings } from './protocol.js';
 
 /** A call a worker has not answered this long after its budget is a hung worker: it is replaced. */
 export const HANG_MS = 5_000;
-/** How long stats() waits for a worker's segment cache counts. */
-const STATS_WAIT_MS = 100;
+/**
+ * How long stats() (the debug state dump) waits for each worker's counts and heap, side by side. A worker
+ * answers after the request it is preparing and a forced GC: 100 ms left a busy worker's heap out of most
+ * of an hour's soak samples on a loaded host.
+ */
+const STATS_WAIT_MS = 2_000;
 /** A slot whose worker died restarts it at most this often (a worker that cannot start does not spin). */
 const RESTART_MIN_MS = 1_000;
 
