@@ -11,8 +11,13 @@ import { createHash } from 'node:crypto';
  * A Map keeps insertion order, so re-inserting on a hit makes it an LRU with O(1) operations.
  */
 
-/** Map entry, key string header and typed-array header, roughly, in bytes. */
-const ENTRY_OVERHEAD_BYTES = 96;
+/**
+ * What an entry costs beyond its tokens and key characters, bytes: the Map's slot, the key string and the
+ * Uint32Array with its ArrayBuffer objects on V8's heap. Measured ~350 bytes an entry
+ * (bench/debug/segment-cache-cost.ts); 96, the guess before, let the caches take twice their budget in an
+ * hour's soak of short questions.
+ */
+const ENTRY_OVERHEAD_BYTES = 320;
 /** An entry larger than this share of the budget is not cached (one huge prompt would flush the rest). */
 export const MAX_ENTRY_SHARE = 1 / 16;
 /** Entries at most, whatever their bytes (a flood of tiny segments costs Map slots the estimate misses). */

@@ -44,7 +44,7 @@ function conversation(specials: string[]): fc.Arbitrary<string[]> {
 describe.each(KINDS)('segment cache equals uncached encoding: %s', (_name, spec, specials) => {
   it('token for token, across repeated calls with a small evicting cache', async () => {
     const tok: Tokenizer = loadTokenizer(spec);
-    const pt = createPromptTokenizer(tok, { maxBytes: 4096 });
+    const pt = createPromptTokenizer(tok, { maxBytes: 16_384 });
     await fc.assert(
       fc.asyncProperty(conversation(specials), async (msgs) => {
         // Growing prompts (multiturn): each one extends the previous, like successive requests.
