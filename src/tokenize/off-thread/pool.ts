@@ -317,30 +317,33 @@ export class DecisionPool {
     });
   }
 
-  /** Per worker: requests prepared, restarts, calls in flight and its segment caches (hit rates). */
+  /** Per worker: requests prepared, restarts, calls in flight, its segment caches (hit rates) and its heap. */
   async stats(): Promise<PoolWorkerStats[]> {
+    // A worker busy loading or preparing answers later: past STATS_WAIT_MS its figures are left out.
+    const ask = <T>(s: Slot, op: 'stats' | 'heap', missing: T): Promise<T> =>
+      s.handle
+        ? Promise.race([
+            s.handle.send<T>({ op }).catch(() => missing),
+            new Promise<T>((r) => setTimeout(() => r(missing), STATS_WAIT_MS).unref()),
+          ])
+        : Promise.resolve(missing);
     return Promise.all(
-      this.#slots.map(async (s) => ({
-        worker: s.index,
-        prepared: s.prepared,
-        long: s.long,
-        restarts: s.restarts,
-        inFlight: s.handle?.inFlight ?? 0,
-        loaded: [...s.ready.values()].filter((r) => r === true).length,
-        // A worker busy loading or preparing answers later: its caches are left out, the dump never waits.
-        segmentCaches: s.handle
-          ? await Promise.race([
-              s.handle.send<SegmentCacheStats[]>({ op: 'stats' }).catch(() => []),
-              new Promise<SegmentCacheStats[]>((r) => setTimeout(() => r([]), STATS_WAIT_MS).unref()),
-            ])
-          : [],
-        heapUsedBytes: s.handle
-          ? await Promise.race([
-              s.handle.send<number>({ op: 'heap' }).catch(() => null),
-              new Promise<null>((r) => setTimeout(() => r(null), STATS_WAIT_MS).unref()),
-            ])
-          : null,
-      })),
+      this.#slots.map(async (s) => {
+        const [segmentCaches, heapUsedBytes] = await Promise.all([
+          ask<SegmentCacheStats[]>(s, 'stats', []),
+          ask<number | null>(s, 'heap', null),
+        ]);
+        return {
+          worker: s.index,
+          prepared: s.prepared,
+          long: s.long,
+          restarts: s.restarts,
+          inFlight: s.handle?.inFlight ?? 0,
+          loaded: [...s.ready.values()].filter((r) => r === true).length,
+          segmentCaches,
+          heapUsedBytes,
+        };
+      }),
     );
   }
 
