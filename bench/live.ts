@@ -135,7 +135,10 @@ for (const arm of arms) {
   try {
     if (arm !== 'random')
       // The plugin loads its tokenizer on its first request: one short request does it before the cell.
-      await warmGateways(stack, model, arm === 'kinference-slo' ? (stack.sloPath ?? undefined) : undefined);
+      await warmGateways(stack, model, {
+        strict: true,
+        ...(arm === 'kinference-slo' && stack.sloPath ? { path: stack.sloPath } : {}),
+      });
     if (values['des-path'] === 'measured') {
       // Measured on the arm's own stack just before its cell (the same processes the cell runs through).
       const route = arm === 'random' ? 'direct' : 'gateway';

@@ -24,9 +24,14 @@ export function scheduleStack(
 /**
  * One short streamed request through every Kong node of the stack (on `path`, default the chat route), so the
  * cell does not pay a plugin instance's start. A refusal stops the run; a stream the pod ended badly is
- * worth a line, not the run (the instance started either way).
+ * worth a line, not the run (the instance started either way), unless `strict` (bench:live, whose cell
+ * compares with its twin from the first request).
  */
-export async function warmGateways(stack: LiveStack, m: ModelSetup, path?: string): Promise<void> {
+export async function warmGateways(
+  stack: LiveStack,
+  m: ModelSetup,
+  o: { path?: string; strict?: boolean } = {},
+): Promise<void> {
   const body = JSON.stringify({
     model: m.model,
     messages: [{ role: 'user', content: 'warm up' }],
@@ -34,8 +39,9 @@ export async function warmGateways(stack: LiveStack, m: ModelSetup, path?: strin
     stream: true,
   });
   for (const gw of stack.gateways) {
-    const t = await streamChat(gw.host, gw.port, body, path);
-    if (t.status !== 200) throw new Error(`warm-up through ${gw.host}:${gw.port}: HTTP ${t.status}`);
+    const t = await streamChat(gw.host, gw.port, body, o.path);
+    if (t.status !== 200 || (o.strict && !t.ok))
+      throw new Error(`warm-up through ${gw.host}:${gw.port}: HTTP ${t.status} ${t.error ?? ''}`.trim());
     if (!t.ok) console.error(`warm-up through ${gw.host}:${gw.port}: ${t.error ?? 'not ok'}`);
   }
 }
