@@ -76,7 +76,6 @@ const slos = sloFor(s, model);
  */
 const PLUGIN_SETTINGS = { expose_headers: true, redis_timeout_ms: 250, decision_workers: 0 };
 
-/** One short request through every node's chat route: each plugin instance starts before the cell. */
 const round = (x: number, d = 1): number => Math.round(x * 10 ** d) / 10 ** d;
 
 function figures(

@@ -75,16 +75,17 @@ export function faultsMarkdown(r: FaultsReport, command: string): string {
     );
     const first = s.samples[0]!;
     const last = s.samples.at(-1)!;
-    const ends: Record<string, [number, number]> = {
+    // A figure a sample lacks (a decision worker that did not answer the dump) shows as –, not 0.
+    const ends: Record<string, [number | string, number | string]> = {
       'plugin server RSS': [first.pluginServer.rssMiB, last.pluginServer.rssMiB],
       'plugin server heap': [first.pluginServer.heapUsedMiB, last.pluginServer.heapUsedMiB],
       'plugin decision workers heap': [
-        first.pluginServer.workersHeapMiB ?? 0,
-        last.pluginServer.workersHeapMiB ?? 0,
+        first.pluginServer.workersHeapMiB ?? '–',
+        last.pluginServer.workersHeapMiB ?? '–',
       ],
       'plugin decision workers segment caches': [
-        first.pluginServer.workersSegmentCacheMiB ?? 0,
-        last.pluginServer.workersSegmentCacheMiB ?? 0,
+        first.pluginServer.workersSegmentCacheMiB ?? '–',
+        last.pluginServer.workersSegmentCacheMiB ?? '–',
       ],
       'collector RSS': [first.collector.rssMiB, last.collector.rssMiB],
       'collector heap': [first.collector.heapUsedMiB, last.collector.heapUsedMiB],

@@ -229,9 +229,13 @@ async function runSoak(
   samples.push(await sample(stack, t));
   const warm = samples.filter((x) => x.atS * 1000 >= fromMs + s.seconds * 200);
   // A sample without the figure (a decision worker that did not answer the dump) is left out, not read as 0.
-  const perMin = (get: (x: MemorySample) => number | null) =>
-    Math.round(slope(warm.flatMap((x) => (get(x) === null ? [] : [{ x: x.atS / 60, y: get(x)! }]))) * 100) /
-    100;
+  const perMin = (get: (x: MemorySample) => number | null) => {
+    const points = warm.flatMap((x) => {
+      const y = get(x);
+      return y === null ? [] : [{ x: x.atS / 60, y }];
+    });
+    return Math.round(slope(points) * 100) / 100;
+  };
   const slopesMiBPerMin = {
     'plugin server RSS': perMin((x) => x.pluginServer.rssMiB),
     'plugin server heap': perMin((x) => x.pluginServer.heapUsedMiB),

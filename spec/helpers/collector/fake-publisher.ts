@@ -5,11 +5,6 @@ import { encodeBatch, liveFrames, seqFrame, type BatchOptions, type EventSpec } 
 
 const END = Buffer.alloc(8, 0xff);
 
-/**
- * A stand-in for vLLM's ZmqEventPublisher (docs/collector.md#wire-format): a bound PUB socket sending
- * [topic, seq8, payload] with seq from 0 per "process", and a ROUTER replaying its buffer of encoded
- * batches: request [id, "", start8] → [id, "", seq8, payload]… then [id, "", ff×8, ""].
- */
 /** Binds `sock` on a free loopback port, picking another when the first is taken before the bind (EADDRINUSE). */
 async function bindFree(sock: { bind(endpoint: string): Promise<void> }, host: string): Promise<string> {
   for (let attempt = 1; ; attempt++) {
@@ -23,6 +18,11 @@ async function bindFree(sock: { bind(endpoint: string): Promise<void> }, host: s
   }
 }
 
+/**
+ * A stand-in for vLLM's ZmqEventPublisher (docs/collector.md#wire-format): a bound PUB socket sending
+ * [topic, seq8, payload] with seq from 0 per "process", and a ROUTER replaying its buffer of encoded
+ * batches: request [id, "", start8] → [id, "", seq8, payload]… then [id, "", ff×8, ""].
+ */
 export class FakeVllmPublisher {
   pub = new Publisher({ linger: 0 });
   readonly router: Router | null;
