@@ -142,11 +142,12 @@ function requestContext(body: Buffer, i: number): RequestContext {
 async function accessEvent(
   srv: Server,
   conf: Record<string, unknown>,
-  body: string,
+  body: string | Buffer,
   seq: number,
   caller?: Pick<RequestContext, 'consumer' | 'consumerGroups'>,
 ): Promise<EventResult> {
-  const ctx = { ...requestContext(Buffer.from(body), seq), ...caller };
+  // A Buffer is sent as is: the pool's phases encode their large bodies once, not on the bench's loop per send.
+  const ctx = { ...requestContext(typeof body === 'string' ? Buffer.from(body) : body, seq), ...caller };
   const plugin = {
     id: String(conf.__plugin_id),
     name: srv.ext.name,
@@ -244,8 +245,9 @@ async function startServer(
   prefix: string,
   bin?: string,
   env: Record<string, string> = {},
+  nodeArgs?: string[],
 ): Promise<Server> {
-  const def = jsPluginServerDef(name, dir, prefix, { env });
+  const def = jsPluginServerDef(name, dir, prefix, { env, nodeArgs });
   if (bin) {
     const stock = kongJsPluginServerBin();
     def.startCmd = def.startCmd!.replace(stock, bin);
@@ -1205,7 +1207,7 @@ function freshMessages(messages: ChatMessage[], tag: string): ChatMessage[] {
 interface PoolArm {
   workers: number;
   stop: () => Promise<void>;
-  once: (body: string) => Promise<Sample>;
+  once: (body: string | Buffer) => Promise<Sample>;
   dump: () => Promise<Record<string, unknown>>;
   pid: number | undefined;
   row: Record<string, unknown>;
@@ -1221,9 +1223,18 @@ async function poolArm(
   const redis = await startRedisServer();
   const prefix = mkdtempSync(join(tmpdir(), 'kinf-bench-pool-'));
   const stateFile = join(prefix, 'state.json');
-  const srv = await startServer(`workers=${workers}`, 'kinference', pluginsDir, prefix, undefined, {
-    KINFERENCE_DEBUG_STATE: stateFile,
-  });
+  // To profile the plugin servers: KINF_BENCH_POOL_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof" (node's
+  // profiling flags are refused in NODE_OPTIONS; each worker thread writes its own profile).
+  const nodeArgs = process.env.KINF_BENCH_POOL_NODE_ARGS?.split(' ').filter(Boolean);
+  const srv = await startServer(
+    `workers=${workers}`,
+    'kinference',
+    pluginsDir,
+    prefix,
+    undefined,
+    { KINFERENCE_DEBUG_STATE: stateFile },
+    nodeArgs,
+  );
   const index = createKvIndex({ kind: 'redis', url: redis.url, keyPrefix: KEY_PREFIX });
   const stop = async (): Promise<void> => {
     await index.close();
@@ -1257,7 +1268,7 @@ async function poolArm(
       entityId('workspaces', 'default'),
     );
     let seq = 0;
-    const once = async (body: string): Promise<Sample> => {
+    const once = async (body: string | Buffer): Promise<Sample> => {
       const r = await accessEvent(srv, conf, body, seq++);
       const h = upstreamHeadersOf(r);
       return {
@@ -1378,7 +1389,7 @@ async function pool(): Promise<void> {
   const freshBody = (tokens: number): string =>
     longBody(MODEL, freshMessages(contexts.get(tokens)![tag % 4]!.messages, `n${tag++}`));
   const smallBody = (i: number): string => chatBody(4 * 1024, `Small question ${i}?`);
-  const worst = worstBodies(MODEL);
+  const worst = worstBodies(MODEL).map(([label, body]): [string, Buffer] => [label, Buffer.from(body)]);
 
   const eventLoop = await eventLoopPerLongRequest(freshBody(100_000), qwenDir);
   console.log(`event loop per new 100k request: ${JSON.stringify(eventLoop)}`);
@@ -1392,7 +1403,7 @@ async function pool(): Promise<void> {
     };
     const over = async (
       a: PoolArm,
-      bodies: string[],
+      bodies: (string | Buffer)[],
     ): Promise<{ perS: number; ms: Stats; fallbacks: Record<string, number> }> => {
       let next = 0;
       const ms: number[] = [];
@@ -1411,24 +1422,42 @@ async function pool(): Promise<void> {
       return { perS, ms: stats(ms), fallbacks };
     };
 
+    // The plugin server's own event loop over a phase (its state dump, reset by the dump before): a stall of
+    // the plugin server, told apart from the bench's loop and from a starved host.
+    const serverLoop = async <T>(a: PoolArm, key: string, run: () => Promise<T>): Promise<T> => {
+      await a.dump();
+      const out = await run();
+      a.row[key] = (await a.dump()).eventLoop;
+      return out;
+    };
+    // The bench's own event loop drives every connection: its delays show up in the RPC times too.
+    const lagOf = async <T>(run: () => Promise<T>): Promise<[T, Record<string, number>]> => {
+      const h = monitorEventLoopDelay({ resolution: 5 });
+      h.enable();
+      const elu = performance.eventLoopUtilization();
+      const out = await run();
+      const busy = Math.round(performance.eventLoopUtilization(elu).utilization * 1000) / 1000;
+      h.disable();
+      const ms = (ns: number): number => Math.round(ns / 1e4) / 100;
+      return [out, { p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max), busy }];
+    };
     // Decisions/s: warm (each context seen once first, untimed) and new, at each size.
     for (const size of RATE_SIZES) {
       const n = size.tokens === 15_000 ? warmN : scale(size.warm);
       await eachArm(async (a) => {
         for (let i = 0; i < 4; i++) await a.once(warmBody(size.tokens, 1_000_000 + i));
-        const r = await over(
-          a,
-          Array.from({ length: n }, (_, i) => warmBody(size.tokens, i)),
+        const bodies = Array.from({ length: n }, (_, i) => Buffer.from(warmBody(size.tokens, i)));
+        const [r, lag] = await serverLoop(a, `serverEventLoopWarm${size.tokens / 1000}k`, () =>
+          lagOf(() => over(a, bodies)),
         );
+        a.row[`benchEventLoopWarm${size.tokens / 1000}k`] = lag;
         a.row[`warm${size.tokens / 1000}kPerS`] = r.perS;
         a.row[`warm${size.tokens / 1000}kMs`] = r.ms;
         a.row[`warm${size.tokens / 1000}kFallbacks`] = r.fallbacks;
       });
       await eachArm(async (a) => {
-        const r = await over(
-          a,
-          Array.from({ length: scale(size.fresh) }, () => freshBody(size.tokens)),
-        );
+        const bodies = Array.from({ length: scale(size.fresh) }, () => Buffer.from(freshBody(size.tokens)));
+        const r = await serverLoop(a, `serverEventLoopNew${size.tokens / 1000}k`, () => over(a, bodies));
         a.row[`new${size.tokens / 1000}kPerS`] = r.perS;
         a.row[`new${size.tokens / 1000}kMs`] = r.ms;
         a.row[`new${size.tokens / 1000}kFallbacks`] = r.fallbacks;
@@ -1441,18 +1470,9 @@ async function pool(): Promise<void> {
       for (let i = 0; i < n; i++) out.push(await a.once(smallBody(i)));
       return out;
     };
-    // The bench's own event loop drives every connection: its delays show up in the RPC times too.
-    const lagOf = async <T>(run: () => Promise<T>): Promise<[T, Record<string, number>]> => {
-      const h = monitorEventLoopDelay({ resolution: 5 });
-      h.enable();
-      const out = await run();
-      h.disable();
-      const ms = (ns: number): number => Math.round(ns / 1e4) / 100;
-      return [out, { p50: ms(h.percentile(50)), p99: ms(h.percentile(99)), max: ms(h.max) }];
-    };
     const beside = async (
       a: PoolArm,
-      bodies: () => string,
+      bodies: () => string | Buffer,
     ): Promise<{ small: Sample[]; other: Sample[]; fallbacks: Record<string, number> }> => {
       let done = false;
       const other: Sample[] = [];
@@ -1470,17 +1490,21 @@ async function pool(): Promise<void> {
       return { small, other, fallbacks };
     };
     await eachArm(async (a) => {
-      const [alone, lag] = await lagOf(() => smallLoop(a, smallN));
+      const [alone, lag] = await serverLoop(a, 'serverEventLoopAlone', () =>
+        lagOf(() => smallLoop(a, smallN)),
+      );
       a.row.benchEventLoopDelayAloneMs = lag;
       a.row.smallAloneMs = stats(alone.map((s) => s.ms));
       a.row.smallAloneSplitMs = splitOf(alone);
     });
     // New 100k contexts made before the phase (the bench's loop then only sends them), the same list for
     // every arm: each plugin server sees each body once.
-    const holBodies = Array.from({ length: 200 }, () => freshBody(100_000));
+    const holBodies = Array.from({ length: 200 }, () => Buffer.from(freshBody(100_000)));
     await eachArm(async (a) => {
       let k = 0;
-      const [hol, lag] = await lagOf(() => beside(a, () => holBodies[k++ % holBodies.length]!));
+      const [hol, lag] = await serverLoop(a, 'serverEventLoopBesideFresh100k', () =>
+        lagOf(() => beside(a, () => holBodies[k++ % holBodies.length]!)),
+      );
       a.row.benchEventLoopDelayBesideMs = lag;
       a.row.fresh100kSent = k;
       a.row.smallBesideFresh100kMs = stats(hol.small.map((s) => s.ms));
@@ -1491,8 +1515,12 @@ async function pool(): Promise<void> {
     });
     await eachArm(async (a) => {
       let w = 0;
-      const run = await beside(a, () => worst[w++ % worst.length]![1]);
+      const [run, lag] = await serverLoop(a, 'serverEventLoopBesideWorst', () =>
+        lagOf(() => beside(a, () => worst[w++ % worst.length]![1])),
+      );
+      a.row.benchEventLoopDelayBesideWorstMs = lag;
       a.row.smallBesideWorstMs = stats(run.small.map((s) => s.ms));
+      a.row.smallBesideWorstSplitMs = splitOf(run.small);
       a.row.worstFallbacks = run.fallbacks;
       const each: Record<string, Stats> = {};
       for (const [label, body] of worst) {
@@ -1524,6 +1552,7 @@ async function pool(): Promise<void> {
         preparedPerWorker: workersState?.map((x) => x.prepared) ?? null,
         longJobsPerWorker: workersState?.map((x) => x.long) ?? null,
         rssMb: treeRssMb(a.pid),
+        serverHeapUsedMb: Math.round((state.memory as { heapUsed: number }).heapUsed / 2 ** 20),
       });
       const r = a.row;
       const p = (k: string, q: 'p50' | 'p99'): number => (r[k] as Stats)[q];
@@ -1535,6 +1564,19 @@ async function pool(): Promise<void> {
           `(p50 ${p('smallBesideFresh100kMs', 'p50')}; slowest 5% ${JSON.stringify(tail)}), beside worst bodies ` +
           `${p('smallBesideWorstMs', 'p99')} ms; hit rates ${String(r.segmentCacheHitRate)}; long jobs per worker ` +
           `${String(r.longJobsPerWorker)}; RSS ${String(r.rssMb)} MB`,
+      );
+      const loop = (k: string): string => {
+        const l = r[k] as
+          | { delayMs: { max: number }; utilization: number; gc: { major: { count: number; maxMs: number } } }
+          | undefined;
+        return l
+          ? `max ${l.delayMs.max} ms, busy ${l.utilization}, ${l.gc.major.count} major GCs (max ${l.gc.major.maxMs} ms)`
+          : '–';
+      };
+      console.log(
+        `  bench event loop busy at warm 15k ${String((r.benchEventLoopWarm15k as { busy: number }).busy)}; ` +
+          `plugin server event loop: warm 15k ${loop('serverEventLoopWarm15k')}; alone ${loop('serverEventLoopAlone')}; ` +
+          `beside new 100k ${loop('serverEventLoopBesideFresh100k')}; beside worst ${loop('serverEventLoopBesideWorst')}`,
       );
     }
   } finally {

@@ -1,5 +1,12 @@
 // The plugin's housekeeping timer: drops per-request state whose log phase never came; the state dump.
 import { existsSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  constants,
+  monitorEventLoopDelay,
+  performance,
+  PerformanceObserver,
+  type EventLoopUtilization,
+} from 'node:perf_hooks';
 import { routerStats, runningDecisionPool, sweepRouters } from '../../src/router/index.js';
 import { logOnce, logOnceKeys } from './log-once.js';
 import { PENDING_MAX_ENTRIES, type PendingDecisions } from './pending.js';
@@ -55,7 +62,9 @@ let kills = 0;
  * there (atomically) its memory (process.memoryUsage, after a full GC when Node runs with --expose-gc, to
  * tell retained memory from heap V8 keeps) and what the plugin holds: pending decisions and their drop
  * counters, the routers' per-request entries, the segment caches, the decision workers (requests prepared,
- * restarts, their segment caches, their own heaps). For operators and the leak specs. When KINFERENCE_DEBUG_KILL_WORKER names
+ * restarts, their segment caches, their own heaps), and the event loop since the previous dump: its delay
+ * (p50, p99, max), its utilization and its GC pauses by kind, to tell a stalled loop from a starved host. For operators, the leak
+ * specs and bench:plugin. When KINFERENCE_DEBUG_KILL_WORKER names
  * a file and that file exists, a SIGUSR2 first deletes it and terminates one decision worker (in turn), as a
  * crash would: the fault specs.
  */
@@ -63,7 +72,16 @@ export function installStateDump(pending: PendingDecisions, env: NodeJS.ProcessE
   const file = env.KINFERENCE_DEBUG_STATE;
   if (!file || process.listenerCount('SIGUSR2') > 0) return;
   const killFile = env.KINFERENCE_DEBUG_KILL_WORKER;
+  // Only with the hook on: a 1 ms timer is cheap, but production has no reader for it.
+  const delay = monitorEventLoopDelay({ resolution: 1 });
+  delay.enable();
+  let elu = performance.eventLoopUtilization();
+  let gcs = newGcTally();
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) tallyGc(gcs, e);
+  }).observe({ entryTypes: ['gc'] });
   const dump = async (): Promise<void> => {
+    const loop = { ...eventLoopSince(delay, elu), gc: gcs };
     const pool = runningDecisionPool();
     if (killFile && pool && existsSync(killFile)) {
       rmSync(killFile, { force: true });
@@ -80,13 +98,58 @@ export function installStateDump(pending: PendingDecisions, env: NodeJS.ProcessE
       routers: routerStats(),
       decisionWorkers: pool ? await pool.stats() : null,
       logOnceKeys: logOnceKeys(),
+      eventLoop: loop,
     };
     writeFileSync(`${file}.tmp`, JSON.stringify(state));
     renameSync(`${file}.tmp`, file);
+    // The next window starts after this dump's own work.
+    delay.reset();
+    elu = performance.eventLoopUtilization();
+    gcs = newGcTally();
   };
   process.on('SIGUSR2', () => {
     dump().catch((e: unknown) =>
       logOnce('debug-state', `KINFERENCE_DEBUG_STATE ${file}: ${e instanceof Error ? e.message : String(e)}`),
     );
   });
+}
+
+/** The event loop's delay (ms) and utilization (0..1, busy share of wall time) since `since`. */
+function eventLoopSince(
+  delay: ReturnType<typeof monitorEventLoopDelay>,
+  since: EventLoopUtilization,
+): { delayMs: { p50: number; p99: number; max: number }; utilization: number; windowMs: number } {
+  const ms = (ns: number): number => Math.round(ns / 1e4) / 100;
+  const u = performance.eventLoopUtilization(since);
+  return {
+    // A histogram with no sample yet reads max 0 and percentiles NaN; report 0 delay then.
+    delayMs: {
+      p50: ms(delay.count ? delay.percentile(50) : 0),
+      p99: ms(delay.count ? delay.percentile(99) : 0),
+      max: ms(delay.count ? delay.max : 0),
+    },
+    utilization: Math.round(u.utilization * 1000) / 1000,
+    windowMs: Math.round(u.idle + u.active),
+  };
+}
+
+type GcTally = Record<'minor' | 'major' | 'other', { count: number; totalMs: number; maxMs: number }>;
+
+function newGcTally(): GcTally {
+  const z = (): { count: number; totalMs: number; maxMs: number } => ({ count: 0, totalMs: 0, maxMs: 0 });
+  return { minor: z(), major: z(), other: z() };
+}
+
+function tallyGc(t: GcTally, e: { duration: number; detail?: unknown }): void {
+  const kind = (e.detail as { kind?: number } | undefined)?.kind;
+  const k =
+    kind === constants.NODE_PERFORMANCE_GC_MINOR
+      ? 'minor'
+      : kind === constants.NODE_PERFORMANCE_GC_MAJOR
+        ? 'major'
+        : 'other';
+  const ms = Math.round(e.duration * 100) / 100;
+  t[k].count++;
+  t[k].totalMs = Math.round((t[k].totalMs + ms) * 100) / 100;
+  t[k].maxMs = Math.max(t[k].maxMs, ms);
 }

@@ -41,7 +41,14 @@ interface WorkerStats {
   heapUsedBytes: number | null;
 }
 
-async function dump(): Promise<{ decisionWorkers: WorkerStats[] | null }> {
+interface LoopStats {
+  delayMs: { p50: number; p99: number; max: number };
+  utilization: number;
+  windowMs: number;
+  gc: Record<'minor' | 'major' | 'other', { count: number; totalMs: number; maxMs: number }>;
+}
+
+async function dump(): Promise<{ decisionWorkers: WorkerStats[] | null; eventLoop: LoopStats }> {
   const seqOf = (): number =>
     existsSync(stateFile) ? (JSON.parse(readFileSync(stateFile, 'utf8')) as { seq: number }).seq : 0;
   const before = seqOf();
@@ -49,7 +56,10 @@ async function dump(): Promise<{ decisionWorkers: WorkerStats[] | null }> {
   if (pid === undefined) throw new Error('the plugin server is not running');
   process.kill(pid, 'SIGUSR2');
   await waitFor('plugin state dump', () => seqOf() > before, 30_000);
-  return JSON.parse(readFileSync(stateFile, 'utf8')) as { decisionWorkers: WorkerStats[] | null };
+  return JSON.parse(readFileSync(stateFile, 'utf8')) as {
+    decisionWorkers: WorkerStats[] | null;
+    eventLoop: LoopStats;
+  };
 }
 
 beforeAll(async () => {
@@ -123,7 +133,19 @@ describe('decision workers in the real plugin server', () => {
       180_000,
     );
     // Prepared in the workers, not on the event loop.
-    const workers = (await dump()).decisionWorkers ?? [];
+    const state = await dump();
+    const workers = state.decisionWorkers ?? [];
+    // The event loop since the previous dump: a window of the wait above, its delay percentiles ordered (a
+    // 1 ms timer: at least ~1 ms), utilization a share, GC pauses tallied by kind.
+    const loop = state.eventLoop;
+    expect(loop.windowMs).toBeGreaterThan(0);
+    expect(loop.utilization).toBeGreaterThan(0);
+    expect(loop.utilization).toBeLessThanOrEqual(1);
+    expect(loop.delayMs.p50).toBeGreaterThanOrEqual(0.9);
+    expect(loop.delayMs.p99).toBeGreaterThanOrEqual(loop.delayMs.p50);
+    expect(loop.delayMs.max).toBeGreaterThanOrEqual(loop.delayMs.p99);
+    for (const k of ['minor', 'major', 'other'] as const)
+      expect(loop.gc[k].maxMs).toBeLessThanOrEqual(loop.gc[k].totalMs);
     expect(workers.reduce((n, w) => n + w.prepared, 0)).toBeGreaterThanOrEqual(55);
     // Each worker reports its own heap (a V8 isolate the process's memoryUsage() does not include): the soak
     // samples them (bench:faults). A worker holds its tokenizer, so its heap is well past an empty isolate's.

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { prefillBacklogTokens } from '../../../src/core/predictor.js';
+import { prefillBacklogMs, prefillBacklogTokens } from '../../../src/core/predictor.js';
 
 const res = (atMs: number, uncachedTokens: number) => ({
   podId: 'a',
@@ -34,6 +34,36 @@ describe('prefillBacklogTokens (the router’s own not-yet-prefilled work, found
           expect(b).toBeGreaterThanOrEqual(0);
           expect(b).toBeLessThanOrEqual(rs.reduce((s, r) => s + r.u, 0) + 1e-6);
           expect(prefillBacklogTokens(list, now + dt, 0.3)).toBeLessThanOrEqual(b + 1e-6);
+        },
+      ),
+    );
+  });
+
+  it('depends on the reservations, not on the order they are listed in (sorted lists are not copied)', () => {
+    const cal = { prefillMsPerToken: 0.3, attentionMsPerToken2: 1e-6 } as Parameters<
+      typeof prefillBacklogMs
+    >[2];
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({ at: fc.integer({ min: 0, max: 10_000 }), u: fc.integer({ min: 0, max: 20_000 }) }),
+          { maxLength: 30 },
+        ),
+        fc.integer(),
+        (rs, seed) => {
+          const sorted = rs.map((r) => res(r.at, r.u)).sort((a, b) => a.atMs - b.atMs);
+          // A deterministic shuffle of the same reservations.
+          const shuffled = [...sorted].sort(
+            (a, b) => ((a.atMs * 31 + seed) % 17) - ((b.atMs * 31 + seed) % 17),
+          );
+          expect(prefillBacklogTokens(shuffled, 12_000, 0.3)).toBeCloseTo(
+            prefillBacklogTokens(sorted, 12_000, 0.3),
+            6,
+          );
+          expect(prefillBacklogMs(shuffled, 12_000, cal)).toBeCloseTo(
+            prefillBacklogMs(sorted, 12_000, cal),
+            6,
+          );
         },
       ),
     );
