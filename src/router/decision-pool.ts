@@ -2,6 +2,7 @@
 import { availableParallelism } from 'node:os';
 import { defaultTemplateKwargs, type PluginConfig } from '../config/plugin-config.js';
 import { DecisionPool, type PoolFailure } from '../tokenize/off-thread/pool.js';
+import { SameBodyMemo } from './same-body-memo.js';
 import type { PrepareResult, PrepareSettings } from '../tokenize/off-thread/protocol.js';
 
 /** The whole segment cache budget of the process, split among the workers (each sees its share of prefixes). */
@@ -164,11 +165,21 @@ export function poolPreparer(
   // The windows the router knows (configured, and learned from the pods) in place of the config's alone; a
   // new settings object only when they change.
   let windowed = settings;
+  const sameBody = new SameBodyMemo();
   return {
     prepare: (body, windows) => {
       if (windows !== undefined && windows !== windowed.maxModelLen)
         windowed = { ...settings, maxModelLen: windows };
-      return p.prepare(key, windowed, body, affinityOf(body));
+      const known = sameBody.get(body, windowed);
+      if (known !== undefined) return Promise.resolve(known);
+      const asked = windowed;
+      const prepared = p.prepare(key, asked, body, affinityOf(body));
+      return (
+        prepared?.then((r) => {
+          sameBody.set(body, asked, r);
+          return r;
+        }) ?? null
+      );
     },
     warm: () => p.warm(key, settings),
   };

@@ -124,6 +124,7 @@ export async function prepareBody(
     ok: true,
     ...facts,
     hasVllmXargs: request.hasVllmXargs === true,
+    repeatable: thread.template().pure === true,
     keys,
     promptTokens: tokens.length,
     truncated,

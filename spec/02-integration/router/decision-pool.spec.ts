@@ -5,6 +5,7 @@ import {
   modelOf,
   runningDecisionPool,
 } from '../../../src/router/decision-pool.js';
+import { SAME_BODY_MIN_BYTES } from '../../../src/router/same-body-memo.js';
 import { createRouter, defaultResources, resourcesSettled, type Router } from '../../../src/router/index.js';
 import { qwen3RouterConfig } from '../../helpers/qwen3.js';
 
@@ -93,6 +94,30 @@ describe('decision workers', () => {
     );
     expect((await pooled.route(b)).fallbackReason).toBeNull();
   }, 120_000);
+
+  it('answers the very same long body again without a worker, and a different one of its length with one', async () => {
+    const pooled = await routerFor({ decision_workers: 2, decision_budget_ms: 5000 }, true);
+    const pool = runningDecisionPool()!;
+    const prepared = async (): Promise<number> => (await pool.stats()).reduce((n, s) => n + s.prepared, 0);
+    // ~160 KiB: over SAME_BODY_MIN_BYTES, a long job for the pool.
+    const long = body('Project notes, line after line. '.repeat(5_000), 'Summarize them.');
+    expect(Buffer.byteLength(long)).toBeGreaterThan(SAME_BODY_MIN_BYTES);
+    const first = await pooled.route(Buffer.from(long));
+    expect(first.fallbackReason).toBeNull();
+    const before = await prepared();
+    const again = await pooled.route(Buffer.from(long));
+    expect(await prepared()).toBe(before);
+    expect(again.fallbackReason).toBeNull();
+    expect(again.promptTokens).toBe(first.promptTokens);
+    expect(again.blocks).toBe(first.blocks);
+    expect(again.timings.templateMs).toBe(0);
+    expect(again.timings.tokenizeMs).toBe(0);
+    // The same length, one byte different: a worker prepares it.
+    const other = long.replace('Summarize them.', 'Summarize them!');
+    expect(other.length).toBe(long.length);
+    await pooled.route(Buffer.from(other));
+    expect(await prepared()).toBe(before + 1);
+  }, 60_000);
 
   it('stops waiting at decision_budget_ms and routes on load among the model pods', async () => {
     const slow = await routerFor(

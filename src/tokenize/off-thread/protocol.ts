@@ -56,7 +56,14 @@ interface PreparedCommon {
 
 /** A body prepared in a worker: its block keys and facts, or why it is routed on load alone. */
 export type PrepareResult =
-  | (PreparedCommon & { ok: true; model: string; keys: string[]; hasVllmXargs: boolean })
+  | (PreparedCommon & {
+      ok: true;
+      model: string;
+      keys: string[];
+      hasVllmXargs: boolean;
+      /** Decided by the body alone (its template reads no clock): the same body again may reuse it. */
+      repeatable?: boolean;
+    })
   | (PreparedCommon & { ok: false; reason: FallbackReason; detail: string });
 
 /** What the caller's thread needs to serve the tokenizer: everything but the native encoder. */
