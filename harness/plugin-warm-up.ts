@@ -58,21 +58,40 @@ export async function waitPluginWarm(
   if (!ext) return;
   // Telemetry off: the warm-up's decisions are no spans.
   const { otlp_endpoint: _otlp, ...config } = pluginConfig;
+  // First on the event loop (decision_workers 0), then as configured. A decision worker that has loaded the
+  // warm-up's config answers with its tokenizer while the event loop's own load may still run, and a spec's
+  // config, which no worker has loaded yet, is prepared on the event loop first: tokenizer_loading (seen once
+  // in CI). The second pass starts the pool as the config asks, as the warm-up always did.
+  for (const [id, over] of [
+    ['kinference-warm-up-loop', { decision_workers: 0 }],
+    ['kinference-warm-up', {}],
+  ] as const)
+    await warmOnce(ext, id, { ...config, index: 'memory', expose_headers: true, ...over }, timeoutMs);
+}
+
+/** The warm-up's request ids, distinct across passes and calls. */
+let warmUpSeq = 0;
+
+async function warmOnce(
+  ext: NonNullable<ReturnType<Gateway['plugins']['get']>>,
+  id: string,
+  config: Record<string, unknown>,
+  timeoutMs: number,
+): Promise<void> {
   const conf = ext.instanceConfig(
     {
-      id: entityId('plugins', 'kinference-warm-up'),
+      id: entityId('plugins', id),
       name: ext.name,
       instanceName: null,
       routeId: ROUTE.id,
       serviceId: null,
       enabled: true,
-      config: { ...config, index: 'memory', expose_headers: true },
+      config,
     },
     entityId('workspaces', 'default'),
   );
-  let seq = 0;
   await untilRoutesWithTokenizer(async () => {
-    const pdk = new StandInPdk(context(seq++), {
+    const pdk = new StandInPdk(context(warmUpSeq++), {
       phase: 'access',
       plugin: {
         id: String(conf.__plugin_id),
