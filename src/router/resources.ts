@@ -18,6 +18,7 @@ import type { SegmentCacheStats } from '../tokenize/segment-cache.js';
 import type { ChatTemplate, PromptTokenizer, Tokenizer } from '../tokenize/types.js';
 import { ResourceLoad } from './resource-load.js';
 import { poolPreparer } from './decision-pool.js';
+import { sameBodyStats } from './same-body-memo.js';
 import {
   FIRST_LOOKUP_BUDGET_MS,
   createRouter,
@@ -237,7 +238,11 @@ export function sweepRouters(nowMs: number = Date.now()): void {
 }
 
 /** What the process's routers and segment caches hold now, summed (diagnostics, leak specs). */
-export function routerStats(): RouterStats & { routers: number; segmentCaches: SegmentCacheStats[] } {
+export function routerStats(): RouterStats & {
+  routers: number;
+  segmentCaches: SegmentCacheStats[];
+  sameBody: ReturnType<typeof sameBodyStats>;
+} {
   const sum: RouterStats = { reservations: 0, sharedReservations: 0, flights: 0, sentKeys: 0 };
   for (const h of routers.values()) {
     const s = h.router.stats();
@@ -247,6 +252,7 @@ export function routerStats(): RouterStats & { routers: number; segmentCaches: S
     routers: routers.size,
     ...sum,
     segmentCaches: [...loadedPromptTokenizers.values()].map((t) => t.stats()),
+    sameBody: sameBodyStats(),
   };
 }
 

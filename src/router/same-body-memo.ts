@@ -10,6 +10,27 @@ export const SAME_BODY_MEMO_ENTRIES = 32;
 
 type Prepared = PrepareResult & { ok: true };
 
+/** Every memo alive in the process (weakly: a closed router's memo goes with it), for the state dump. */
+const live = new Set<WeakRef<SameBodyMemo>>();
+
+/** The process's same-body memos, summed: what the plugin's state dump shows under `routers`. */
+export function sameBodyStats(): { memos: number; entries: number; bytes: number; hits: number } {
+  const sum = { memos: 0, entries: 0, bytes: 0, hits: 0 };
+  for (const ref of live) {
+    const m = ref.deref();
+    if (!m) {
+      live.delete(ref);
+      continue;
+    }
+    const s = m.stats();
+    sum.memos++;
+    sum.entries += s.entries;
+    sum.bytes += s.bytes;
+    sum.hits += s.hits;
+  }
+  return sum;
+}
+
 interface Entry {
   body: Uint8Array | string;
   /** The settings the result was prepared under (a change of context windows makes it a miss). */
@@ -42,7 +63,9 @@ export class SameBodyMemo {
   constructor(
     readonly maxBytes = SAME_BODY_MEMO_BYTES,
     readonly maxEntries = SAME_BODY_MEMO_ENTRIES,
-  ) {}
+  ) {
+    live.add(new WeakRef(this));
+  }
 
   /** The result prepared before for this very body under these settings, as a hit: nothing re-tokenized. */
   get(body: Uint8Array | string, settings: object): PrepareResult | undefined {

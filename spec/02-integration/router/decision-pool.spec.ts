@@ -5,7 +5,7 @@ import {
   modelOf,
   runningDecisionPool,
 } from '../../../src/router/decision-pool.js';
-import { SAME_BODY_MIN_BYTES } from '../../../src/router/same-body-memo.js';
+import { SAME_BODY_MIN_BYTES, sameBodyStats } from '../../../src/router/same-body-memo.js';
 import { createRouter, defaultResources, resourcesSettled, type Router } from '../../../src/router/index.js';
 import { qwen3RouterConfig } from '../../helpers/qwen3.js';
 
@@ -105,8 +105,12 @@ describe('decision workers', () => {
     const first = await pooled.route(Buffer.from(long));
     expect(first.fallbackReason).toBeNull();
     const before = await prepared();
+    const hits = sameBodyStats().hits;
     const again = await pooled.route(Buffer.from(long));
     expect(await prepared()).toBe(before);
+    // The state dump's count (routers.sameBody) sees it.
+    expect(sameBodyStats().hits).toBe(hits + 1);
+    expect(sameBodyStats().bytes).toBeGreaterThan(SAME_BODY_MIN_BYTES);
     expect(again.fallbackReason).toBeNull();
     expect(again.promptTokens).toBe(first.promptTokens);
     expect(again.blocks).toBe(first.blocks);
