@@ -171,9 +171,13 @@ export function predictTtft(pod: PodLookup, opts: PredictOptions): Prediction {
   const U = P - reusedTokens;
 
   // Our assignments the last scrape cannot have seen yet.
-  const unscraped = opts.reservations.filter((r) => r.atMs >= s.lastScrapeAtMs);
   let reservedTokens = 0;
-  for (const r of unscraped) reservedTokens += r.uncachedTokens;
+  let unscraped = 0;
+  for (const r of opts.reservations)
+    if (r.atMs >= s.lastScrapeAtMs) {
+      reservedTokens += r.uncachedTokens;
+      unscraped++;
+    }
   // Metrics show a prefilling request as "running", not as queued work; our own recent assignments,
   // drained first-come first-served at the prefill rate, say how much of that work is still to do.
   const ownBacklog =
@@ -181,7 +185,7 @@ export function predictTtft(pod: PodLookup, opts: PredictOptions): Prediction {
       ? prefillBacklogMs(opts.reservations, opts.nowMs, cal) / cal.prefillMsPerToken
       : prefillBacklogTokens(opts.reservations, opts.nowMs, cal.prefillMsPerToken);
   const queuedTokens = Math.max(s.waiting * s.meanQueuedPrefillTokens + reservedTokens, ownBacklog);
-  const waitingReqs = s.waiting + unscraped.length;
+  const waitingReqs = s.waiting + unscraped;
 
   const prefillMs = U * cal.prefillMsPerToken + (cal.attentionMsPerToken2 * U * (reusedTokens + P)) / 2;
   const loadMs = cpuTokens * cal.cpuLoadMsPerToken;

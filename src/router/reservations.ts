@@ -113,7 +113,11 @@ export class ReservationBook {
   pendingPrefixBlocks(podId: PodId, keys: readonly BlockKey[], nowMs: number): number {
     let best = 0;
     if (keys.length === 0) return 0;
-    for (const r of this.active(podId, nowMs)) {
+    const list = this.active(podId, nowMs);
+    // Only a pod's newest MAX_KEYED_PER_POD reservations keep keys (add drops them past it; release and
+    // expiry only take entries out), so the rest of a busy pod's list, thousands long, is not walked.
+    for (let j = Math.max(0, list.length - MAX_KEYED_PER_POD); j < list.length; j++) {
+      const r = list[j]!;
       const k = this.#keys.get(r);
       if (!k) continue;
       const n = Math.min(k.length, keys.length);

@@ -84,6 +84,45 @@ describe('ReservationBook.pendingPrefixBlocks (prompts sent to a pod, not yet in
     );
   });
 
+  it('finds every keyed reservation after releases, though it walks only the newest of a long list', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.oneof(fc.integer({ min: 0, max: 5 }), fc.constant(-1)), {
+          minLength: MAX_KEYED_PER_POD + 20,
+          maxLength: MAX_KEYED_PER_POD + 120,
+        }),
+        fc.integer({ min: 0, max: 5 }),
+        (ops, probe) => {
+          // The book's own rule, modelled: an add drops the keys of the reservation MAX_KEYED_PER_POD + 1
+          // from the end; -1 releases the newest one still held (responses end out of order as well).
+          const book = new ReservationBook(1_000_000);
+          const model: { id: number; keys: BlockKey[] | null }[] = [];
+          ops.forEach((op, i) => {
+            if (op === -1) {
+              const gone = model.splice(Math.max(0, model.length - 1 - (i % 7)), 1)[0];
+              if (gone) book.release(gone.id);
+              return;
+            }
+            const keys = chained([op, i % 3]);
+            model.push({ id: book.add(res('pod-a', i), keys)!, keys });
+            const dropped = model[model.length - 1 - MAX_KEYED_PER_POD];
+            if (dropped) dropped.keys = null;
+          });
+          const q = chained([probe, 0]);
+          let want = 0;
+          for (const m of model) {
+            if (!m.keys) continue;
+            let n = 0;
+            while (n < m.keys.length && m.keys[n] === q[n]) n++;
+            want = Math.max(want, n);
+          }
+          expect(book.pendingPrefixBlocks('pod-a', q, ops.length)).toBe(want);
+        },
+      ),
+      { numRuns: 50 },
+    );
+  });
+
   it('keeps at most MAX_KEYS_KEPT block keys in all, and a long prompt only its first keys', () => {
     const book = new ReservationBook(60_000);
     const long = (tag: string, n: number): BlockKey[] =>
