@@ -129,7 +129,7 @@ function eventLoopSince(
       max: ms(delay.count ? delay.max : 0),
     },
     utilization: Math.round(u.utilization * 1000) / 1000,
-    windowMs: Math.round(u.idle + u.active),
+    windowMs: Math.round((u.idle + u.active) * 10) / 10,
   };
 }
 
