@@ -165,18 +165,20 @@ export function poolPreparer(
   // The windows the router knows (configured, and learned from the pods) in place of the config's alone; a
   // new settings object only when they change.
   let windowed = settings;
-  const sameBody = new SameBodyMemo();
+  // Made by the first prepare: preloadResources and resourcesSettled call poolPreparer only to warm.
+  let sameBody: SameBodyMemo | null = null;
   return {
     prepare: (body, windows) => {
       if (windows !== undefined && windows !== windowed.maxModelLen)
         windowed = { ...settings, maxModelLen: windows };
-      const known = sameBody.get(body, windowed);
+      const memo = (sameBody ??= new SameBodyMemo());
+      const known = memo.get(body, windowed);
       if (known !== undefined) return Promise.resolve(known);
       const asked = windowed;
       const prepared = p.prepare(key, asked, body, affinityOf(body));
       return (
         prepared?.then((r) => {
-          sameBody.set(body, asked, r);
+          memo.set(body, asked, r);
           return r;
         }) ?? null
       );
