@@ -14,6 +14,7 @@ const s = {
   gateways: Number(process.env.GATEWAYS ?? 1),
   batchMaxWaitMs: Number(process.env.BATCH_WAIT_MS ?? MIXED_SCENARIO.batchMaxWaitMs),
   interactiveReservedPods: Number(process.env.RESERVED_PODS ?? MIXED_SCENARIO.interactiveReservedPods),
+  seed: Number(process.env.SEED ?? MIXED_SCENARIO.seed),
 };
 const arm = (process.argv[2] ?? 'kinference+policies') as MixedArmName;
 const flood = Number(process.argv[3] ?? 0.617);
@@ -34,7 +35,9 @@ console.log(
     .map(([k, v]) => `${k}: ${v}`)
     .join('\n'),
 );
-const slow = recs.filter((x) => x.tenant === 'chat' && x.turnIndex > 0 && (ttft(x) ?? 0) > 600);
+const slow = recs.filter(
+  (x) => x.tenant === 'chat' && (process.env.FIRST_TURNS === '1' || x.turnIndex > 0) && (ttft(x) ?? 0) > 600,
+);
 console.log(`slow chat: ${slow.length} of ${recs.filter((x) => x.tenant === 'chat').length}`);
 for (const x of slow.slice(0, 12)) {
   const t = ttft(x)!;
@@ -55,3 +58,29 @@ const shedDetail = recs
   .slice(0, 5)
   .map((x) => x.trace?.detail);
 console.log(shedDetail.join('\n'));
+
+// POD_TIMELINE=1: per 10 s and pod, the requests placed there with their TTFT in s and h (a hit: at least half
+// the prompt cached) or c (cold), x for no first token: where each tenant went and what it got.
+if (process.env.POD_TIMELINE === '1') {
+  const pods = [...new Set(recs.map((x) => x.pod).filter((p) => p !== ''))].sort();
+  for (let t0 = 0; t0 * 1000 < r.windowEndMs; t0 += 10) {
+    const cells = pods.map((pod) => {
+      const placed = recs.filter(
+        (x) =>
+          x.pod === pod && x.rejectedBy === null && x.startMs >= t0 * 1000 && x.startMs < (t0 + 10) * 1000,
+      );
+      const of = (tenant: string): string =>
+        placed
+          .filter((x) => x.tenant === tenant)
+          .map((x) => {
+            const t = ttft(x);
+            return t === null
+              ? 'x'
+              : `${(t / 1000).toFixed(1)}${x.cachedTokens > x.promptTokens / 2 ? 'h' : 'c'}`;
+          })
+          .join(',');
+      return `${pod}: chat[${of('chat')}] batch[${of('nightly')}] free ${placed.filter((x) => x.tenant === 'free').length}`;
+    });
+    console.log(`${t0}s  ${cells.join(' | ')}`);
+  }
+}

@@ -35,6 +35,8 @@ export interface PodFacts {
   waitBehindMs: number;
   pending: readonly PendingRequest[];
   protectedClasses: readonly ProtectedClass[];
+  /** The request's own predicted TTFT on the pod, ms (a sheddable class is not sent past its own objective). */
+  ownTtftMs?: number;
 }
 
 /** Why a pod refuses a request of a class: the first higher class it would push past its objective. */
@@ -44,8 +46,11 @@ export interface Blocked {
   objectiveMs: number;
   /** How far past the objective, ms (how long the pod needs to drain before it can take the request). */
   overMs: number;
-  /** `pending`: a request in flight; `protected`: the class's next request. */
-  who: 'pending' | 'protected';
+  /**
+   * `pending`: a request in flight; `protected`: the class's next request; `own`: the request itself (a
+   * sheddable class's request would miss its own objective there: `priority` and `objectiveMs` are its own).
+   */
+  who: 'pending' | 'protected' | 'own';
 }
 
 /** The first higher class this pod would push past its objective if it took a request of `priority`; or null. */
@@ -73,6 +78,22 @@ export function blockedOn(priority: number, pod: PodFacts): Blocked | null {
   return worst;
 }
 
+/**
+ * A sheddable request on a pod where its own predicted TTFT is past its class's objective: it would miss the
+ * objective anyway, and its queue there would keep every higher class off the pod for as long (bench:mixed,
+ * seed 45: batch requests queued 60–99 s deep on a pod the chat then could not use). It waits or is shed
+ * instead, as the Inference Extension sheds sheddable requests on a saturated pool.
+ */
+export function pastOwnObjective(
+  priority: number,
+  ownObjectiveMs: number | null,
+  pod: PodFacts,
+): Blocked | null {
+  if (!sheddable(priority) || ownObjectiveMs === null || pod.ownTtftMs === undefined) return null;
+  const overMs = pod.ownTtftMs - ownObjectiveMs;
+  return overMs > 0 ? { podId: pod.podId, priority, objectiveMs: ownObjectiveMs, overMs, who: 'own' } : null;
+}
+
 export type ClassVerdict =
   /** The best pod takes it (no higher class there is hurt): nothing changes. */
   | { kind: 'best'; podIndex: number }
@@ -83,15 +104,20 @@ export type ClassVerdict =
 
 /**
  * The class admission of a request of `priority` over pods ranked best first (index 0 is the router's
- * choice): the first eligible pod no higher class is hurt on. The highest class present is never blocked.
- * `retryAfterMs`: the least any pod needs to drain before it could take the request.
+ * choice): the first eligible pod no higher class is hurt on, and, for a sheddable class with an objective
+ * (`ownObjectiveMs`), where the request itself is predicted within it. The highest class present is never
+ * blocked unless it is sheddable. `retryAfterMs`: the least any pod needs to drain before it could take it.
  */
-export function admitByClass(priority: number, ranked: readonly PodFacts[]): ClassVerdict {
+export function admitByClass(
+  priority: number,
+  ranked: readonly PodFacts[],
+  ownObjectiveMs: number | null = null,
+): ClassVerdict {
   const blocked: Blocked[] = [];
   for (let i = 0; i < ranked.length; i++) {
     const pod = ranked[i]!;
     if (!pod.eligible) continue;
-    const b = blockedOn(priority, pod);
+    const b = blockedOn(priority, pod) ?? pastOwnObjective(priority, ownObjectiveMs, pod);
     if (b === null) return i === 0 ? { kind: 'best', podIndex: 0 } : { kind: 'moved', podIndex: i, blocked };
     blocked.push(b);
   }

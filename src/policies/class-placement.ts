@@ -63,6 +63,8 @@ export function placeByClass(
   priority: number,
   classes: readonly ServiceClass[],
   ranked: readonly PodFacts[],
+  /** The request's class objective, ms: a sheddable request is not placed past it (class-admission.ts). */
+  ownObjectiveMs: number | null = null,
 ): ClassVerdict {
   // Every candidate pod, eligible now or not: a pod past the ITL bound for one request stays reserved.
   const reserved = reservedPods(
@@ -72,5 +74,6 @@ export function placeByClass(
   return admitByClass(
     priority,
     ranked.map((f) => withReserved(f, reserved.get(f.podId))),
+    ownObjectiveMs,
   );
 }

@@ -34,6 +34,6 @@ export {
   type PodFacts,
   type ProtectedClass,
 } from './class-admission.js';
-export { ClassActivity, PROTECT_MS } from './class-activity.js';
+export { ClassActivity, PROTECT_MS, SQUEEZE_MS } from './class-activity.js';
 export { placeByClass, reservedPods, withReserved } from './class-placement.js';
 export { FairQueue, VirtualCounters, type FairQueueOptions } from './fair-queue.js';

@@ -330,6 +330,13 @@ export function createRouter(
     if (outcome.flightId !== null) itl?.end(outcome.flightId);
     // Capacity freed: the first waiting request (fairness order) re-decides.
     memory.classes?.queue.wake();
+    // A class measured past its objective is squeezed: every pod protects it for a while (class-activity.ts).
+    const cls = outcome.tenant?.serviceClass;
+    if (cls && actualTtftMs !== null && actualTtftMs > cls.ttft_objective_ms)
+      memory.classes?.activity.squeeze(
+        { priority: cls.priority, objectiveMs: cls.ttft_objective_ms },
+        clock(),
+      );
     if (outcome.target && upstream) {
       // An outcome from elsewhere (no record) counts as routed now.
       const seq = decisionOf.get(outcome) ?? decisions + 1;

@@ -13,7 +13,7 @@ import {
   type MixedScenario,
   type RequestLimits,
 } from './scenario.js';
-import { busyShare, tenantFigures, type TenantFigures } from './tenant-metrics.js';
+import { busyShare, tenantFigures, tenantTtfts, type TenantFigures } from './tenant-metrics.js';
 
 export interface ArmRow {
   arm: MixedArmName;
@@ -63,6 +63,8 @@ export async function mixedBench(o: {
   chatSlo: Slo;
   arms?: MixedArmName[];
   log?: (line: string) => void;
+  /** Gets each arm's chat TTFTs in the measure window (pooling over seeds needs them; the report keeps p95). */
+  chatTtfts?: (arm: MixedArmName, ttftsMs: number[]) => void;
 }): Promise<MixedReport> {
   const { scenario: s, fleet, model } = o;
   const log = o.log ?? (() => {});
@@ -124,6 +126,7 @@ export async function mixedBench(o: {
     const chat = tenantFigures(r, CHAT, chatSlo);
     const nightly = tenantFigures(r, NIGHTLY, batchSlo);
     const free = tenantFigures(r, FREE, freeSlo);
+    o.chatTtfts?.(arm, tenantTtfts(r, CHAT));
     const solo = chatSolo[arm.startsWith('random') ? 'random' : 'kinference'];
     const row: ArmRow = {
       arm,

@@ -22,10 +22,7 @@ export function tenantFigures(r: MixedResult, tenant: string, slo: Slo): TenantF
   const started = recs.filter((x) => x.startMs >= r.windowStartMs && x.startMs < r.windowEndMs);
   const refused: Record<string, number> = {};
   for (const x of started) if (x.rejectedBy) refused[x.rejectedBy] = (refused[x.rejectedBy] ?? 0) + 1;
-  const ttfts = recs
-    .filter((x) => inMeasureWindow(x, r.windowStartMs, r.windowEndMs))
-    .map((x) => requestMetrics(x)?.ttftMs)
-    .filter((x): x is number => x !== undefined);
+  const ttfts = tenantTtfts(r, tenant);
   return {
     sent: started.length,
     refused,
@@ -35,6 +32,14 @@ export function tenantFigures(r: MixedResult, tenant: string, slo: Slo): TenantF
     ttftP95Ms: ttfts.length ? percentile(ttfts, 0.95) : null,
     acceptedPromptTokensPerMin: acceptedPerMinute(recs, r.windowStartMs, r.windowEndMs),
   };
+}
+
+/** The tenant's TTFTs, ms, of the requests that overlap the measure window (GuideLLM's rule). */
+export function tenantTtfts(r: MixedResult, tenant: string): number[] {
+  return r.records
+    .filter((x) => x.tenant === tenant && inMeasureWindow(x, r.windowStartMs, r.windowEndMs))
+    .map((x) => requestMetrics(x)?.ttftMs)
+    .filter((x): x is number => x !== undefined);
 }
 
 /** Prompt tokens of the requests the gateway forwarded, per whole clock minute inside the window. */

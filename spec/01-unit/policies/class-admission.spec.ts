@@ -121,6 +121,64 @@ describe('class admission (policies/class-admission.ts)', () => {
     expect(blockedOn(100, f)).toBeNull();
   });
 
+  it('a sheddable request is placed only where it is predicted within its own objective; others anywhere', () => {
+    const withOwn = (i: number): fc.Arbitrary<PodFacts> =>
+      fc
+        .tuple(pod(i), fc.option(ms, { nil: undefined }))
+        .map(([f, t]) => (t === undefined ? f : { ...f, ownTtftMs: t }));
+    const fleetOwn = fc
+      .integer({ min: 1, max: 5 })
+      .chain((n) => fc.tuple(...Array.from({ length: n }, (_, i) => withOwn(i))));
+    fc.assert(
+      fc.property(
+        priority,
+        fleetOwn,
+        fc.option(fc.integer({ min: 1, max: 20_000 }), { nil: null }),
+        (p, pods, own) => {
+          const past = (f: PodFacts): boolean =>
+            sheddable(p) && own !== null && f.ownTtftMs !== undefined && f.ownTtftMs > own;
+          const v = admitByClass(p, pods, own);
+          const ok = pods.findIndex((f) => f.eligible && !hurts(p, f) && !past(f));
+          if (ok >= 0) expect(v).toMatchObject({ kind: ok === 0 ? 'best' : 'moved', podIndex: ok });
+          else if (pods.some((f) => f.eligible)) {
+            expect(v.kind).toBe('blocked');
+            if (v.kind === 'blocked')
+              for (const b of v.blocked)
+                if (b.who === 'own') {
+                  expect(b.priority).toBe(p);
+                  expect(b.objectiveMs).toBe(own);
+                }
+          }
+          // Without an objective of its own the rule is the old one exactly.
+          expect(admitByClass(p, pods, null)).toEqual(
+            admitByClass(
+              p,
+              pods.map(({ ownTtftMs: _, ...f }) => f),
+            ),
+          );
+        },
+      ),
+    );
+  });
+
+  it("names a sheddable request's own objective as the reason it waits", () => {
+    const f: PodFacts = {
+      podId: 'pod-a',
+      eligible: true,
+      addedMs: 0,
+      waitBehindMs: 0,
+      pending: [],
+      protectedClasses: [],
+      ownTtftMs: 45_000,
+    };
+    expect(admitByClass(-1, [f], 30_000)).toEqual({
+      kind: 'blocked',
+      blocked: [{ podId: 'pod-a', priority: -1, objectiveMs: 30_000, overMs: 15_000, who: 'own' }],
+      retryAfterMs: 15_000,
+    });
+    expect(admitByClass(0, [f], 30_000).kind).toBe('best');
+  });
+
   it('negative priorities are sheddable, zero and above are not (Gateway API Inference Extension)', () => {
     expect([-1000, -1, 0, 1, 100].map(sheddable)).toEqual([true, true, false, false, false]);
   });

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { PluginConfig } from '../../../src/config/plugin-config.js';
 import type { KvIndex } from '../../../src/index/index.js';
-import { PROTECT_MS, type CallerFacts } from '../../../src/policies/index.js';
+import { PROTECT_MS, SQUEEZE_MS, type CallerFacts } from '../../../src/policies/index.js';
 import { createRouter, defaultResources, requestKeys } from '../../../src/router/index.js';
 import { qwen3RouterConfig } from '../../helpers/qwen3.js';
 
@@ -32,7 +31,7 @@ const POLICIES = {
   // A header cannot raise a class above the default: the default is the top class, teams are lowered.
   default_class: 'interactive',
   classes: [
-    { name: 'interactive', priority: 100, ttft_objective_ms: 50 },
+    { name: 'interactive', priority: 100, ttft_objective_ms: 200 },
     { name: 'standard', priority: 0, ttft_objective_ms: 5000 },
     { name: 'batch', priority: -1, ttft_objective_ms: 60000, max_wait_ms: 5000 },
   ],
@@ -57,7 +56,7 @@ async function fleet(index: KvIndex): Promise<void> {
     await index.upsertPodState({ model: MODEL, podId }, { address, lastScrapeAtMs: NOW, lastEventAtMs: NOW });
 }
 
-async function setup(over: Partial<PluginConfig> = {}, cachedOnA?: string) {
+async function setup(over: Record<string, unknown> = {}, cachedOnA?: string) {
   const cfg = qwen3RouterConfig({ policies: POLICIES, ...over });
   const res = defaultResources(cfg);
   await fleet(res.index);
@@ -191,6 +190,56 @@ describe('class admission in the router', () => {
     const out = await router.route(b, as('nightly'), { waitUntilMs: NOW, waitedMs: 5000 });
     expect(waiting.admission?.action).toBe('wait');
     expect(out.shed).toMatchObject({ status: 429, byClass: { waitedMs: 5000 } });
+    await router.close();
+  });
+
+  it('a class predicted past its objective is squeezed: every pod protects it, not only the ones that served it', async () => {
+    const { router, advance } = await setup();
+    // Nothing cached: the interactive question is a cold prefill, predicted past its 200 ms objective.
+    const chat = await router.route(body(prompt('alpha'), 'Explain clause nine. '.repeat(60)), as(null));
+    expect(chat.decision.chosen!.predictedTtftMs).toBeGreaterThan(200);
+    const batch = await router.route(body(prompt('beta')), as('nightly'));
+    expect(batch.admission?.action).toBe('shed');
+    // The two pods the class was never served on refuse it too, for the class's next request.
+    const others = ['pod-a', 'pod-b', 'pod-c'].filter((p) => p !== chat.target!.podId);
+    for (const p of others)
+      expect(batch.admission!.detail).toContain(`${p} would push the next request of priority 100`);
+    // The squeeze over, only the pod that served the class protects it.
+    advance(SQUEEZE_MS);
+    const later = await router.route(body(prompt('beta')), as('nightly'));
+    expect(later.target).not.toBeNull();
+    expect(others).toContain(later.target!.podId);
+    await router.close();
+  });
+
+  it('a measured TTFT past the objective squeezes the class too (the prediction missed it)', async () => {
+    const outcomes = [];
+    for (const measured of [150, 900]) {
+      const { router } = await setup({}, body(prompt('alpha')));
+      const chat = await router.route(body(prompt('alpha'), 'Explain clause nine.'), as(null));
+      expect(chat.decision.chosen!.predictedTtftMs).toBeLessThan(200);
+      router.observe(chat, measured);
+      outcomes.push(await router.route(body(prompt('beta')), as('nightly')));
+      await router.close();
+    }
+    expect(outcomes[0]!.target).not.toBeNull();
+    expect(outcomes[1]!.admission?.action).toBe('shed');
+  });
+
+  it('a sheddable request is not placed where it would miss its own objective; a non-sheddable one is', async () => {
+    const tight = {
+      ...POLICIES,
+      classes: POLICIES.classes.map((c) => (c.name === 'interactive' ? c : { ...c, ttft_objective_ms: 100 })),
+    };
+    const { router } = await setup({ policies: tight });
+    const batch = await router.route(body(prompt('beta')), as('nightly'));
+    expect(batch.decision.chosen!.predictedTtftMs).toBeGreaterThan(100);
+    expect(batch.admission?.action).toBe('shed');
+    expect(batch.admission!.detail).toMatch(/pod-\w would answer it \d+ ms past its own 100 ms objective/);
+    expect(batch.shed).toMatchObject({ status: 429 });
+    const standard = await router.route(body(prompt('beta')), as('reports'));
+    expect(standard.admission?.action).toBe('best');
+    expect(standard.target).not.toBeNull();
     await router.close();
   });
 

@@ -37,7 +37,7 @@ export function podFacts(
     if (!c) continue;
     if (nowMs - r.atMs < c.expectedTtftMs) pending.push(c);
     // Served there by another node: this node protects the class's next request on the pod too.
-    memory.classes?.activity.record(p.podId, c, r.atMs);
+    memory.classes?.activity.record(p.podId, c, r.atMs, c.expectedTtftMs);
   }
   return {
     podId: p.podId,
@@ -46,6 +46,7 @@ export function podFacts(
     waitBehindMs: waitBehindMs(p),
     pending,
     protectedClasses: memory.classes?.activity.recent(p.podId, nowMs) ?? [],
+    ownTtftMs: p.predictedTtftMs,
   };
 }
 
@@ -68,6 +69,8 @@ export interface Admitted {
 }
 
 function describe(b: Blocked): string {
+  if (b.who === 'own')
+    return `${b.podId} would answer it ${Math.round(b.overMs)} ms past its own ${b.objectiveMs} ms objective`;
   const who = b.who === 'pending' ? 'a request in flight' : 'the next request';
   return `${b.podId} would push ${who} of priority ${b.priority} ${Math.round(b.overMs)} ms past its ${b.objectiveMs} ms objective`;
 }
@@ -94,7 +97,12 @@ export function admitClass(
   const noneHealthy = choice.fallbackReason === 'all_pods_unhealthy';
   const facts = ranked.map((p) => podFacts(memory, p, nowMs, noneHealthy, input.others?.get(p.podId) ?? []));
   // Reserved pods protect their classes from the start (policies/class-placement.ts).
-  const verdict = placeByClass(cls.priority, memory.config.policies?.classes ?? [], facts);
+  const verdict = placeByClass(
+    cls.priority,
+    memory.config.policies?.classes ?? [],
+    facts,
+    cls.ttft_objective_ms,
+  );
   if (verdict.kind === 'best')
     return { choice, shed: null, admission: { ...base, action: 'best', detail: null, waitUntilMs: null } };
   const detail = verdict.blocked.map(describe).join('; ');

@@ -98,7 +98,7 @@ function bookClass(
   const added = (chosen.prefillMs + chosen.loadMs) * chosen.ttftFactor;
   const ownMs = added + chosen.overheadMs * chosen.ttftFactor;
   const cls = { priority: c.priority, objectiveMs: c.ttft_objective_ms, ownMs };
-  memory.classes?.activity.record(chosen.podId, cls, nowMs);
+  memory.classes?.activity.record(chosen.podId, cls, nowMs, chosen.predictedTtftMs);
   for (const r of memory.reservations.active(chosen.podId, nowMs)) {
     const rc = memory.reservations.classOf(r);
     if (rc && rc.priority > c.priority && nowMs - r.atMs < rc.expectedTtftMs) rc.expectedTtftMs += added;
