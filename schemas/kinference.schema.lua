@@ -647,7 +647,7 @@ return {
                               1,
                               3600000,
                             },
-                            description = "The TTFT this class is promised (ms). A lower class is not placed where it would push this class past it.",
+                            description = "The TTFT this class is promised (ms). A lower class is not placed where it would push this class past it; a sheddable class is not placed where it would miss it itself (it waits, then is shed).",
                           },
                         },
                         {

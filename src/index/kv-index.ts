@@ -63,6 +63,11 @@ export interface SharedClass {
   expectedTtftMs: number;
   /** Its own work on the pod (prefill, load, overhead), ms: a later request of its class pays about as much. */
   ownMs: number;
+  /**
+   * The booking node had the class squeezed by its own evidence (a TTFT it measured or predicted past the
+   * objective, policies/class-activity.ts): the other nodes squeeze it too. Absent: false.
+   */
+  squeezed?: boolean;
 }
 
 /**

@@ -2,7 +2,10 @@
 import { KinferenceError } from '../core/errors.js';
 import type { SharedReservation } from './kv-index.js';
 
-/** Marks the optional class field, before the pod id: "@c:priority:objectiveMs:expectedTtftMs:ownMs". */
+/**
+ * Marks the optional class field, before the pod id: "@c:priority:objectiveMs:expectedTtftMs:ownMs", and ":1"
+ * after it when the class is squeezed (a node that reads only four numbers takes that member's pod as unknown).
+ */
 const CLASS_MARK = '@c:';
 
 /**
@@ -15,7 +18,7 @@ export function reservationMember(r: SharedReservation): string {
   const c = r.cls;
   // A class-less reservation whose pod id itself starts with the mark says so ("@c:-"), so it parses back.
   const cls = c
-    ? `${CLASS_MARK}${c.priority}:${Math.round(c.objectiveMs)}:${Math.round(c.expectedTtftMs)}:${Math.round(c.ownMs)}|`
+    ? `${CLASS_MARK}${c.priority}:${Math.round(c.objectiveMs)}:${Math.round(c.expectedTtftMs)}:${Math.round(c.ownMs)}${c.squeezed ? ':1' : ''}|`
     : r.podId.startsWith(CLASS_MARK)
       ? `${CLASS_MARK}-|`
       : '';
@@ -27,8 +30,9 @@ function parseClass(field: string): SharedReservation['cls'] | 'none' | null {
   if (field === `${CLASS_MARK}-`) return 'none';
   if (!field.startsWith(CLASS_MARK)) return null;
   const n = field.slice(CLASS_MARK.length).split(':').map(Number);
-  if (n.length !== 4 || !n.every(Number.isFinite)) return null;
-  return { priority: n[0]!, objectiveMs: n[1]!, expectedTtftMs: n[2]!, ownMs: n[3]! };
+  if ((n.length !== 4 && !(n.length === 5 && n[4] === 1)) || !n.every(Number.isFinite)) return null;
+  const cls = { priority: n[0]!, objectiveMs: n[1]!, expectedTtftMs: n[2]!, ownMs: n[3]! };
+  return n.length === 5 ? { ...cls, squeezed: true } : cls;
 }
 
 export function parseReservationMember(member: string, atMs: number): SharedReservation {

@@ -25,15 +25,11 @@ export const SQUEEZE_MS = 30_000;
 /** Per pod, the classes booked there within PROTECT_MS. Bounded by pods × classes (≤ 16 classes). */
 export class ClassActivity {
   readonly #byPod = new Map<string, Map<number, { objectiveMs: number; ownMs: number; atMs: number }>>();
-  /** Squeezed classes by priority: protected on every pod until `untilMs`. */
-  readonly #squeezed = new Map<number, { objectiveMs: number; untilMs: number }>();
+  /** Squeezed classes by priority: protected on every pod until `untilMs`; `ownUntilMs`: by this node's evidence. */
+  readonly #squeezed = new Map<number, { objectiveMs: number; untilMs: number; ownUntilMs: number }>();
 
-  /**
-   * The class was served on the pod at `nowMs` (another node's reservation may be older: the newest wins).
-   * `expectedTtftMs`: the request's predicted TTFT there; past the class's objective, the class is squeezed.
-   */
-  record(podId: string, cls: ProtectedClass, nowMs: number, expectedTtftMs?: number): void {
-    if (expectedTtftMs !== undefined && expectedTtftMs > cls.objectiveMs) this.squeeze(cls, nowMs);
+  /** The class was served on the pod at `nowMs` (another node's reservation may be older: the newest wins). */
+  record(podId: string, cls: ProtectedClass, nowMs: number): void {
     let m = this.#byPod.get(podId);
     if (!m) this.#byPod.set(podId, (m = new Map()));
     const prev = m.get(cls.priority);
@@ -57,12 +53,24 @@ export class ClassActivity {
     return out;
   }
 
-  /** The class is squeezed from `nowMs` (a request predicted, or measured, past its objective). */
-  squeeze(cls: ProtectedClass, nowMs: number): void {
-    const s = this.#squeezed.get(cls.priority);
+  /**
+   * The class is squeezed from `nowMs`: one of its requests was predicted or measured past its objective. `own`:
+   * by this node's evidence (shared with the other nodes on its next reservation of the class); false: another
+   * node's, read from its reservation (not shared again, so a squeeze ends SQUEEZE_MS after its last evidence).
+   */
+  squeeze(cls: ProtectedClass, nowMs: number, own: boolean): void {
+    const s = this.#squeezed.get(cls.priority) ?? { objectiveMs: cls.objectiveMs, untilMs: 0, ownUntilMs: 0 };
     const untilMs = nowMs + SQUEEZE_MS;
-    if (!s || s.untilMs < untilMs)
-      this.#squeezed.set(cls.priority, { objectiveMs: cls.objectiveMs, untilMs });
+    s.objectiveMs = cls.objectiveMs;
+    s.untilMs = Math.max(s.untilMs, untilMs);
+    if (own) s.ownUntilMs = Math.max(s.ownUntilMs, untilMs);
+    this.#squeezed.set(cls.priority, s);
+  }
+
+  /** Whether this node's own evidence squeezes the class of `priority` now (it says so to the other nodes). */
+  ownSqueezed(priority: number, nowMs: number): boolean {
+    const s = this.#squeezed.get(priority);
+    return s !== undefined && nowMs < s.ownUntilMs;
   }
 
   /** Whether the class of `priority` is squeezed now (state dumps and tests). */

@@ -34,7 +34,7 @@ export const ServiceClassSchema = Type.Object(
       minimum: 1,
       maximum: 3600000,
       description:
-        'The TTFT this class is promised (ms). A lower class is not placed where it would push this class past it.',
+        'The TTFT this class is promised (ms). A lower class is not placed where it would push this class past it; a sheddable class is not placed where it would miss it itself (it waits, then is shed).',
     }),
     max_wait_ms: Type.Integer({
       default: 0,

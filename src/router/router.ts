@@ -336,6 +336,7 @@ export function createRouter(
       memory.classes?.activity.squeeze(
         { priority: cls.priority, objectiveMs: cls.ttft_objective_ms },
         clock(),
+        true,
       );
     if (outcome.target && upstream) {
       // An outcome from elsewhere (no record) counts as routed now.

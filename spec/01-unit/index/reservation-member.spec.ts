@@ -4,12 +4,16 @@ import { parseReservationMember, reservationMember } from '../../../src/index/re
 
 describe('shared reservation as a ZSET member', () => {
   it('round-trips any reservation, with or without its class, whatever its pod id holds', () => {
-    const cls = fc.record({
-      priority: fc.integer({ min: -1000, max: 1000 }),
-      objectiveMs: fc.nat(),
-      expectedTtftMs: fc.nat(),
-      ownMs: fc.nat(),
-    });
+    const cls = fc.record(
+      {
+        priority: fc.integer({ min: -1000, max: 1000 }),
+        objectiveMs: fc.nat(),
+        expectedTtftMs: fc.nat(),
+        ownMs: fc.nat(),
+        squeezed: fc.constant(true),
+      },
+      { requiredKeys: ['priority', 'objectiveMs', 'expectedTtftMs', 'ownMs'] },
+    );
     // Pod ids that look like the class field, and ones that hold the separator, as well as any text.
     const podId = fc.oneof(
       fc.string({ minLength: 1 }),
@@ -36,6 +40,22 @@ describe('shared reservation as a ZSET member', () => {
         },
       ),
     );
+  });
+
+  it("a squeezed class's member reads, to a node that knows only four numbers, as a pod it does not know", () => {
+    const m = reservationMember({
+      router: 'ab',
+      id: 1,
+      podId: 'pod-a',
+      atMs: 5,
+      uncachedTokens: 10,
+      promptTokens: 20,
+      cls: { priority: 100, objectiveMs: 4000, expectedTtftMs: 900, ownMs: 300, squeezed: true },
+    });
+    expect(m).toBe('ab|1|10|20|@c:100:4000:900:300:1|pod-a');
+    // What the parser before this field made of it: not a class field, so part of the pod id.
+    expect(m.split('|').slice(4).join('|')).not.toBe('pod-a');
+    expect(parseReservationMember(m, 5).cls).toMatchObject({ squeezed: true });
   });
 
   it('refuses a member that is not one', () => {

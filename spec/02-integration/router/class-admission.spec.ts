@@ -226,6 +226,29 @@ describe('class admission in the router', () => {
     expect(outcomes[1]!.admission?.action).toBe('shed');
   });
 
+  it('a squeeze one Kong node measured reaches the others on its next reservation of the class', async () => {
+    const cfg = qwen3RouterConfig({ policies: POLICIES });
+    const res = defaultResources(cfg);
+    await fleet(res.index);
+    const keys = await requestKeys(cfg, body(prompt('alpha')));
+    await res.index.apply({ model: MODEL, podId: 'pod-a' }, [{ op: 'store', keys, tier: 'GPU' }]);
+    const now = NOW;
+    const nodeA = createRouter(cfg, res, { clock: () => now });
+    const nodeB = createRouter(cfg, res, { clock: () => now });
+    const first = await nodeA.route(body(prompt('alpha'), 'Explain clause nine.'), as(null));
+    expect(first.decision.chosen!.predictedTtftMs).toBeLessThan(200);
+    const before = await nodeB.route(body(prompt('beta')), as('nightly'));
+    expect(before.target).not.toBeNull();
+    nodeA.observe(first, 900); // answered past the 200 ms objective
+    await nodeA.route(body(prompt('alpha'), 'And clause ten?'), as(null));
+    const after = await nodeB.route(body(prompt('gamma')), as('nightly'));
+    expect(after.admission?.action).toBe('shed');
+    for (const p of ['pod-b', 'pod-c'])
+      expect(after.admission!.detail).toContain(`${p} would push the next request of priority 100`);
+    await nodeA.close();
+    await nodeB.close();
+  });
+
   it('a sheddable request is not placed where it would miss its own objective; a non-sheddable one is', async () => {
     const tight = {
       ...POLICIES,

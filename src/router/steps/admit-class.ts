@@ -37,7 +37,7 @@ export function podFacts(
     if (!c) continue;
     if (nowMs - r.atMs < c.expectedTtftMs) pending.push(c);
     // Served there by another node: this node protects the class's next request on the pod too.
-    memory.classes?.activity.record(p.podId, c, r.atMs, c.expectedTtftMs);
+    memory.classes?.activity.record(p.podId, c, r.atMs);
   }
   return {
     podId: p.podId,
@@ -48,6 +48,21 @@ export function podFacts(
     protectedClasses: memory.classes?.activity.recent(p.podId, nowMs) ?? [],
     ownTtftMs: p.predictedTtftMs,
   };
+}
+
+/**
+ * The other nodes' reservations of a class predicted past its objective, or marked squeezed by what their node
+ * measured, squeeze the class here too: before any pod's facts, since a squeeze protects every pod.
+ */
+function squeezesOfOthers(
+  memory: Pick<RouterMemory, 'classes'>,
+  others: ReadonlyMap<string, readonly OtherReservation[]> | null | undefined,
+): void {
+  if (!others || !memory.classes) return;
+  for (const list of others.values())
+    for (const { cls: c, atMs } of list)
+      if (c && (c.squeezed || c.expectedTtftMs > c.objectiveMs))
+        memory.classes.activity.squeeze(c, atMs, false);
 }
 
 export interface AdmitInput {
@@ -95,6 +110,7 @@ export function admitClass(
     return { choice, shed: null, admission: { ...base, action: 'best', detail: null, waitUntilMs: null } };
   const ranked = choice.decision.candidates;
   const noneHealthy = choice.fallbackReason === 'all_pods_unhealthy';
+  squeezesOfOthers(memory, input.others);
   const facts = ranked.map((p) => podFacts(memory, p, nowMs, noneHealthy, input.others?.get(p.podId) ?? []));
   // Reserved pods protect their classes from the start (policies/class-placement.ts).
   const verdict = placeByClass(

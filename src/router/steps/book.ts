@@ -56,7 +56,13 @@ export function bookTarget(
       route.model,
       reservationId,
       reserved,
-      cls ? { ...cls.reserved, ownMs: cls.ownMs } : undefined,
+      cls
+        ? {
+            ...cls.reserved,
+            ownMs: cls.ownMs,
+            ...(memory.classes?.activity.ownSqueezed(cls.reserved.priority, nowMs) ? { squeezed: true } : {}),
+          }
+        : undefined,
     );
   const flightId = itl ? itl.record(chosen, nowMs, route.promptTokens, maxTokens) : null;
   const rank = dataParallelRankOf(chosen.podId);
@@ -98,7 +104,8 @@ function bookClass(
   const added = (chosen.prefillMs + chosen.loadMs) * chosen.ttftFactor;
   const ownMs = added + chosen.overheadMs * chosen.ttftFactor;
   const cls = { priority: c.priority, objectiveMs: c.ttft_objective_ms, ownMs };
-  memory.classes?.activity.record(chosen.podId, cls, nowMs, chosen.predictedTtftMs);
+  memory.classes?.activity.record(chosen.podId, cls, nowMs);
+  if (chosen.predictedTtftMs > c.ttft_objective_ms) memory.classes?.activity.squeeze(cls, nowMs, true);
   for (const r of memory.reservations.active(chosen.podId, nowMs)) {
     const rc = memory.reservations.classOf(r);
     if (rc && rc.priority > c.priority && nowMs - r.atMs < rc.expectedTtftMs) rc.expectedTtftMs += added;
