@@ -73,7 +73,7 @@ export class ClassActivity {
     return s !== undefined && nowMs < s.ownUntilMs;
   }
 
-  /** Whether the class of `priority` is squeezed now (state dumps and tests). */
+  /** Whether the class of `priority` is squeezed now (for tests). */
   squeezed(priority: number, nowMs: number): boolean {
     const s = this.#squeezed.get(priority);
     return s !== undefined && nowMs < s.untilMs;

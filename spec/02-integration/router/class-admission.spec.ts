@@ -69,17 +69,22 @@ async function setup(over: Record<string, unknown> = {}, cachedOnA?: string) {
   return { router, advance: (ms: number) => (now += ms) };
 }
 
+/** Two routers (two Kong nodes) over one index, sharing reservations as share_reservations does; pod-a holds alpha. */
+async function twoNodes() {
+  const cfg = qwen3RouterConfig({ policies: POLICIES });
+  const res = defaultResources(cfg);
+  await fleet(res.index);
+  const keys = await requestKeys(cfg, body(prompt('alpha')));
+  await res.index.apply({ model: MODEL, podId: 'pod-a' }, [{ op: 'store', keys, tier: 'GPU' }]);
+  return [
+    createRouter(cfg, res, { clock: () => NOW }),
+    createRouter(cfg, res, { clock: () => NOW }),
+  ] as const;
+}
+
 describe('class admission in the router', () => {
   it('protects a class another Kong node placed on the pod (its class travels with the shared reservation)', async () => {
-    // Two routers (two Kong nodes) over one index, sharing reservations as share_reservations does.
-    const cfg = qwen3RouterConfig({ policies: POLICIES });
-    const res = defaultResources(cfg);
-    await fleet(res.index);
-    const keys = await requestKeys(cfg, body(prompt('alpha')));
-    await res.index.apply({ model: MODEL, podId: 'pod-a' }, [{ op: 'store', keys, tier: 'GPU' }]);
-    const now = NOW;
-    const nodeA = createRouter(cfg, res, { clock: () => now });
-    const nodeB = createRouter(cfg, res, { clock: () => now });
+    const [nodeA, nodeB] = await twoNodes();
     const chat = await nodeA.route(body(prompt('alpha'), 'Explain clause nine. '.repeat(60)), as(null));
     expect(chat.target!.podId).toBe('pod-a');
     const batch = await nodeB.route(body(prompt('alpha')), as('nightly'));
@@ -227,14 +232,7 @@ describe('class admission in the router', () => {
   });
 
   it('a squeeze one Kong node measured reaches the others on its next reservation of the class', async () => {
-    const cfg = qwen3RouterConfig({ policies: POLICIES });
-    const res = defaultResources(cfg);
-    await fleet(res.index);
-    const keys = await requestKeys(cfg, body(prompt('alpha')));
-    await res.index.apply({ model: MODEL, podId: 'pod-a' }, [{ op: 'store', keys, tier: 'GPU' }]);
-    const now = NOW;
-    const nodeA = createRouter(cfg, res, { clock: () => now });
-    const nodeB = createRouter(cfg, res, { clock: () => now });
+    const [nodeA, nodeB] = await twoNodes();
     const first = await nodeA.route(body(prompt('alpha'), 'Explain clause nine.'), as(null));
     expect(first.decision.chosen!.predictedTtftMs).toBeLessThan(200);
     const before = await nodeB.route(body(prompt('beta')), as('nightly'));
