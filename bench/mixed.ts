@@ -74,19 +74,19 @@ const args = process.argv.slice(2).join(' ');
 const command = args ? `npm run bench:mixed -- ${args}` : 'npm run bench:mixed';
 mkdirSync('bench/results', { recursive: true });
 const [first] = runs;
-const bySeed =
-  runs.length > 1
-    ? {
-        bySeed: runs.map((r) => ({ seed: r.seed, reference: r.report.reference, arms: r.report.arms })),
-        pooled: pooledOverSeeds(runs),
-      }
-    : {};
+const pooled = runs.length > 1 ? pooledOverSeeds(runs) : null;
+const bySeed = pooled
+  ? {
+      bySeed: runs.map((r) => ({ seed: r.seed, reference: r.report.reference, arms: r.report.arms })),
+      pooled,
+    }
+  : {};
 writeFileSync(
   `bench/results/${values.name}.json`,
   JSON.stringify({ command, ...first!.report, ...bySeed }, null, 2) + '\n',
 );
 let md = mixedMarkdown(first!.report, command);
-if (runs.length > 1)
-  md += `\nThe table above is seed ${first!.seed}.\n\n${pooledMarkdown(runs, first!.report.scenario.chatObjectiveMs)}`;
+if (pooled)
+  md += `\nThe table above is seed ${first!.seed}.\n\n${pooledMarkdown(runs, first!.report.scenario.chatObjectiveMs, pooled)}`;
 writeFileSync(`bench/results/${values.name}.md`, md);
 console.log(`\n${md}`);

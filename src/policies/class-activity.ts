@@ -67,6 +67,11 @@ export class ClassActivity {
     this.#squeezed.set(cls.priority, s);
   }
 
+  /** A TTFT of the class, predicted or measured (`own`: by this node): past its objective, the class is squeezed. */
+  judge(cls: ProtectedClass, ttftMs: number, nowMs: number, own: boolean): void {
+    if (ttftMs > cls.objectiveMs) this.squeeze(cls, nowMs, own);
+  }
+
   /** Whether this node's own evidence squeezes the class of `priority` now (it says so to the other nodes). */
   ownSqueezed(priority: number, nowMs: number): boolean {
     const s = this.#squeezed.get(priority);

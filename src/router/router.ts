@@ -332,9 +332,10 @@ export function createRouter(
     memory.classes?.queue.wake();
     // A class measured past its objective is squeezed: every pod protects it for a while (class-activity.ts).
     const cls = outcome.tenant?.serviceClass;
-    if (cls && actualTtftMs !== null && actualTtftMs > cls.ttft_objective_ms)
-      memory.classes?.activity.squeeze(
+    if (cls && actualTtftMs !== null)
+      memory.classes?.activity.judge(
         { priority: cls.priority, objectiveMs: cls.ttft_objective_ms },
+        actualTtftMs,
         clock(),
         true,
       );

@@ -59,10 +59,13 @@ function squeezesOfOthers(
   others: ReadonlyMap<string, readonly OtherReservation[]> | null | undefined,
 ): void {
   if (!others || !memory.classes) return;
+  const activity = memory.classes.activity;
   for (const list of others.values())
-    for (const { cls: c, atMs } of list)
-      if (c && (c.squeezed || c.expectedTtftMs > c.objectiveMs))
-        memory.classes.activity.squeeze(c, atMs, false);
+    for (const { cls: c, atMs } of list) {
+      if (!c) continue;
+      if (c.squeezed) activity.squeeze(c, atMs, false);
+      else activity.judge(c, c.expectedTtftMs, atMs, false);
+    }
 }
 
 export interface AdmitInput {

@@ -105,7 +105,7 @@ function bookClass(
   const ownMs = added + chosen.overheadMs * chosen.ttftFactor;
   const cls = { priority: c.priority, objectiveMs: c.ttft_objective_ms, ownMs };
   memory.classes?.activity.record(chosen.podId, cls, nowMs);
-  if (chosen.predictedTtftMs > c.ttft_objective_ms) memory.classes?.activity.squeeze(cls, nowMs, true);
+  memory.classes?.activity.judge(cls, chosen.predictedTtftMs, nowMs, true);
   for (const r of memory.reservations.active(chosen.podId, nowMs)) {
     const rc = memory.reservations.classOf(r);
     if (rc && rc.priority > c.priority && nowMs - r.atMs < rc.expectedTtftMs) rc.expectedTtftMs += added;
